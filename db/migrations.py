@@ -1,0 +1,111 @@
+"""Schema versions: a tiny ordered registry of migrations.
+
+A new workspace gets every table of `db.models` at once and is stamped with the newest version. An existing
+workspace gets each migration newer than its stamp, in order, each in its own transaction. A migration is a
+function of a connection; append new ones to `MIGRATIONS` and never edit a released one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sqlalchemy import inspect, select, text
+from sqlalchemy.engine import Connection, Engine
+from sqlmodel import SQLModel
+
+from db import models
+from db.models import SchemaVersion
+
+
+class SchemaError(RuntimeError):
+    """The workspace's schema cannot be used by this version of the tool."""
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    apply: Callable[[Connection], None]
+
+
+IMMUTABLE_TABLES = ("snapshots", "snapshot_labels")
+
+
+def _install_immutability_triggers(conn: Connection) -> None:
+    """Refuse UPDATE and DELETE on frozen snapshot tables, whatever client writes to the database."""
+    dialect = conn.dialect.name
+    for table in IMMUTABLE_TABLES:
+        if dialect == "sqlite":
+            for op in ("UPDATE", "DELETE"):
+                conn.execute(
+                    text(
+                        f"CREATE TRIGGER IF NOT EXISTS {table}_no_{op.lower()} BEFORE {op} ON {table} "
+                        f"BEGIN SELECT RAISE(ABORT, '{table} are immutable'); END"
+                    )
+                )
+        elif dialect == "postgresql":
+            conn.execute(
+                text(
+                    "CREATE OR REPLACE FUNCTION relabel_refuse_change() RETURNS trigger AS $$ "
+                    "BEGIN RAISE EXCEPTION '% are immutable', TG_TABLE_NAME; END; $$ LANGUAGE plpgsql"
+                )
+            )
+            conn.execute(text(f"DROP TRIGGER IF EXISTS {table}_immutable ON {table}"))
+            conn.execute(
+                text(
+                    f"CREATE TRIGGER {table}_immutable BEFORE UPDATE OR DELETE ON {table} "
+                    "FOR EACH ROW EXECUTE FUNCTION relabel_refuse_change()"
+                )
+            )
+
+
+def _initial_schema(conn: Connection) -> None:
+    SQLModel.metadata.create_all(conn)
+    _install_immutability_triggers(conn)
+
+
+MIGRATIONS: list[Migration] = [
+    Migration(1, "initial schema", _initial_schema),
+]
+SCHEMA_VERSION = MIGRATIONS[-1].version
+
+
+def current_version(conn: Connection) -> int | None:
+    """The workspace's schema version, or None for an empty database."""
+    if not inspect(conn).has_table(SchemaVersion.__tablename__):
+        return None
+    return conn.execute(select(SchemaVersion.version).order_by(SchemaVersion.version.desc())).scalar()  # type: ignore[attr-defined]
+
+
+def _stamp(conn: Connection, m: Migration) -> None:
+    conn.execute(
+        SchemaVersion.__table__.insert().values(  # type: ignore[attr-defined]
+            version=m.version, name=m.name, applied_at=models.utcnow()
+        )
+    )
+
+
+def init_db(engine: Engine, migrations: list[Migration] | None = None) -> int:
+    """Create or upgrade the workspace schema; safe to call any number of times. Returns the version."""
+    migrations = MIGRATIONS if migrations is None else migrations
+    newest = migrations[-1].version
+    with engine.begin() as conn:
+        version = current_version(conn)
+        if version is None:
+            # A new workspace: today's tables at once, stamped with every migration they already contain.
+            _initial_schema(conn)
+            for m in migrations:
+                _stamp(conn, m)
+            return newest
+    if version > newest:
+        raise SchemaError(
+            f"the workspace has schema version {version}, newer than this relabel knows ({newest}); "
+            "upgrade relabel"
+        )
+    for m in migrations:
+        if m.version > version:
+            with engine.begin() as conn:
+                m.apply(conn)
+                _stamp(conn, m)
+    return newest

@@ -1,0 +1,199 @@
+"""SQLModel tables of a workspace.
+
+Class sets are stored as JSON lists of vocabulary indices, in the order their source gave them (ReaL's
+`real.json` does not sort its lists, and an export must give them back unchanged). Annotations are append-only:
+an undo is a new row that retracts an earlier one. Snapshots and their labels are never updated or deleted; the
+migrations install database triggers that refuse it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import JSON, Column, Index, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+from db.enums import Category, ImageStatus, PredictionStatus, Role, SourceKind, SuggestionAction, Verdict
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _json(nullable: bool = False) -> Any:
+    return Field(default=None if nullable else ..., sa_column=Column(JSON, nullable=nullable))
+
+
+class SchemaVersion(SQLModel, table=True):
+    __tablename__ = "schema_version"
+    version: int = Field(primary_key=True)
+    name: str
+    applied_at: datetime = Field(default_factory=utcnow)
+
+
+class Vocabulary(SQLModel, table=True):
+    __tablename__ = "vocabularies"
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(unique=True)
+    content_hash: str  # sha256 of the canonical class list; two datasets share a vocabulary only if equal
+    n_classes: int
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class VocabClass(SQLModel, table=True):
+    __tablename__ = "vocab_classes"
+    __table_args__ = (
+        UniqueConstraint("vocabulary_id", "index"),
+        UniqueConstraint("vocabulary_id", "name"),
+    )
+    id: int | None = Field(default=None, primary_key=True)
+    vocabulary_id: int = Field(foreign_key="vocabularies.id", index=True)
+    index: int  # 0-based; for ImageNet-1k the sorted-wnid order
+    wnid: str | None = None
+    name: str  # unique display name within the vocabulary
+    synonyms: list[str] = _json()
+    gloss: str = ""
+
+
+class Dataset(SQLModel, table=True):
+    __tablename__ = "datasets"
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(unique=True)
+    root: str | None = None  # absolute directory; image paths are relative to it
+    vocabulary_id: int = Field(foreign_key="vocabularies.id")
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Image(SQLModel, table=True):
+    __tablename__ = "images"
+    __table_args__ = (
+        UniqueConstraint("dataset_id", "path"),
+        Index("ix_images_dataset_stem", "dataset_id", "stem"),
+    )
+    id: int | None = Field(default=None, primary_key=True)
+    dataset_id: int = Field(foreign_key="datasets.id")
+    path: str  # POSIX path relative to the dataset root
+    stem: str  # file name without extension: the key label files use (ILSVRC2012_val_00000001)
+    status: ImageStatus = ImageStatus.missing
+    reason: str = ""  # why an image is missing or unreadable
+    notes: str = ""  # what a reviewer should know about a readable image (CMYK, 16-bit, EXIF rotation, ...)
+    sha256: str | None = Field(default=None, index=True)
+    bytes: int | None = None
+    mtime_ns: int | None = None  # with `bytes`, lets a re-ingest skip files it has already checked
+    width: int | None = None  # as displayed, after EXIF orientation
+    height: int | None = None
+    format: str | None = None
+    mode: str | None = None
+    exif_orientation: int | None = None
+    ingested_at: datetime = Field(default_factory=utcnow)
+
+
+class LabelSource(SQLModel, table=True):
+    __tablename__ = "label_sources"
+    __table_args__ = (UniqueConstraint("dataset_id", "name"),)
+    id: int | None = Field(default=None, primary_key=True)
+    dataset_id: int = Field(foreign_key="datasets.id")
+    name: str  # "imgt" for the original labels; "real", "shankar", "mturk", ... for priors
+    kind: SourceKind
+    format: str  # the import format that produced it
+    origin: str = ""  # file it was read from
+    sha256: str = ""  # of that file
+    n_labels: int = 0
+    imported_at: datetime = Field(default_factory=utcnow)
+
+
+class Label(SQLModel, table=True):
+    __tablename__ = "labels"
+    __table_args__ = (UniqueConstraint("source_id", "image_id"),)
+    id: int | None = Field(default=None, primary_key=True)
+    source_id: int = Field(foreign_key="label_sources.id")
+    image_id: int = Field(foreign_key="images.id", index=True)
+    classes: list[int] = _json()  # empty = the source excludes the image (ReaL) or no class fits (Z)
+    certainty: list[float] | None = _json(nullable=True)  # parallel to `classes`, in [0, 1]
+    category: str | None = None  # the source's own category, when it has one (Shankar A/B/M/Z)
+    extra: dict[str, Any] | None = _json(nullable=True)  # source-specific detail (MTurk vote counts, ...)
+
+
+class ModelRun(SQLModel, table=True):
+    __tablename__ = "model_runs"
+    __table_args__ = (UniqueConstraint("dataset_id", "name"),)
+    id: int | None = Field(default=None, primary_key=True)
+    dataset_id: int = Field(foreign_key="datasets.id")
+    name: str
+    model: str
+    protocol: str  # "supervised", "ow", "mc", "cw", "cwplus", "imported", ...
+    params: dict[str, Any] = _json()
+    prompt_hash: str | None = None
+    origin: str = ""  # the file imported, or the adapter that produced the run
+    tool_version: str = ""
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Prediction(SQLModel, table=True):
+    __tablename__ = "predictions"
+    __table_args__ = (UniqueConstraint("run_id", "image_id"),)
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int = Field(foreign_key="model_runs.id")
+    image_id: int = Field(foreign_key="images.id", index=True)
+    status: PredictionStatus = PredictionStatus.ok
+    reason: str = ""
+    raw_output: str = ""  # the model's own words, before mapping to classes
+    classes: list[int] = _json()  # ranked, best first
+    scores: list[float] | None = _json(nullable=True)  # parallel to `classes`
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class User(SQLModel, table=True):
+    __tablename__ = "users"
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(unique=True)
+    role: Role = Role.annotator
+    password_hash: str | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Annotation(SQLModel, table=True):
+    """One decision event. Never updated: an undo is a new row with verdict `retract`."""
+
+    __tablename__ = "annotations"
+    __table_args__ = (Index("ix_annotations_image_user", "image_id", "user_id"),)
+    id: int | None = Field(default=None, primary_key=True)
+    image_id: int = Field(foreign_key="images.id")
+    user_id: int = Field(foreign_key="users.id")
+    verdict: Verdict
+    classes: list[int] = _json()
+    flags: list[str] = _json()
+    note: str = ""
+    seconds_on_item: float | None = None
+    suggestion_id: int | None = Field(default=None, foreign_key="predictions.id")
+    suggestion_action: SuggestionAction = SuggestionAction.none
+    is_adjudication: bool = False
+    retracts_id: int | None = Field(default=None, foreign_key="annotations.id")
+    client_token: str | None = Field(default=None, unique=True)  # a resent request stores nothing twice
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Snapshot(SQLModel, table=True):
+    __tablename__ = "snapshots"
+    __table_args__ = (UniqueConstraint("dataset_id", "name"),)
+    id: int | None = Field(default=None, primary_key=True)
+    dataset_id: int = Field(foreign_key="datasets.id")
+    name: str
+    content_hash: str  # sha256 over (image path, classes, category) in path order
+    base_source: str  # labels undecided images take under the "keep" policy
+    undecided_policy: str  # "keep" or "exclude"
+    n_images: int
+    counts: dict[str, int] = _json()  # per category
+    created_by: str = ""
+    tool_version: str = ""
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class SnapshotLabel(SQLModel, table=True):
+    __tablename__ = "snapshot_labels"
+    snapshot_id: int = Field(foreign_key="snapshots.id", primary_key=True)
+    image_id: int = Field(foreign_key="images.id", primary_key=True)
+    classes: list[int] = _json()  # empty = excluded from multi-label scoring
+    category: Category
+    origin: str  # "adjudication", "consensus" or "base"

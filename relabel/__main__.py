@@ -1,0 +1,3 @@
+from relabel.cli import main
+
+main()

@@ -1,0 +1,182 @@
+"""Annotators' decisions: an append-only event log, and the consensus that snapshots freeze.
+
+A decision is never updated. A newer decision by the same annotator supersedes the older one; an undo is a new
+`retract` event; a lead's adjudication overrides the annotators. `client_token` makes a resent request harmless.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session
+
+from db.engine import session_scope
+from db.enums import Role, SuggestionAction, Verdict
+from db.models import Annotation, Dataset, Image, User
+from relabel.errors import ConflictError, InputError, NotFoundError
+from relabel.workspace import dataset_vocabulary
+
+FLAGS = ("drawing", "multiple_objects", "duplicate", "inappropriate")
+_SCRYPT = {"n": 2**14, "r": 8, "p": 1}
+
+
+def hash_password(password: str) -> str:
+    salt = os.urandom(16)
+    digest = hashlib.scrypt(password.encode(), salt=salt, **_SCRYPT)
+    return f"scrypt${salt.hex()}${digest.hex()}"
+
+
+def verify_password(password: str, stored: str | None) -> bool:
+    if not stored or not stored.startswith("scrypt$"):
+        return False
+    _, salt, digest = stored.split("$")
+    candidate = hashlib.scrypt(password.encode(), salt=bytes.fromhex(salt), **_SCRYPT)
+    return hmac.compare_digest(candidate.hex(), digest)
+
+
+def add_user(engine: Engine, name: str, role: Role, password: str | None = None) -> User:
+    """Create a user; the password is stored as a salted scrypt hash."""
+    if not name.strip() or len(name) > 64:
+        raise InputError(f"user name {name!r} must be 1..64 characters")
+    with session_scope(engine) as s:
+        if s.scalars(select(User).where(User.name == name)).first() is not None:
+            raise ConflictError(f"user {name!r} already exists")
+        user = User(name=name, role=role, password_hash=hash_password(password) if password else None)
+        s.add(user)
+    return user
+
+
+def get_user(session: Session, name: str) -> User:
+    row = session.scalars(select(User).where(User.name == name)).first()
+    if row is None:
+        raise NotFoundError(f"unknown user {name!r}; add one with `relabel users add NAME --role annotator`")
+    return row
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One annotator's current decision on one image."""
+
+    annotation_id: int
+    user_id: int
+    verdict: Verdict
+    classes: tuple[int, ...]
+    is_adjudication: bool
+
+    @property
+    def key(self) -> tuple[Verdict, frozenset[int]]:
+        return self.verdict, frozenset(self.classes)
+
+
+def record_annotation(
+    engine: Engine, *, image_id: int, user: str, verdict: Verdict, classes: Iterable[int] = (),
+    flags: Iterable[str] = (), note: str = "", seconds_on_item: float | None = None,
+    suggestion_id: int | None = None, suggestion_action: SuggestionAction = SuggestionAction.none,
+    adjudicate: bool = False, client_token: str | None = None,
+) -> int:
+    """Append one decision and return its id; a resent `client_token` returns the first id and stores nothing."""
+    classes, flags = list(dict.fromkeys(classes)), list(dict.fromkeys(flags))
+    if verdict is Verdict.labels and not classes:
+        raise InputError("a 'labels' decision needs at least one class")
+    if verdict in (Verdict.none_fit, Verdict.unclear, Verdict.retract) and classes:
+        raise InputError(f"a {verdict.value!r} decision carries no classes")
+    bad_flags = [f for f in flags if f not in FLAGS]
+    if bad_flags:
+        raise InputError(f"unknown flag(s) {bad_flags}; known: {', '.join(FLAGS)}")
+    with session_scope(engine) as s:
+        if client_token:
+            prior = s.scalars(select(Annotation.id).where(Annotation.client_token == client_token)).first()
+            if prior is not None:
+                return prior
+        u = get_user(s, user)
+        if adjudicate and u.role is not Role.lead:
+            raise ConflictError(f"user {user!r} is an annotator; only leads adjudicate")
+        image = s.get(Image, image_id)
+        if image is None:
+            raise NotFoundError(f"image id {image_id} does not exist")
+        n_classes = len(dataset_vocabulary(s, s.get(Dataset, image.dataset_id)))  # type: ignore[arg-type]
+        out_of_range = [c for c in classes if not 0 <= c < n_classes]
+        if out_of_range:
+            raise InputError(f"classes {out_of_range} are outside 0..{n_classes - 1}")
+        row = Annotation(
+            image_id=image_id, user_id=u.id, verdict=verdict, classes=classes, flags=flags, note=note,  # type: ignore[arg-type]
+            seconds_on_item=seconds_on_item, suggestion_id=suggestion_id, suggestion_action=suggestion_action,
+            is_adjudication=adjudicate, client_token=client_token,
+        )
+        s.add(row)
+        try:
+            s.flush()
+        except IntegrityError:  # the same token raced in from another request
+            s.rollback()
+            existing = s.scalars(select(Annotation.id).where(Annotation.client_token == client_token)).first()
+            if existing is None:
+                raise
+            return existing
+        return row.id  # type: ignore[return-value]
+
+
+def retract_annotation(engine: Engine, annotation_id: int, *, user: str, client_token: str | None = None) -> int:
+    """Undo one of `user`'s own decisions by appending a `retract` event; returns the new event's id."""
+    with session_scope(engine) as s:
+        if client_token:
+            prior = s.scalars(select(Annotation.id).where(Annotation.client_token == client_token)).first()
+            if prior is not None:
+                return prior
+        u = get_user(s, user)
+        target = s.get(Annotation, annotation_id)
+        if target is None or target.verdict is Verdict.retract:
+            raise NotFoundError(f"decision {annotation_id} does not exist or is itself an undo")
+        if target.user_id != u.id:
+            raise ConflictError(f"decision {annotation_id} belongs to another user; {user!r} cannot undo it")
+        row = Annotation(image_id=target.image_id, user_id=u.id, verdict=Verdict.retract, classes=[], flags=[],  # type: ignore[arg-type]
+                         is_adjudication=target.is_adjudication, retracts_id=annotation_id, client_token=client_token)
+        s.add(row)
+        s.flush()
+        return row.id  # type: ignore[return-value]
+
+
+def current_decisions(conn: Connection, dataset_id: int) -> dict[int, list[Decision]]:
+    """Each image's standing decisions: the latest per annotator, minus those retracted."""
+    rows = conn.execute(
+        select(Annotation.id, Annotation.image_id, Annotation.user_id, Annotation.verdict, Annotation.classes,
+               Annotation.is_adjudication, Annotation.retracts_id)
+        .join(Image, Image.id == Annotation.image_id)  # type: ignore[arg-type]
+        .where(Image.dataset_id == dataset_id)
+        .order_by(Annotation.id)  # type: ignore[arg-type]
+    ).all()
+    retracted = {r.retracts_id for r in rows if r.verdict == Verdict.retract}
+    latest: dict[tuple[int, int, bool], Decision] = {}
+    for r in rows:
+        if r.verdict == Verdict.retract or r.id in retracted:
+            continue  # undoing a decision brings back the one before it
+        slot = (r.image_id, r.user_id, bool(r.is_adjudication))
+        latest[slot] = Decision(r.id, r.user_id, Verdict(r.verdict), tuple(r.classes), bool(r.is_adjudication))
+    by_image: dict[int, list[Decision]] = {}
+    for (image_id, _, _), d in latest.items():
+        by_image.setdefault(image_id, []).append(d)
+    return by_image
+
+
+def consensus(decisions: list[Decision], min_votes: int = 1) -> tuple[Decision | None, str]:
+    """The decision a snapshot takes for one image, and where it came from.
+
+    A lead's adjudication wins; otherwise the annotators must agree unanimously with at least `min_votes` votes.
+    Returns (None, "disputed") when they disagree and (None, "undecided") when too few decided.
+    """
+    adjudications = [d for d in decisions if d.is_adjudication]
+    if adjudications:
+        return max(adjudications, key=lambda d: d.annotation_id), "adjudication"
+    if not decisions:
+        return None, "undecided"
+    if len({d.key for d in decisions}) > 1:
+        return None, "disputed"
+    if len(decisions) < min_votes:
+        return None, "undecided"
+    return min(decisions, key=lambda d: d.annotation_id), "consensus"

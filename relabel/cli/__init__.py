@@ -1,0 +1,78 @@
+"""The `relabel` command line: a thin edge that parses options, calls one service, prints the result.
+
+Errors become one line on stderr and a non-zero exit; Ctrl-C leaves finished work saved for a re-run.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from relabel import __version__
+from relabel.cli.commands import register
+from relabel.settings import Settings
+
+
+class RelabelGroup(click.Group):
+    def invoke(self, ctx: click.Context) -> object:
+        from sqlalchemy.exc import OperationalError
+
+        from db.migrations import SchemaError
+        from relabel.errors import RelabelError
+
+        try:
+            return super().invoke(ctx)
+        except RelabelError as exc:
+            _fail(str(exc), exc.exit_code)
+        except SchemaError as exc:
+            _fail(str(exc), 5)
+        except OperationalError as exc:
+            _fail(f"database error: {str(exc.orig).strip().splitlines()[0]}", 5)
+        except KeyboardInterrupt:
+            _fail("interrupted; finished work is saved, run the same command again to resume", 130)
+        return None
+
+
+def _fail(message: str, code: int) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+@click.group(cls=RelabelGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option("--workspace", type=click.Path(file_okay=False), envvar="RELABEL_WORKSPACE", default="workspace",
+              show_default=True, help="Workspace directory (env RELABEL_WORKSPACE); holds relabel.db and caches.")
+@click.option("--db", "db_url", envvar="RELABEL_DB", default=None,
+              help="SQLAlchemy URL of the workspace database (env RELABEL_DB); default: WORKSPACE/relabel.db.")
+@click.version_option(__version__, prog_name="relabel")
+@click.pass_context
+def cli(ctx: click.Context, workspace: str, db_url: str | None) -> None:
+    """ReGT studio: re-annotate image classification labels and re-score models against them.
+
+    \b
+    Typical workflow:
+      relabel ingest /data/imagenet/val --labels LOC_val_solution.csv --dataset val
+      relabel labels import real.json --format real
+      relabel predictions import preds.csv --run resnet50
+      relabel snapshot create regt-v1
+      relabel snapshot export regt-v1 --format real --out regt-v1.json
+    """
+    from pathlib import Path
+
+    ctx.obj = Settings(workspace=Path(workspace), db_url=db_url)
+
+
+register(cli)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point; click's usage errors are folded into the same one-line form as ours."""
+    try:
+        cli.main(args=argv, prog_name="relabel", standalone_mode=False)
+    except click.exceptions.Abort:
+        _fail("aborted", 130)
+    except click.UsageError as exc:
+        where = exc.ctx.command_path if exc.ctx else "relabel"
+        _fail(f"{exc.format_message()} (see `{where} --help`)", exc.exit_code)
+    except click.ClickException as exc:
+        _fail(exc.format_message(), exc.exit_code)

@@ -1,0 +1,13 @@
+"""Collects the command modules onto the root group."""
+
+from __future__ import annotations
+
+import click
+
+
+def register(root: click.Group) -> None:
+    from relabel.cli import data, labels, snapshot
+
+    for module in (data, labels, snapshot):
+        for command in module.COMMANDS:
+            root.add_command(command)

@@ -1,0 +1,85 @@
+"""Import commands: prior label sources and model predictions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from relabel.cli.render import counts
+from relabel.settings import Settings
+
+pass_settings = click.make_pass_decorator(Settings)
+EXISTING_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
+
+
+@click.group()
+def labels() -> None:
+    """Label sources: the original labels (ImGT) and imported priors (ReaL, Shankar, MTurk)."""
+
+
+@labels.command("import")
+@click.argument("path", type=EXISTING_FILE)
+@click.option("--format", "fmt", type=click.Choice(["real", "shankar", "mturk", "csv", "jsonl"]), required=True,
+              help="real: ReaL real.json; shankar: multi-label CSV; mturk: cleanlab vote JSON; csv/jsonl: image,labels.")
+@click.option("--name", help="Source name (default: the format's name).")
+@click.option("--dataset", help="Dataset name (default: the only one).")
+@click.option("--skip-unknown", is_flag=True, help="Import rows for images the dataset has; skip the rest.")
+@click.option("--replace", is_flag=True, help="Replace an existing source of the same name.")
+@pass_settings
+def labels_import(settings: Settings, path: Path, fmt: str, name: str | None, dataset: str | None,
+                  skip_unknown: bool, replace: bool) -> None:
+    """Import an earlier relabeling effort as a prior label source. All rows or nothing.
+
+    \b
+    Examples:
+      relabel labels import real.json --format real
+      relabel labels import shankar_multilabel.csv --format shankar
+      relabel labels import mturk_label_errors.json --format mturk --skip-unknown
+    """
+    from relabel.sources import import_source
+
+    r = import_source(settings.engine, path, fmt=fmt, dataset=dataset, name=name,
+                      skip_unknown=skip_unknown, replace=replace)
+    click.echo(f"source {r.source!r}: {r.written} label(s) imported" +
+               (f", {r.skipped_unknown} row(s) for unknown images skipped" if r.skipped_unknown else ""))
+    if r.categories:
+        click.echo(f"  categories: {counts(dict(sorted(r.categories.items())))}")
+
+
+@click.group()
+def predictions() -> None:
+    """Model predictions made elsewhere, stored as model runs."""
+
+
+@predictions.command("import")
+@click.argument("path", type=EXISTING_FILE)
+@click.option("--run", required=True, help="Name of the model run (unique per dataset).")
+@click.option("--model", help="Model name (default: the run name).")
+@click.option("--protocol", default="imported", show_default=True,
+              help="How the predictions were made: supervised, ow, mc, cw, cwplus, ...")
+@click.option("--format", "fmt", type=click.Choice(["csv", "jsonl", "npy"]), help="Default: the file extension.")
+@click.option("--order", help="For NPY: a file of image keys in row order (JSON list or one per line), or 'sorted'.")
+@click.option("--dataset", help="Dataset name (default: the only one).")
+@click.option("--skip-unknown", is_flag=True, help="Import rows for images the dataset has; skip the rest.")
+@click.option("--replace", is_flag=True, help="Replace an existing run of the same name.")
+@pass_settings
+def predictions_import(settings: Settings, path: Path, run: str, model: str | None, protocol: str, fmt: str | None,
+                       order: str | None, dataset: str | None, skip_unknown: bool, replace: bool) -> None:
+    """Import model outputs: CSV/JSONL (image, label or ranked labels, scores) or an NPY array.
+
+    \b
+    Examples:
+      relabel predictions import preds.csv --run resnet50 --protocol supervised
+      relabel predictions import top1.npy --run cv --order index_to_filepath.json
+      relabel predictions import logits.npy --run vit --order sorted    # (N, 1000) scores: top-5 kept
+    """
+    from relabel.predictions import import_predictions
+
+    r = import_predictions(settings.engine, path, run=run, model=model, protocol=protocol, fmt=fmt, order=order,
+                           dataset=dataset, skip_unknown=skip_unknown, replace=replace)
+    click.echo(f"run {r.run!r}: {r.ok} prediction(s), {r.errors} error(s)" +
+               (f", {r.skipped_unknown} row(s) for unknown images skipped" if r.skipped_unknown else ""))
+
+
+COMMANDS = [labels, predictions]

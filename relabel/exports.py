@@ -1,0 +1,98 @@
+"""Export a snapshot: ReaL-style real.json, JSONL, or CSV. Files are written whole or not at all."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from sqlalchemy.engine import Engine
+
+from db.engine import session_scope
+from relabel.errors import InputError, unknown_name
+from relabel.snapshots import SnapshotRow, get_snapshot, snapshot_rows
+from relabel.vocabulary import Vocabulary
+from relabel.workspace import dataset_vocabulary, get_dataset
+
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(cell: str) -> str:
+    """Prefix a quote to a cell a spreadsheet would run as a formula (OWASP CSV-injection advice)."""
+    return "'" + cell if cell.startswith(FORMULA_PREFIXES) else cell
+
+
+def render_real(rows: list[SnapshotRow], vocab: Vocabulary) -> str:
+    """ReaL's format: a JSON list of label lists, one per image in file-name order; [] = excluded."""
+    return json.dumps([r.classes for r in rows])
+
+
+def render_jsonl(rows: list[SnapshotRow], vocab: Vocabulary) -> str:
+    lines = []
+    for r in rows:
+        record = {
+            "image": r.path,
+            "labels": r.classes,
+            "wnids": [vocab.classes[c].wnid for c in r.classes],
+            "names": [vocab.classes[c].name for c in r.classes],
+            "category": r.category,
+            "origin": r.origin,
+        }
+        lines.append(json.dumps(record, ensure_ascii=False))
+    return "\n".join(lines) + "\n"
+
+
+def render_csv(rows: list[SnapshotRow], vocab: Vocabulary) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(["image", "labels", "wnids", "names", "category", "origin"])
+    for r in rows:
+        cells = [
+            r.path,
+            "|".join(str(c) for c in r.classes),
+            "|".join(vocab.classes[c].wnid or "" for c in r.classes),
+            "|".join(vocab.classes[c].name for c in r.classes),
+            r.category,
+            r.origin,
+        ]
+        writer.writerow([spreadsheet_safe(c) for c in cells])
+    return buf.getvalue()
+
+
+EXPORT_FORMATS: dict[str, Callable[[list[SnapshotRow], Vocabulary], str]] = {
+    "real": render_real,
+    "jsonl": render_jsonl,
+    "csv": render_csv,
+}
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write to a temporary file beside `path`, then rename: readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def export_snapshot(engine: Engine, name: str, *, fmt: str, out: Path, dataset: str | None = None) -> int:
+    """Write snapshot `name` to `out` in format `fmt`; returns the number of images written."""
+    if fmt not in EXPORT_FORMATS:
+        raise unknown_name("export format", fmt, list(EXPORT_FORMATS))
+    if out.is_dir():
+        raise InputError(f"--out {str(out)!r} is a directory; give a file path")
+    with session_scope(engine) as s:
+        ds = get_dataset(s, dataset)
+        conn = s.connection()
+        rows = snapshot_rows(conn, get_snapshot(s, ds, name).id)  # type: ignore[arg-type]
+        vocab = dataset_vocabulary(s, ds)
+    write_atomic(out, EXPORT_FORMATS[fmt](rows, vocab))
+    return len(rows)

@@ -1,0 +1,216 @@
+"""Write an ingest plan: check each image and store it with its ImGT label, in resumable batches.
+
+Each batch is committed on its own, so an interrupted ingest keeps what it finished; running the same command
+again skips files whose size and modification time are unchanged since they were checked.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import func, insert, select, update
+from sqlalchemy.engine import Engine
+
+from db.engine import session_scope
+from db.enums import ImageStatus, SourceKind
+from db.models import Dataset, Image, Label, LabelSource
+from relabel.errors import ConflictError
+from relabel.imagecheck import DEFAULT_MAX_PIXELS, ImageCheck, check_image, file_signature
+from relabel.ingest.layouts import IngestPlan, PlanEntry
+from relabel.progress import progress_bar
+from relabel.vocabulary import Vocabulary, ensure_vocabulary
+from relabel.workspace import IMGT
+
+BATCH_SIZE = 500
+PARALLEL_MIN_FILES = 64  # below this, a process pool costs more than it saves
+
+
+@dataclass
+class IngestReport:
+    dataset: str
+    layout: str
+    planned: int = 0
+    checked: int = 0
+    unchanged: int = 0  # skipped: same size and mtime as when last checked
+    status_counts: Counter = field(default_factory=Counter)
+    problems: list[tuple[str, str]] = field(default_factory=list)  # (path, reason) of unreadable images
+    notes: Counter = field(default_factory=Counter)  # readable-image notes (CMYK, EXIF rotation, ...)
+    labels_written: int = 0
+    duplicate_groups: list[list[str]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _check_entries(root: Path, entries: list[PlanEntry], workers: int, max_pixels: int, decode: bool) -> Iterator[ImageCheck]:
+    """Checks in plan order, in a process pool when it pays off."""
+    paths = [root / e.path for e in entries]
+    check = partial(check_image, max_pixels=max_pixels, decode=decode)
+    if workers <= 1 or len(paths) < PARALLEL_MIN_FILES:
+        yield from map(check, paths)
+        return
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        yield from pool.map(check, paths, chunksize=16)
+
+
+def _ensure_dataset(engine: Engine, name: str, root: Path, vocab: Vocabulary, layout: str, origin: str) -> tuple[int, int]:
+    with session_scope(engine) as s:
+        dataset = s.scalars(select(Dataset).where(Dataset.name == name)).first()
+        vrow = ensure_vocabulary(s, vocab)
+        if dataset is None:
+            dataset = Dataset(name=name, root=str(root), vocabulary_id=vrow.id)  # type: ignore[arg-type]
+            s.add(dataset)
+            s.flush()
+        elif dataset.vocabulary_id != vrow.id:
+            raise ConflictError(f"dataset {name!r} already uses another vocabulary; ingest into a new dataset name")
+        elif dataset.root != str(root):
+            raise ConflictError(f"dataset {name!r} has root {dataset.root!r}, not {str(root)!r}; use --dataset NEW_NAME")
+        source = s.scalars(
+            select(LabelSource).where(LabelSource.dataset_id == dataset.id, LabelSource.name == IMGT)
+        ).first()
+        if source is None:
+            source = LabelSource(dataset_id=dataset.id, name=IMGT, kind=SourceKind.original, format=layout, origin=origin)  # type: ignore[arg-type]
+            s.add(source)
+            s.flush()
+        return dataset.id, source.id  # type: ignore[return-value]
+
+
+def _existing(engine: Engine, dataset_id: int, source_id: int) -> tuple[dict[str, Any], dict[int, tuple[int, list[int]]]]:
+    """Stored images by path (id, status, size, mtime) and stored ImGT labels by image id."""
+    with engine.connect() as conn:
+        images = {
+            r.path: r
+            for r in conn.execute(
+                select(Image.id, Image.path, Image.status, Image.bytes, Image.mtime_ns).where(Image.dataset_id == dataset_id)
+            )
+        }
+        labels = {
+            r.image_id: (r.id, r.classes)
+            for r in conn.execute(select(Label.id, Label.image_id, Label.classes).where(Label.source_id == source_id))
+        }
+    return images, labels
+
+
+def _image_values(dataset_id: int, entry: PlanEntry, check: ImageCheck) -> dict:
+    values = {k: getattr(check, k) for k in ("status", "reason", "notes", "sha256", "bytes", "mtime_ns", "width", "height", "format", "mode", "exif_orientation")}
+    if check.status is ImageStatus.missing and entry.missing_reason:
+        values["reason"] = entry.missing_reason
+    return {"dataset_id": dataset_id, "path": entry.path, "stem": Path(entry.path).stem, **values}
+
+
+def ingest_dataset(
+    engine: Engine,
+    plan: IngestPlan,
+    *,
+    dataset: str,
+    root: Path,
+    vocab: Vocabulary,
+    workers: int | None = None,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    decode: bool = True,
+    batch_size: int = BATCH_SIZE,
+    show_progress: bool = True,
+) -> IngestReport:
+    """Store every entry of `plan`. Safe to re-run: unchanged files are skipped, labels are upserted."""
+    root = root.resolve()
+    workers = workers if workers is not None else min(4, os.cpu_count() or 1)
+    dataset_id, source_id = _ensure_dataset(engine, dataset, root, vocab, plan.layout, plan.label_origin)
+    stored, labels = _existing(engine, dataset_id, source_id)
+    ids = {path: row.id for path, row in stored.items()}
+    report = IngestReport(dataset, plan.layout, planned=len(plan.entries), warnings=list(plan.warnings))
+
+    todo: list[PlanEntry] = []
+    for e in plan.entries:
+        old = stored.get(e.path)
+        if old is not None and old.status != ImageStatus.missing and (old.bytes, old.mtime_ns) == file_signature(root / e.path):
+            report.unchanged += 1
+            report.status_counts[ImageStatus(old.status).value] += 1
+        else:
+            todo.append(e)
+    bar = progress_bar(len(plan.entries), f"ingest {dataset}", enabled=show_progress)
+    bar.update(report.unchanged)
+    try:
+        batch: list[tuple[PlanEntry, ImageCheck]] = []
+        for entry, check in zip(todo, _check_entries(root, todo, workers, max_pixels, decode)):
+            batch.append((entry, check))
+            if len(batch) >= batch_size:
+                _write_batch(engine, dataset_id, batch, ids, report)
+                bar.update(len(batch))
+                batch = []
+        if batch:
+            _write_batch(engine, dataset_id, batch, ids, report)
+            bar.update(len(batch))
+    finally:
+        bar.close()
+    report.labels_written = _write_labels(engine, source_id, plan.entries, ids, labels)
+    report.duplicate_groups = find_duplicates(engine, dataset_id)
+    return report
+
+
+def _write_batch(
+    engine: Engine, dataset_id: int, batch: list[tuple[PlanEntry, ImageCheck]], ids: dict[str, int], report: IngestReport
+) -> None:
+    """Insert or update one batch of images in one transaction; records new ids in `ids`."""
+    new_rows, changed = [], []
+    for entry, check in batch:
+        values = _image_values(dataset_id, entry, check)
+        report.checked += 1
+        report.status_counts[check.status.value] += 1
+        if check.status is ImageStatus.unreadable:
+            report.problems.append((entry.path, check.reason))
+        for note in filter(None, check.notes.split("; ")):
+            report.notes[note.split(" (")[0]] += 1
+        if entry.path in ids:
+            changed.append({"id": ids[entry.path], **values})
+        else:
+            new_rows.append(values)
+    with session_scope(engine) as s:
+        if new_rows:
+            result = s.execute(insert(Image).returning(Image.id, Image.path, sort_by_parameter_order=True), new_rows)
+            new_ids = dict((path, image_id) for image_id, path in result)
+        if changed:
+            s.execute(update(Image), changed)
+    if new_rows:
+        ids.update(new_ids)  # only once the batch is committed
+
+
+def _write_labels(
+    engine: Engine, source_id: int, entries: list[PlanEntry], ids: dict[str, int], labels: dict[int, tuple[int, list[int]]]
+) -> int:
+    """Upsert the ImGT labels of the plan in one transaction; returns how many rows changed."""
+    inserts, updates = [], []
+    for e in entries:
+        if e.labels is None:
+            continue
+        image_id = ids[e.path]
+        old = labels.get(image_id)
+        if old is None:
+            inserts.append({"source_id": source_id, "image_id": image_id, "classes": e.labels})
+        elif old[1] != e.labels:
+            updates.append({"id": old[0], "classes": e.labels})
+    with session_scope(engine) as s:
+        for start in range(0, len(inserts), 5000):
+            s.execute(insert(Label), inserts[start : start + 5000])
+        if updates:
+            s.execute(update(Label), updates)
+        total = s.execute(select(func.count()).select_from(Label).where(Label.source_id == source_id)).scalar_one()
+        s.execute(update(LabelSource).where(LabelSource.id == source_id).values(n_labels=total))
+    return len(inserts) + len(updates)
+
+
+def find_duplicates(engine: Engine, dataset_id: int) -> list[list[str]]:
+    """Groups of paths whose files are byte-identical (same sha256)."""
+    with engine.connect() as conn:
+        dup_hashes = select(Image.sha256).where(Image.dataset_id == dataset_id, Image.sha256.is_not(None)).group_by(Image.sha256).having(func.count() > 1)  # type: ignore[union-attr]
+        rows = conn.execute(
+            select(Image.sha256, Image.path).where(Image.dataset_id == dataset_id, Image.sha256.in_(dup_hashes)).order_by(Image.sha256, Image.path)  # type: ignore[union-attr]
+        ).all()
+    groups: dict[str, list[str]] = {}
+    for digest, path in rows:
+        groups.setdefault(digest, []).append(path)
+    return list(groups.values())
