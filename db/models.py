@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import JSON, Column, Index, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, Column, Index, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from db.enums import Category, ImageStatus, PredictionStatus, Role, SourceKind, SuggestionAction, Verdict
@@ -79,8 +79,8 @@ class Image(SQLModel, table=True):
     reason: str = ""  # why an image is missing or unreadable
     notes: str = ""  # what a reviewer should know about a readable image (CMYK, 16-bit, EXIF rotation, ...)
     sha256: str | None = Field(default=None, index=True)
-    bytes: int | None = None
-    mtime_ns: int | None = None  # with `bytes`, lets a re-ingest skip files it has already checked
+    bytes: int | None = Field(default=None, sa_column=Column(BigInteger))
+    mtime_ns: int | None = Field(default=None, sa_column=Column(BigInteger))  # with `bytes`, lets a re-ingest skip files it has already checked
     width: int | None = None  # as displayed, after EXIF orientation
     height: int | None = None
     format: str | None = None

@@ -173,8 +173,8 @@ def layout_imagenet_val(root: Path, vocab: Vocabulary, opts: LayoutOptions) -> I
     if src is None:
         if vocab.name != "imagenet-1k":
             raise InputError("imagenet-val layout without --labels needs the built-in imagenet-1k vocabulary")
+        # Like a label file, the built-in labels name all 50,000 images; those not on disk are recorded missing.
         by_stem = {f"ILSVRC2012_val_{i + 1:08d}": c for i, c in enumerate(builtin_val_labels())}
-        by_stem = {k: v for k, v in by_stem.items() if k in on_disk}
         origin = "built-in ImageNet val labels"
     elif src.name.endswith(".txt"):
         by_stem, origin = _read_devkit_ground_truth(src, opts.devkit_meta, vocab), str(src)

@@ -1,0 +1,249 @@
+"""Ingest: every layout, bad images, missing images, path safety, idempotence, resume."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.io import savemat
+from sqlalchemy import func, select
+from sqlmodel import Session
+
+from db.enums import ImageStatus
+from db.models import Image, Label
+from relabel.errors import InputError
+from relabel.ingest import ingest_dataset, plan_ingest
+from relabel.ingest import service as ingest_service
+from relabel.ingest.layouts import LayoutOptions
+from tests import images
+
+
+def run_ingest(engine, root: Path, vocab, layout: str = "auto", name: str = "ds", **opts):
+    plan = plan_ingest(root, vocab, layout, LayoutOptions(**opts))
+    return ingest_dataset(engine, plan, dataset=name, root=root, vocab=vocab, show_progress=False, workers=1)
+
+
+def stored(engine) -> dict[str, tuple[str, list[int] | None]]:
+    """path -> (status, ImGT classes)."""
+    with Session(engine) as s:
+        labels = dict(s.execute(select(Label.image_id, Label.classes)).all())
+        return {i.path: (i.status.value, labels.get(i.id)) for i in s.scalars(select(Image))}
+
+
+def count_rows(engine, table) -> int:
+    with Session(engine) as s:
+        return s.execute(select(func.count()).select_from(table)).scalar_one()
+
+
+def make_val_folder(root: Path, numbers: list[int]) -> None:
+    for n in numbers:
+        images.photo(root / f"ILSVRC2012_val_{n:08d}.JPEG", color=(n * 40 % 255, 80, 120))
+
+
+def test_imagenet_val_with_loc_solution_records_missing_images(engine, vocab, tmp_path: Path) -> None:
+    root = tmp_path / "val"
+    make_val_folder(root, [1, 2])
+    csv_path = tmp_path / "LOC_val_solution.csv"
+    csv_path.write_text(
+        "ImageId,PredictionString\n"
+        "ILSVRC2012_val_00000001,n01751748 1 2 3 4 n01751748 5 6 7 8\n"
+        "ILSVRC2012_val_00000002,n09193705 1 2 3 4\n"
+        "ILSVRC2012_val_00000003,n02105855 1 2 3 4\n"
+    )
+    report = run_ingest(engine, root, vocab, labels_file=csv_path)
+    assert report.layout == "imagenet-val"
+    assert any("1 image(s) named by the labels are not on disk" in w for w in report.warnings)
+    assert stored(engine) == {
+        "ILSVRC2012_val_00000001.JPEG": ("ok", [vocab.resolve("n01751748")]),
+        "ILSVRC2012_val_00000002.JPEG": ("ok", [vocab.resolve("n09193705")]),
+        "ILSVRC2012_val_00000003.JPEG": ("missing", [vocab.resolve("n02105855")]),
+    }
+
+
+def test_devkit_ground_truth_is_converted_through_meta(engine, vocab, tmp_path: Path) -> None:
+    root = tmp_path / "val"
+    make_val_folder(root, [1, 2])
+    # ILSVRC ids are not the sorted-wnid order: id 1 is n02119789 (kit fox), id 2 is n02100735.
+    synsets = np.array([(1, "n02119789"), (2, "n02100735"), (1001, "n00001740")],
+                       dtype=[("ILSVRC2012_ID", "O"), ("WNID", "O")])
+    data = tmp_path / "devkit" / "data"
+    data.mkdir(parents=True)
+    savemat(str(data / "meta.mat"), {"synsets": synsets})
+    (data / "ILSVRC2012_validation_ground_truth.txt").write_text("2\n1\n")
+    run_ingest(engine, root, vocab, labels_file=data / "ILSVRC2012_validation_ground_truth.txt")
+    got = stored(engine)
+    assert got["ILSVRC2012_val_00000001.JPEG"][1] == [vocab.resolve("n02100735")]
+    assert got["ILSVRC2012_val_00000002.JPEG"][1] == [vocab.resolve("n02119789")] == [278]
+
+
+def test_devkit_without_meta_is_refused(vocab, tmp_path: Path) -> None:
+    gt = tmp_path / "ILSVRC2012_validation_ground_truth.txt"
+    gt.write_text("1\n")
+    with pytest.raises(InputError, match="--devkit-meta"):
+        plan_ingest(tmp_path, vocab, "imagenet-val", LayoutOptions(labels_file=gt))
+
+
+def test_imagenet_val_builtin_labels_without_pixels(sqlite_engine, vocab, tmp_path: Path) -> None:
+    """A lead can register all 50,000 val images before the pixels are mounted."""
+    report = run_ingest(sqlite_engine, tmp_path / "not-mounted", vocab, "imagenet-val")
+    assert report.status_counts == {"missing": 50_000}
+    with Session(sqlite_engine) as s:
+        first = s.scalars(select(Image).where(Image.stem == "ILSVRC2012_val_00000001")).one()
+        assert s.execute(select(Label.classes).where(Label.image_id == first.id)).scalar_one() == [65]
+
+
+def test_class_folders_by_wnid_and_by_name(engine, vocab, tmp_path: Path) -> None:
+    root = tmp_path / "train"
+    images.photo(root / "n01440764" / "a.jpg")
+    images.photo(root / "n01440764" / "deep" / "b.png")
+    images.photo(root / "tabby" / "c.jpg")
+    images.photo(root / "tiger_cat" / "d.jpg")
+    report = run_ingest(engine, root, vocab)
+    assert report.layout == "folders"
+    assert {p: c for p, (_, c) in stored(engine).items()} == {
+        "n01440764/a.jpg": [0], "n01440764/deep/b.png": [0], "tabby/c.jpg": [281], "tiger_cat/d.jpg": [282],
+    }
+
+
+def test_unknown_class_folder_stops_before_writing(engine, vocab, tmp_path: Path) -> None:
+    images.photo(tmp_path / "r" / "tabby" / "a.jpg")
+    images.photo(tmp_path / "r" / "unicorn" / "b.jpg")
+    with pytest.raises(InputError, match="1 unknown class label.*'unicorn'"):
+        run_ingest(engine, tmp_path / "r", vocab)
+    assert count_rows(engine, Image) == 0
+
+
+def test_wnid_prefixed_flat_folder(engine, vocab, tmp_path: Path) -> None:
+    images.photo(tmp_path / "s" / "n01440764_tench.JPEG")
+    images.photo(tmp_path / "s" / "n02123045_tabby.JPEG")
+    assert run_ingest(engine, tmp_path / "s", vocab).layout == "wnid-prefix"
+    assert {p: c for p, (_, c) in stored(engine).items()} == {"n01440764_tench.JPEG": [0], "n02123045_tabby.JPEG": [281]}
+
+
+@pytest.mark.parametrize("kind", ["csv", "jsonl"])
+def test_manifest_with_multi_labels_and_missing_files(engine, vocab, tmp_path: Path, kind: str) -> None:
+    root = tmp_path / "photos"
+    images.photo(root / "cup.jpg")
+    images.photo(root / "sub" / "cat.jpg")
+    if kind == "csv":
+        manifest = tmp_path / "m.csv"
+        manifest.write_text("path,labels\ncup.jpg,espresso|cup\nsub/cat.jpg,tabby\nlater.jpg,n01440764\nnolabel.jpg,\n")
+    else:
+        manifest = tmp_path / "m.jsonl"
+        rows = [{"path": "cup.jpg", "labels": ["espresso", "cup"]}, {"path": "sub/cat.jpg", "label": "tabby"},
+                {"path": "later.jpg", "label": 0}, {"path": "nolabel.jpg"}]
+        manifest.write_text("\n".join(json.dumps(r) for r in rows))
+    run_ingest(engine, root, vocab, manifest=manifest)
+    assert stored(engine) == {
+        "cup.jpg": ("ok", [967, 968]), "sub/cat.jpg": ("ok", [281]), "later.jpg": ("missing", [0]),
+        "nolabel.jpg": ("missing", None),
+    }
+
+
+@pytest.mark.parametrize("bad_path", ["../outside.jpg", "sub/../../outside.jpg", "/etc/passwd"])
+def test_manifest_paths_escaping_the_root_are_refused(engine, vocab, tmp_path: Path, bad_path: str) -> None:
+    root = tmp_path / "photos"
+    images.photo(root / "ok.jpg")
+    manifest = tmp_path / "m.csv"
+    manifest.write_text(f"path,label\nok.jpg,tabby\n{bad_path},tabby\n")
+    with pytest.raises(InputError, match=r"m\.csv:3: path .* (escapes|is outside) the dataset root"):
+        run_ingest(engine, root, vocab, manifest=manifest)
+    assert count_rows(engine, Image) == 0
+
+
+def test_broken_manifest_names_the_line(vocab, tmp_path: Path) -> None:
+    (tmp_path / "m.jsonl").write_text('{"path": "a.jpg", "label": "tabby"}\n{"path": "b.jpg", label}\n')
+    with pytest.raises(InputError, match=r"m\.jsonl:2: invalid JSON"):
+        plan_ingest(tmp_path, vocab, "manifest", LayoutOptions(manifest=tmp_path / "m.jsonl"))
+    (tmp_path / "m.csv").write_text("file,label\na.jpg,tabby\n")
+    with pytest.raises(InputError, match="needs a 'path' column"):
+        plan_ingest(tmp_path, vocab, "manifest", LayoutOptions(manifest=tmp_path / "m.csv"))
+
+
+def test_symlink_leading_outside_is_refused(engine, vocab, tmp_path: Path) -> None:
+    secret = images.photo(tmp_path / "secret" / "s.jpg")
+    images.photo(tmp_path / "r" / "n01440764_a.jpg")
+    os.symlink(secret, tmp_path / "r" / "n01440764_link.jpg")
+    report = run_ingest(engine, tmp_path / "r", vocab)
+    assert list(stored(engine)) == ["n01440764_a.jpg"]
+    assert any("refused 1 link" in w for w in report.warnings)
+
+
+def test_bad_images_get_a_status_and_ingest_continues(engine, vocab, tmp_path: Path) -> None:
+    root = tmp_path / "r"
+    images.photo(root / "n01440764_good.jpg")
+    images.zero_bytes(root / "n01440764_empty.JPEG")
+    images.truncated_jpeg(root / "n01440764_cut.JPEG")
+    images.html_named_jpeg(root / "n01440764_page.JPEG")
+    images.png_bomb(root / "n01440764_bomb.png")
+    images.cmyk_jpeg(root / "n01440764_cmyk.jpg")
+    images.exif_rotated_jpeg(root / "n01440764_rot.jpg")
+    report = run_ingest(engine, root, vocab)
+    assert report.status_counts == {"ok": 3, "unreadable": 4}
+    reasons = dict(report.problems)
+    assert "empty file" in reasons["n01440764_empty.JPEG"]
+    assert "HTML" in reasons["n01440764_page.JPEG"]
+    assert "truncated" in reasons["n01440764_cut.JPEG"]
+    assert "decompression bomb" in reasons["n01440764_bomb.png"]
+    with Session(engine) as s:
+        rot = s.scalars(select(Image).where(Image.path == "n01440764_rot.jpg")).one()
+        assert (rot.width, rot.height, rot.exif_orientation) == (20, 60, 6)
+
+
+def test_reingest_is_idempotent_and_reports_duplicates(engine, vocab, tmp_path: Path) -> None:
+    root = tmp_path / "r"
+    images.photo(root / "n01440764_a.jpg")
+    (root / "n01440764_copy.jpg").write_bytes((root / "n01440764_a.jpg").read_bytes())
+    images.photo(root / "n02123045_b.jpg")
+    first = run_ingest(engine, root, vocab)
+    assert first.duplicate_groups == [["n01440764_a.jpg", "n01440764_copy.jpg"]]
+    before = stored(engine)
+    again = run_ingest(engine, root, vocab)
+    assert (again.checked, again.unchanged, again.labels_written) == (0, 3, 0)
+    assert stored(engine) == before and count_rows(engine, Image) == 3 and count_rows(engine, Label) == 3
+
+
+def test_changed_file_is_checked_again(engine, vocab, tmp_path: Path) -> None:
+    root = tmp_path / "r"
+    images.photo(root / "n01440764_a.jpg")
+    run_ingest(engine, root, vocab)
+    images.zero_bytes(root / "n01440764_a.jpg")
+    report = run_ingest(engine, root, vocab)
+    assert report.checked == 1 and stored(engine)["n01440764_a.jpg"][0] == "unreadable"
+
+
+def test_interrupted_ingest_resumes_without_redoing_work(engine, vocab, tmp_path: Path, monkeypatch) -> None:
+    root = tmp_path / "r"
+    for i in range(10):
+        images.photo(root / f"n01440764_{i}.jpg", color=(i * 20, 0, 0))
+    plan = plan_ingest(root, vocab)
+    real_check = ingest_service.check_image
+    calls: list[Path] = []
+
+    def flaky_check(path, **kw):
+        calls.append(Path(path))
+        if len(calls) == 7:
+            raise KeyboardInterrupt
+        return real_check(path, **kw)
+
+    monkeypatch.setattr(ingest_service, "check_image", flaky_check)
+    with pytest.raises(KeyboardInterrupt):
+        ingest_dataset(engine, plan, dataset="ds", root=root, vocab=vocab, show_progress=False, workers=1, batch_size=3)
+    assert count_rows(engine, Image) == 6  # two whole batches were committed
+    calls.clear()
+    report = ingest_dataset(engine, plan, dataset="ds", root=root, vocab=vocab, show_progress=False, workers=1, batch_size=3)
+    assert (report.unchanged, report.checked) == (6, 4) and len(calls) == 4
+    assert count_rows(engine, Image) == 10 and count_rows(engine, Label) == 10
+
+
+def test_parallel_checks_give_the_same_result(sqlite_engine, vocab, tmp_path: Path) -> None:
+    root = tmp_path / "r"
+    for i in range(70):
+        images.photo(root / f"n01440764_{i:02d}.jpg", color=(i, 10, 10))
+    images.zero_bytes(root / "n01440764_zz.jpg")
+    plan = plan_ingest(root, vocab)
+    report = ingest_dataset(sqlite_engine, plan, dataset="ds", root=root, vocab=vocab, show_progress=False, workers=2)
+    assert report.status_counts == {"ok": 70, "unreadable": 1}
