@@ -1,0 +1,122 @@
+"""Importing model predictions: CSV, JSONL, NPY in a stated order; failures stay failures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sqlalchemy import func, select
+from sqlmodel import Session
+
+from db.enums import PredictionStatus
+from db.models import Image, Label, ModelRun, Prediction
+from relabel.errors import ConflictError, InputError
+from relabel.ingest import ingest_dataset, plan_ingest
+from relabel.predictions import import_predictions
+from tests import images
+from tests.conftest import shared
+
+
+def small_dataset(engine, vocab, tmp_path: Path) -> Path:
+    root = tmp_path / "r"
+    for name in ("n01440764_a.jpg", "n01440764_b.jpg", "n02123045_c.jpg"):
+        images.photo(root / name, color=(len(name) * 9, 3, 3))
+    ingest_dataset(engine, plan_ingest(root, vocab), dataset="d", root=root, vocab=vocab, show_progress=False, workers=1)
+    return root
+
+
+def predictions(engine, run: str) -> dict[str, tuple[str, list[int], list[float] | None, str]]:
+    with Session(engine) as s:
+        rid = s.scalars(select(ModelRun.id).where(ModelRun.name == run)).one()
+        rows = s.execute(select(Image.path, Prediction.status, Prediction.classes, Prediction.scores, Prediction.reason)
+                         .join(Image, Image.id == Prediction.image_id).where(Prediction.run_id == rid)).all()
+    return {p: (st.value, c, sc, r) for p, st, c, sc, r in rows}
+
+
+def test_csv_ranked_labels_scores_and_errors(engine, vocab, tmp_path: Path) -> None:
+    small_dataset(engine, vocab, tmp_path)
+    (tmp_path / "p.csv").write_text(
+        "image,labels,scores,status,reason\n"
+        "n01440764_a.jpg,tench|goldfish,0.9|0.05,,\n"
+        "n01440764_b,n02123045,0.7,ok,\n"
+        "n02123045_c.jpg,,,error,HTTP 500 after 5 retries\n"
+    )
+    report = import_predictions(engine, tmp_path / "p.csv", run="m1", protocol="supervised")
+    assert (report.ok, report.errors) == (2, 1)
+    assert predictions(engine, "m1") == {
+        "n01440764_a.jpg": ("ok", [0, 1], [0.9, 0.05], ""),
+        "n01440764_b.jpg": ("ok", [281], [0.7], ""),
+        "n02123045_c.jpg": ("error", [], None, "HTTP 500 after 5 retries"),
+    }
+
+
+def test_jsonl_keeps_raw_model_output(engine, vocab, tmp_path: Path) -> None:
+    small_dataset(engine, vocab, tmp_path)
+    rows = [{"image": "n01440764_a.jpg", "label": "tench", "raw": "A tench (fish) held by an angler."},
+            {"image": "n01440764_b.jpg", "labels": [0]}, {"image": "n02123045_c.jpg", "label": 281}]
+    (tmp_path / "p.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    import_predictions(engine, tmp_path / "p.jsonl", run="vlm", protocol="ow")
+    with Session(engine) as s:
+        assert s.scalars(select(Prediction.raw_output).where(Prediction.raw_output != "")).one().startswith("A tench")
+
+
+def test_npy_top1_and_score_matrix_in_sorted_order(engine, vocab, tmp_path: Path) -> None:
+    small_dataset(engine, vocab, tmp_path)
+    np.save(tmp_path / "top1.npy", np.array([5, 6, 7]))
+    import_predictions(engine, tmp_path / "top1.npy", run="top1", order="sorted")
+    assert {k: v[1] for k, v in predictions(engine, "top1").items()} == {
+        "n01440764_a.jpg": [5], "n01440764_b.jpg": [6], "n02123045_c.jpg": [7]}
+    scores = np.zeros((3, 1000), dtype=np.float32)
+    scores[:, 10], scores[:, 20], scores[0, 30] = 0.5, 0.25, 0.9  # row 0 is c.jpg in order.txt
+    np.save(tmp_path / "logits.npy", scores)
+    (tmp_path / "order.txt").write_text("n02123045_c.jpg\nn01440764_a.jpg\nn01440764_b.jpg\n")
+    import_predictions(engine, tmp_path / "logits.npy", run="scores", order=str(tmp_path / "order.txt"))
+    got = predictions(engine, "scores")
+    assert got["n02123045_c.jpg"][1][:3] == [30, 10, 20] and got["n02123045_c.jpg"][2][:3] == pytest.approx([0.9, 0.5, 0.25])
+    assert len(got["n01440764_a.jpg"][1]) == 5
+
+
+def test_bad_prediction_files_write_nothing(engine, vocab, tmp_path: Path) -> None:
+    small_dataset(engine, vocab, tmp_path)
+    np.save(tmp_path / "top1.npy", np.array([5, 6, 7]))
+    with pytest.raises(InputError, match="--order"):
+        import_predictions(engine, tmp_path / "top1.npy", run="x")
+    np.save(tmp_path / "bad.npy", np.array([5, 1000, 7]))
+    with pytest.raises(InputError, match=r"classes outside 0..999.*bad.npy row 1: \[1000\]"):
+        import_predictions(engine, tmp_path / "bad.npy", run="x", order="sorted")
+    (tmp_path / "p.csv").write_text("image,label\nn01440764_a.jpg,tench\nghost.jpg,tench\nother.jpg,tench\n")
+    with pytest.raises(InputError, match=r"2 of 3 image\(s\) are not in the dataset: 'ghost.jpg', 'other.jpg'"):
+        import_predictions(engine, tmp_path / "p.csv", run="x")
+    (tmp_path / "e.csv").write_text("image,label\nn01440764_a.jpg,\n")
+    with pytest.raises(InputError, match="needs status 'error' and a reason"):
+        import_predictions(engine, tmp_path / "e.csv", run="x")
+    with Session(engine) as s:
+        assert s.execute(select(func.count()).select_from(ModelRun)).scalar_one() == 0
+        assert s.execute(select(func.count()).select_from(Prediction)).scalar_one() == 0
+
+
+def test_run_names_are_unique_unless_replaced(engine, vocab, tmp_path: Path) -> None:
+    small_dataset(engine, vocab, tmp_path)
+    (tmp_path / "p.csv").write_text("image,label\nn01440764_a.jpg,tench\n")
+    import_predictions(engine, tmp_path / "p.csv", run="m")
+    with pytest.raises(ConflictError, match="--replace"):
+        import_predictions(engine, tmp_path / "p.csv", run="m")
+    import_predictions(engine, tmp_path / "p.csv", run="m", replace=True)
+    assert len(predictions(engine, "m")) == 1
+
+
+@pytest.mark.slow
+def test_cleanlab_cv_predictions_round_trip(sqlite_engine, vocab, tmp_path: Path) -> None:
+    """The stored predictions reproduce the published 72.732 % top-1 against the original labels."""
+    plan = plan_ingest(tmp_path / "none", vocab, "imagenet-val")
+    ingest_dataset(sqlite_engine, plan, dataset="val", root=tmp_path / "none", vocab=vocab, show_progress=False)
+    report = import_predictions(sqlite_engine, shared("imagenet-val", "cleanlab_cv_predicted_labels_by_index.npy"),
+                                run="cv", order=str(shared("imagenet-val", "index_to_filepath.json")))
+    assert report.ok == 50_000
+    with Session(sqlite_engine) as s:
+        pred = dict(s.execute(select(Prediction.image_id, Prediction.classes)).all())
+        imgt = dict(s.execute(select(Label.image_id, Label.classes)).all())
+    correct = sum(pred[i][0] == imgt[i][0] for i in pred)
+    assert round(100 * correct / len(pred), 3) == 72.732

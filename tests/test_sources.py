@@ -1,0 +1,126 @@
+"""Prior label sources: ReaL, Shankar, MTurk and generic tables; all-or-nothing imports."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+from sqlmodel import Session
+
+from db.models import Label, LabelSource
+from relabel.errors import ConflictError, InputError, NotFoundError
+from relabel.ingest import ingest_dataset, plan_ingest
+from relabel.ingest.layouts import LayoutOptions
+from relabel.sources import import_source, mturk_majority, parse_mturk, parse_shankar
+from tests import images
+from tests.conftest import shared
+
+
+def val_dataset(engine, vocab, tmp_path: Path, numbers: list[int]) -> None:
+    """A dataset of ImageNet val images `numbers` (pixels of the first one only)."""
+    root = tmp_path / "val"
+    images.photo(root / f"ILSVRC2012_val_{numbers[0]:08d}.JPEG")
+    rows = "".join(f"ILSVRC2012_val_{n:08d},{vocab.classes[n % 1000].wnid} 0 0 1 1\n" for n in numbers)
+    (tmp_path / "loc.csv").write_text("ImageId,PredictionString\n" + rows)
+    plan = plan_ingest(root, vocab, "imagenet-val", LayoutOptions(labels_file=tmp_path / "loc.csv"))
+    ingest_dataset(engine, plan, dataset="val", root=root, vocab=vocab, show_progress=False, workers=1)
+
+
+def labels_of(engine, source: str) -> dict[int, list[int]]:
+    with Session(engine) as s:
+        src = s.scalars(select(LabelSource).where(LabelSource.name == source)).one()
+        return dict(s.execute(select(Label.image_id, Label.classes).where(Label.source_id == src.id)).all())
+
+
+def test_mturk_majority_counts_match_the_published_numbers(vocab) -> None:
+    rows = list(parse_mturk(shared("imagenet-val", "mturk_label_errors.json"), vocab))
+    assert len(rows) == 5440
+    assert Counter(r.category for r in rows) == {"A": 2524, "B": 1428, "M": 597, "Z": 293, "X": 598}
+
+
+def test_mturk_labels_and_certainty() -> None:
+    assert mturk_majority({"given": 1, "guessed": 3, "both": 1, "neither": 0}) == "guessed"
+    assert mturk_majority({"given": 2, "guessed": 2, "both": 1, "neither": 0}) is None
+
+
+def test_mturk_row_shape(vocab, tmp_path: Path) -> None:
+    rec = [{"id": 7, "given_original_label": 3, "our_guessed_label": 9,
+            "mturk": {"given": 0, "guessed": 1, "both": 3, "neither": 1}}]
+    (tmp_path / "m.json").write_text(json.dumps(rec))
+    (row,) = parse_mturk(tmp_path / "m.json", vocab)
+    assert (row.key, row.classes, row.certainty, row.category) == ("ILSVRC2012_val_00000007", [3, 9], [0.6, 0.8], "M")
+
+
+def test_shankar_categories(vocab) -> None:
+    rows = list(parse_shankar(shared("imagenet-val", "shankar_multilabel.csv"), vocab))
+    assert len(rows) == 20_000
+    cats = Counter(r.category for r in rows)
+    assert set(cats) == {"A", "B", "M", "Z"}
+    assert all(r.classes == [] for r in rows if r.category == "Z")
+    assert all(len(r.classes) > 1 for r in rows if r.category == "M")
+
+
+def test_real_import_keeps_list_order_and_empty_sets(engine, vocab, tmp_path: Path) -> None:
+    val_dataset(engine, vocab, tmp_path, [1, 2, 3])
+    (tmp_path / "real.json").write_text("[[], [970, 795], [230]]")
+    report = import_source(engine, tmp_path / "real.json", fmt="real")
+    assert report.written == 3
+    assert sorted(labels_of(engine, "real").values()) == [[], [230], [970, 795]]
+
+
+def test_unknown_images_stop_the_import_and_write_nothing(engine, vocab, tmp_path: Path) -> None:
+    val_dataset(engine, vocab, tmp_path, [1, 2])
+    (tmp_path / "real.json").write_text("[[1], [2], [3], [4]]")
+    with pytest.raises(InputError, match=r"2 of 4 image\(s\) are not in the dataset: 'ILSVRC2012_val_00000003'.*nothing written"):
+        import_source(engine, tmp_path / "real.json", fmt="real")
+    with Session(engine) as s:
+        assert s.execute(select(func.count()).select_from(LabelSource).where(LabelSource.name == "real")).scalar_one() == 0
+    report = import_source(engine, tmp_path / "real.json", fmt="real", skip_unknown=True)
+    assert (report.written, report.skipped_unknown) == (2, 2)
+
+
+def test_out_of_range_classes_are_refused(engine, vocab, tmp_path: Path) -> None:
+    val_dataset(engine, vocab, tmp_path, [1, 2])
+    (tmp_path / "real.json").write_text("[[1], [1000]]")
+    with pytest.raises(InputError, match=r"1 row\(s\) have classes outside 0..999: 'real.json entry 1: \[1000\]'"):
+        import_source(engine, tmp_path / "real.json", fmt="real")
+
+
+def test_generic_csv_source_resolves_names(engine, vocab, tmp_path: Path) -> None:
+    val_dataset(engine, vocab, tmp_path, [1, 2])
+    (tmp_path / "mine.csv").write_text("image,labels\nILSVRC2012_val_00000001.JPEG,tabby|Egyptian cat\nILSVRC2012_val_00000002,\n")
+    import_source(engine, tmp_path / "mine.csv", fmt="csv", name="team-a")
+    assert sorted(labels_of(engine, "team-a").values()) == [[], [281, 285]]
+    (tmp_path / "bad.csv").write_text("image,labels\nILSVRC2012_val_00000001.JPEG,unicorn\n")
+    with pytest.raises(InputError, match=r"bad.csv:2: unknown class 'unicorn'"):
+        import_source(engine, tmp_path / "bad.csv", fmt="csv", name="bad")
+
+
+def test_names_are_unique_unless_replaced(engine, vocab, tmp_path: Path) -> None:
+    val_dataset(engine, vocab, tmp_path, [1])
+    (tmp_path / "real.json").write_text("[[5]]")
+    import_source(engine, tmp_path / "real.json", fmt="real")
+    with pytest.raises(ConflictError, match="--replace"):
+        import_source(engine, tmp_path / "real.json", fmt="real")
+    (tmp_path / "real.json").write_text("[[6]]")
+    import_source(engine, tmp_path / "real.json", fmt="real", replace=True)
+    assert list(labels_of(engine, "real").values()) == [[6]]
+    with pytest.raises(ConflictError, match="original labels"):
+        import_source(engine, tmp_path / "real.json", fmt="real", name="imgt")
+    with pytest.raises(NotFoundError, match="unknown label format 'reall'; known: csv, jsonl, mturk, real, shankar"):
+        import_source(engine, tmp_path / "real.json", fmt="reall")
+
+
+@pytest.mark.slow
+def test_full_real_shankar_and_mturk_on_50k_val(engine, vocab, tmp_path: Path) -> None:
+    plan = plan_ingest(tmp_path / "not-mounted", vocab, "imagenet-val")
+    ingest_dataset(engine, plan, dataset="val", root=tmp_path / "not-mounted", vocab=vocab, show_progress=False)
+    real = import_source(engine, shared("imagenet-val", "real.json"), fmt="real")
+    assert real.written == 50_000
+    assert sum(1 for v in labels_of(engine, "real").values() if not v) == 3163
+    assert import_source(engine, shared("imagenet-val", "shankar_multilabel.csv"), fmt="shankar").written == 20_000
+    mturk = import_source(engine, shared("imagenet-val", "mturk_label_errors.json"), fmt="mturk")
+    assert mturk.written == 5440 and mturk.categories == {"A": 2524, "B": 1428, "M": 597, "X": 598, "Z": 293}
