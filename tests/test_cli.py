@@ -1,0 +1,117 @@
+"""The command line: help with examples, one-line errors, the demo, and the README covering every command."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from relabel.cli import cli, main
+from tests import images
+from tests.conftest import REPO
+
+
+def all_commands(group: click.Group = cli, prefix: str = "") -> list[tuple[str, click.Command]]:
+    out = []
+    for name, cmd in sorted(group.commands.items()):
+        path = f"{prefix} {name}".strip()
+        if isinstance(cmd, click.Group):
+            out += all_commands(cmd, path)
+        else:
+            out.append((path, cmd))
+    return out
+
+
+def run(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "relabel", "--workspace", str(tmp_path / "ws"), *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize(("path", "command"), all_commands(), ids=lambda x: x if isinstance(x, str) else "")
+def test_every_command_has_help_with_an_example(path: str, command: click.Command) -> None:
+    result = CliRunner().invoke(cli, [*path.split(), "--help"])
+    assert result.exit_code == 0
+    assert re.search(r"Examples?:\n\s+relabel ", result.output), f"`relabel {path} --help` shows no example"
+
+
+def test_readme_documents_every_command() -> None:
+    readme = (REPO / "README.md").read_text()
+    missing = [p for p, _ in all_commands() if f"relabel {p}" not in readme and f"relabel --workspace demo-workspace {p}" not in readme]
+    assert not missing, f"README.md does not show: {missing}"
+
+
+def test_errors_are_one_line_on_stderr_with_nonzero_exit(tmp_path: Path) -> None:
+    cases = [
+        (["snapshot", "export", "nope", "--format", "real", "--out", str(tmp_path / "o.json")], "no dataset yet"),
+        (["labels", "import", str(tmp_path / "missing.json"), "--format", "real"], "does not exist"),
+        (["ingest", str(tmp_path / "nowhere"), "--layout", "folders"], "is not a directory"),
+        (["snapshot", "create"], "Missing argument 'NAME'"),
+    ]
+    for args, expected in cases:
+        r = run(args, tmp_path)
+        assert r.returncode != 0, args
+        assert r.stderr.count("\n") == 1 and r.stderr.startswith("error: ") and expected in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr
+
+
+def test_unreachable_database_is_one_line(tmp_path: Path) -> None:
+    r = subprocess.run([sys.executable, "-m", "relabel", "--db", "postgresql+psycopg://nobody@127.0.0.1:1/x", "stats"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 5 and r.stderr.startswith("error: database error:") and r.stderr.count("\n") == 1
+
+
+def test_demo_builds_a_workspace_and_says_what_next(tmp_path: Path) -> None:
+    r = run(["demo", "--quiet"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "dataset 'demo' (manifest): 8 image(s): ok 8" in r.stdout and "Next steps" in r.stdout
+    again = run(["demo", "--quiet"], tmp_path)
+    assert "unchanged since last ingest 8" in again.stdout
+    assert (tmp_path / "ws" / "relabel.db").exists()
+
+
+def test_workflow_through_the_cli(tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    images.photo(root / "n01440764_a.jpg")
+    images.photo(root / "n02123045_b.jpg", color=(1, 2, 3))
+    (tmp_path / "prior.csv").write_text("image,labels\nn01440764_a.jpg,tench|goldfish\nn02123045_b.jpg,tabby\n")
+    (tmp_path / "preds.csv").write_text("image,labels,scores\nn01440764_a,tench,0.8\nn02123045_b,tiger cat,0.6\n")
+    steps = [
+        ["init"],
+        ["ingest", str(root), "--dataset", "mini", "--quiet"],
+        ["labels", "import", str(tmp_path / "prior.csv"), "--format", "csv", "--name", "team"],
+        ["predictions", "import", str(tmp_path / "preds.csv"), "--run", "m"],
+        ["snapshot", "create", "s1", "--base", "team"],
+        ["snapshot", "create", "s2"],
+        ["snapshot", "export", "s1", "--format", "real", "--out", str(tmp_path / "s1.json")],
+        ["snapshot", "diff", "s1", "s2"],
+        ["snapshot", "list"],
+        ["stats"],
+    ]
+    outputs = []
+    for args in steps:
+        r = run(args, tmp_path)
+        assert r.returncode == 0, (args, r.stderr)
+        outputs.append(r.stdout)
+    assert (tmp_path / "s1.json").read_text() == "[[0, 1], [281]]"
+    assert "1 changed, 1 unchanged" in outputs[7]
+    assert "model runs:  m: ok 2" in outputs[9]
+
+
+def test_users_add_reads_the_password_from_the_environment(tmp_path: Path, monkeypatch, capsys) -> None:
+    from sqlmodel import Session, select
+
+    from db import create_db_engine
+    from db.models import User
+    from relabel.annotations import verify_password
+
+    monkeypatch.setenv("RELABEL_PASSWORD", "s3cret")
+    main(["--workspace", str(tmp_path / "ws"), "users", "add", "alice", "--role", "lead"])
+    assert "added lead 'alice'" in capsys.readouterr().out
+    with Session(create_db_engine(f"sqlite:///{tmp_path / 'ws' / 'relabel.db'}")) as s:
+        user = s.exec(select(User)).one()
+    assert user.role.value == "lead" and verify_password("s3cret", user.password_hash)
