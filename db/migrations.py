@@ -100,8 +100,7 @@ def init_db(engine: Engine, migrations: list[Migration] | None = None) -> int:
             return newest
     if version > newest:
         raise SchemaError(
-            f"the workspace has schema version {version}, newer than this relabel knows ({newest}); "
-            "upgrade relabel"
+            f"the workspace has schema version {version}, newer than this relabel knows ({newest}); upgrade relabel"
         )
     for m in migrations:
         if m.version > version:

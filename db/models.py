@@ -80,7 +80,9 @@ class Image(SQLModel, table=True):
     notes: str = ""  # what a reviewer should know about a readable image (CMYK, 16-bit, EXIF rotation, ...)
     sha256: str | None = Field(default=None, index=True)
     bytes: int | None = Field(default=None, sa_column=Column(BigInteger))
-    mtime_ns: int | None = Field(default=None, sa_column=Column(BigInteger))  # with `bytes`, lets a re-ingest skip files it has already checked
+    mtime_ns: int | None = Field(
+        default=None, sa_column=Column(BigInteger)
+    )  # with `bytes`, lets a re-ingest skip files it has already checked
     width: int | None = None  # as displayed, after EXIF orientation
     height: int | None = None
     format: str | None = None

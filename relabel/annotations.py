@@ -76,10 +76,19 @@ class Decision:
 
 
 def record_annotation(
-    engine: Engine, *, image_id: int, user: str, verdict: Verdict, classes: Iterable[int] = (),
-    flags: Iterable[str] = (), note: str = "", seconds_on_item: float | None = None,
-    suggestion_id: int | None = None, suggestion_action: SuggestionAction = SuggestionAction.none,
-    adjudicate: bool = False, client_token: str | None = None,
+    engine: Engine,
+    *,
+    image_id: int,
+    user: str,
+    verdict: Verdict,
+    classes: Iterable[int] = (),
+    flags: Iterable[str] = (),
+    note: str = "",
+    seconds_on_item: float | None = None,
+    suggestion_id: int | None = None,
+    suggestion_action: SuggestionAction = SuggestionAction.none,
+    adjudicate: bool = False,
+    client_token: str | None = None,
 ) -> int:
     """Append one decision and return its id; a resent `client_token` returns the first id and stores nothing."""
     classes, flags = list(dict.fromkeys(classes)), list(dict.fromkeys(flags))
@@ -106,9 +115,17 @@ def record_annotation(
         if out_of_range:
             raise InputError(f"classes {out_of_range} are outside 0..{n_classes - 1}")
         row = Annotation(
-            image_id=image_id, user_id=u.id, verdict=verdict, classes=classes, flags=flags, note=note,  # type: ignore[arg-type]
-            seconds_on_item=seconds_on_item, suggestion_id=suggestion_id, suggestion_action=suggestion_action,
-            is_adjudication=adjudicate, client_token=client_token,
+            image_id=image_id,
+            user_id=u.id,
+            verdict=verdict,
+            classes=classes,
+            flags=flags,
+            note=note,  # type: ignore[arg-type]
+            seconds_on_item=seconds_on_item,
+            suggestion_id=suggestion_id,
+            suggestion_action=suggestion_action,
+            is_adjudication=adjudicate,
+            client_token=client_token,
         )
         s.add(row)
         try:
@@ -135,8 +152,16 @@ def retract_annotation(engine: Engine, annotation_id: int, *, user: str, client_
             raise NotFoundError(f"decision {annotation_id} does not exist or is itself an undo")
         if target.user_id != u.id:
             raise ConflictError(f"decision {annotation_id} belongs to another user; {user!r} cannot undo it")
-        row = Annotation(image_id=target.image_id, user_id=u.id, verdict=Verdict.retract, classes=[], flags=[],  # type: ignore[arg-type]
-                         is_adjudication=target.is_adjudication, retracts_id=annotation_id, client_token=client_token)
+        row = Annotation(
+            image_id=target.image_id,
+            user_id=u.id,
+            verdict=Verdict.retract,
+            classes=[],
+            flags=[],  # type: ignore[arg-type]
+            is_adjudication=target.is_adjudication,
+            retracts_id=annotation_id,
+            client_token=client_token,
+        )
         s.add(row)
         s.flush()
         return row.id  # type: ignore[return-value]
@@ -145,8 +170,15 @@ def retract_annotation(engine: Engine, annotation_id: int, *, user: str, client_
 def current_decisions(conn: Connection, dataset_id: int) -> dict[int, list[Decision]]:
     """Each image's standing decisions: the latest per annotator, minus those retracted."""
     rows = conn.execute(
-        select(Annotation.id, Annotation.image_id, Annotation.user_id, Annotation.verdict, Annotation.classes,
-               Annotation.is_adjudication, Annotation.retracts_id)
+        select(
+            Annotation.id,
+            Annotation.image_id,
+            Annotation.user_id,
+            Annotation.verdict,
+            Annotation.classes,
+            Annotation.is_adjudication,
+            Annotation.retracts_id,
+        )
         .join(Image, Image.id == Annotation.image_id)  # type: ignore[arg-type]
         .where(Image.dataset_id == dataset_id)
         .order_by(Annotation.id)  # type: ignore[arg-type]

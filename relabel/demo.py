@@ -35,15 +35,30 @@ class DemoPhoto:
 DEMO_PHOTOS = (
     DemoPhoto("gradio", "media_assets/images/cheetah.jpg", "cheetah.jpg", "cheetah", "clear single object"),
     DemoPhoto("gradio", "media_assets/images/lion.jpg", "lion.jpg", "lion", "clear single object"),
-    DemoPhoto("matplotlib", "mpl-data/sample_data/grace_hopper.jpg", "grace_hopper.jpg", "military uniform",
-              "uniform, Windsor tie and a portrait: several classes"),
+    DemoPhoto(
+        "matplotlib",
+        "mpl-data/sample_data/grace_hopper.jpg",
+        "grace_hopper.jpg",
+        "military uniform",
+        "uniform, Windsor tie and a portrait: several classes",
+    ),
     DemoPhoto("skimage", "data/chelsea.png", "chelsea.png", "Egyptian cat", "tabby vs Egyptian cat vs tiger cat"),
     DemoPhoto("skimage", "data/coffee.png", "coffee.png", "espresso", "espresso vs cup vs coffee mug"),
     DemoPhoto("skimage", "data/rocket.jpg", "rocket.jpg", "missile", "missile vs projectile (a launch vehicle)"),
-    DemoPhoto("skimage", "data/astronaut.png", "astronaut.png", "space shuttle",
-              "a shuttle model behind an astronaut: several classes or none"),
-    DemoPhoto("skimage", "data/motorcycle_left.png", "motorcycle.png", "moped",
-              "a motorcycle; ImageNet has only moped and motor scooter"),
+    DemoPhoto(
+        "skimage",
+        "data/astronaut.png",
+        "astronaut.png",
+        "space shuttle",
+        "a shuttle model behind an astronaut: several classes or none",
+    ),
+    DemoPhoto(
+        "skimage",
+        "data/motorcycle_left.png",
+        "motorcycle.png",
+        "moped",
+        "a motorcycle; ImageNet has only moped and motor scooter",
+    ),
 )
 
 

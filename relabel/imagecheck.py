@@ -141,8 +141,7 @@ def _inspect_open_image(im: Image.Image, result: ImageCheck, max_pixels: int, de
     if pixels > max_pixels:
         result.status = ImageStatus.unreadable
         result.reason = (
-            f"decompression bomb: {width}×{height} = {pixels / 1e6:.1f} MP exceeds the "
-            f"{max_pixels / 1e6:.1f} MP limit"
+            f"decompression bomb: {width}×{height} = {pixels / 1e6:.1f} MP exceeds the {max_pixels / 1e6:.1f} MP limit"
         )
         return result
     orientation = _orientation(im)
@@ -151,8 +150,9 @@ def _inspect_open_image(im: Image.Image, result: ImageCheck, max_pixels: int, de
         notes.append(MODE_NOTES[im.mode])
     if im.mode == "P" and "transparency" in im.info:
         notes.append("palette with transparency, shown on white")
-    if getattr(im, "n_frames", 1) > 1:
-        notes.append(f"{im.n_frames} frames, the first is shown")
+    frames = getattr(im, "n_frames", 1)
+    if frames > 1:
+        notes.append(f"{frames} frames, the first is shown")
     if orientation and orientation != 1:
         result.exif_orientation = orientation
         notes.append(f"EXIF orientation {orientation} ({ORIENTATION_TEXT[orientation]}), shown upright")

@@ -61,8 +61,15 @@ def _prediction_row(row: dict, vocab: Vocabulary, where: str) -> PredictionRow:
     if status is PredictionStatus.ok and not classes:
         raise InputError(f"{where}: no label (a failed prediction needs status 'error' and a reason)")
     raw = row.get("raw_output", row.get("raw", ""))
-    return PredictionRow(str(row["image"]), classes, scores, where=where, status=status,
-                         reason=str(row.get("reason") or ""), raw_output=str(raw or ""))
+    return PredictionRow(
+        str(row["image"]),
+        classes,
+        scores,
+        where=where,
+        status=status,
+        reason=str(row.get("reason") or ""),
+        raw_output=str(raw or ""),
+    )
 
 
 def parse_table(path: Path, vocab: Vocabulary, order: list[str] | None) -> Iterable[PredictionRow]:
@@ -142,9 +149,17 @@ class RunReport:
 
 
 def import_predictions(
-    engine: Engine, path: Path, *, run: str, model: str | None = None, protocol: str = "imported",
-    fmt: str | None = None, order: str | None = None, dataset: str | None = None,
-    skip_unknown: bool = False, replace: bool = False,
+    engine: Engine,
+    path: Path,
+    *,
+    run: str,
+    model: str | None = None,
+    protocol: str = "imported",
+    fmt: str | None = None,
+    order: str | None = None,
+    dataset: str | None = None,
+    skip_unknown: bool = False,
+    replace: bool = False,
 ) -> RunReport:
     """Store a prediction file as model run `run`. Validates every row first; all or nothing."""
     fmt = fmt or path.suffix.lower().lstrip(".")
@@ -165,8 +180,15 @@ def import_predictions(
             s.execute(delete(Prediction).where(Prediction.run_id == old.id))
             s.delete(old)
             s.flush()
-        mr = ModelRun(dataset_id=ds.id, name=run, model=model or run, protocol=protocol,  # type: ignore[arg-type]
-                      params={"format": fmt, "order": order}, origin=str(path.resolve()), tool_version=__version__)
+        mr = ModelRun(
+            dataset_id=ds.id,
+            name=run,
+            model=model or run,
+            protocol=protocol,  # type: ignore[arg-type]
+            params={"format": fmt, "order": order},
+            origin=str(path.resolve()),
+            tool_version=__version__,
+        )
         s.add(mr)
         s.flush()
         values, seen = [], set()
@@ -176,8 +198,17 @@ def import_predictions(
             if image_id in seen:
                 raise InputError(f"{r.where}: image {r.key!r} appears twice in {path.name}; nothing written")
             seen.add(image_id)
-            values.append({"run_id": mr.id, "image_id": image_id, "status": r.status, "reason": r.reason,
-                           "raw_output": r.raw_output, "classes": r.classes, "scores": r.certainty})
+            values.append(
+                {
+                    "run_id": mr.id,
+                    "image_id": image_id,
+                    "status": r.status,
+                    "reason": r.reason,
+                    "raw_output": r.raw_output,
+                    "classes": r.classes,
+                    "scores": r.certainty,
+                }
+            )
         for start in range(0, len(values), 5000):
             s.execute(insert(Prediction), values[start : start + 5000])
     n_err = sum(1 for v in values if v["status"] is PredictionStatus.error)

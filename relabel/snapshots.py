@@ -59,8 +59,14 @@ class SnapshotSummary:
 
 
 def create_snapshot(
-    engine: Engine, name: str, *, dataset: str | None = None, base: str = IMGT, undecided: str = "keep",
-    min_votes: int = 1, created_by: str = "",
+    engine: Engine,
+    name: str,
+    *,
+    dataset: str | None = None,
+    base: str = IMGT,
+    undecided: str = "keep",
+    min_votes: int = 1,
+    created_by: str = "",
 ) -> SnapshotSummary:
     """Freeze the consensus of every image of the dataset as snapshot `name`."""
     if undecided not in UNDECIDED_POLICIES:
@@ -79,7 +85,8 @@ def create_snapshot(
         images = conn.execute(select(Image.id, Image.path).where(Image.dataset_id == ds.id).order_by(Image.path)).all()
         if not images:
             raise InputError(f"dataset {ds.name!r} has no images; nothing to freeze")
-        rows, origins = [], Counter()
+        rows: list[tuple[int, str, list[int], Category, str]] = []
+        origins: Counter[str] = Counter()
         for image_id, path in images:
             decision, origin = consensus(decisions.get(image_id, []), min_votes)
             if decision is not None:
@@ -91,13 +98,23 @@ def create_snapshot(
             rows.append((image_id, path, classes, category, origin))
         digest = snapshot_hash([(p, c, cat.value) for _, p, c, cat, _ in rows])
         counts = Counter(cat.value for *_, cat, _ in rows)
-        snap = Snapshot(dataset_id=ds.id, name=name, content_hash=digest, base_source=base,  # type: ignore[arg-type]
-                        undecided_policy=undecided, n_images=len(rows), counts=dict(sorted(counts.items())),
-                        created_by=created_by, tool_version=__version__)
+        snap = Snapshot(
+            dataset_id=ds.id,
+            name=name,
+            content_hash=digest,
+            base_source=base,  # type: ignore[arg-type]
+            undecided_policy=undecided,
+            n_images=len(rows),
+            counts=dict(sorted(counts.items())),
+            created_by=created_by,
+            tool_version=__version__,
+        )
         s.add(snap)
         s.flush()
-        values = [{"snapshot_id": snap.id, "image_id": i, "classes": c, "category": cat, "origin": o}
-                  for i, _, c, cat, o in rows]
+        values = [
+            {"snapshot_id": snap.id, "image_id": i, "classes": c, "category": cat, "origin": o}
+            for i, _, c, cat, o in rows
+        ]
         for start in range(0, len(values), 5000):
             s.execute(insert(SnapshotLabel), values[start : start + 5000])
     return SnapshotSummary(name, digest, len(rows), dict(sorted(counts.items())), dict(sorted(origins.items())))
@@ -155,7 +172,9 @@ def diff_snapshots(engine: Engine, a: str, b: str, *, dataset: str | None = None
         conn = s.connection()
         rows_a = {r.path: r for r in snapshot_rows(conn, get_snapshot(s, ds, a).id)}  # type: ignore[arg-type]
         rows_b = {r.path: r for r in snapshot_rows(conn, get_snapshot(s, ds, b).id)}  # type: ignore[arg-type]
-    changed, transitions, unchanged = [], Counter(), 0
+    changed: list[tuple[str, list[int], list[int], str, str]] = []
+    transitions: Counter[str] = Counter()
+    unchanged = 0
     for path in sorted(rows_a.keys() & rows_b.keys()):
         ra, rb = rows_a[path], rows_b[path]
         if set(ra.classes) == set(rb.classes) and ra.category == rb.category:
@@ -163,5 +182,12 @@ def diff_snapshots(engine: Engine, a: str, b: str, *, dataset: str | None = None
             continue
         changed.append((path, ra.classes, rb.classes, ra.category, rb.category))
         transitions[f"{ra.category}->{rb.category}"] += 1
-    return SnapshotDiff(a, b, unchanged, changed, sorted(rows_a.keys() - rows_b.keys()),
-                        sorted(rows_b.keys() - rows_a.keys()), dict(transitions.most_common()))
+    return SnapshotDiff(
+        a,
+        b,
+        unchanged,
+        changed,
+        sorted(rows_a.keys() - rows_b.keys()),
+        sorted(rows_b.keys() - rows_a.keys()),
+        dict(transitions.most_common()),
+    )

@@ -85,7 +85,9 @@ def parse_shankar(path: Path, vocab: Vocabulary) -> Iterable[LabelRow]:
                 classes = _int_list(row["proposed_labels"])
             except ValueError as exc:
                 raise InputError(f"{path}:{lineno}: class lists must be integers ({exc})") from exc
-            yield LabelRow(row["id"], classes, category=row["category"] or None, extra=extra, where=f"{path.name}:{lineno}")
+            yield LabelRow(
+                row["id"], classes, category=row["category"] or None, extra=extra, where=f"{path.name}:{lineno}"
+            )
 
 
 MTURK_VOTES = ("given", "guessed", "both", "neither")
@@ -114,7 +116,9 @@ def parse_mturk(path: Path, vocab: Vocabulary) -> Iterable[LabelRow]:
             number = int(rec["id"])
             counts = {k: int(votes.get(k, 0)) for k in MTURK_VOTES}
         except (KeyError, TypeError, ValueError) as exc:
-            raise InputError(f"{path}: record {i} lacks id/given_original_label/our_guessed_label/mturk ({exc})") from exc
+            raise InputError(
+                f"{path}: record {i} lacks id/given_original_label/our_guessed_label/mturk ({exc})"
+            ) from exc
         n = sum(counts.values()) or 1
         outcome = mturk_majority(counts)
         classes = {"given": [given], "guessed": [guessed], "both": [given, guessed]}.get(outcome or "", [])
@@ -184,7 +188,9 @@ class SourceReport:
     categories: dict[str, int]
 
 
-def resolve_rows(rows: list[LabelRow], index: ImageIndex, n_classes: int, *, skip_unknown: bool, what: str) -> tuple[list[int], int]:
+def resolve_rows(
+    rows: list[LabelRow], index: ImageIndex, n_classes: int, *, skip_unknown: bool, what: str
+) -> tuple[list[int], int]:
     """Image ids for `rows`; raises one InputError that counts every unknown image and bad class."""
     ids: list[int] = []
     unknown: list[str] = []
@@ -198,7 +204,8 @@ def resolve_rows(rows: list[LabelRow], index: ImageIndex, n_classes: int, *, ski
         ids.append(image_id if image_id is not None else -1)
     if bad_class:
         raise InputError(
-            f"{what}: {len(bad_class)} row(s) have classes outside 0..{n_classes - 1}: {examples(bad_class)}; nothing written"
+            f"{what}: {len(bad_class)} row(s) have classes outside 0..{n_classes - 1}: "
+            f"{examples(bad_class)}; nothing written"
         )
     if unknown and not skip_unknown:
         raise InputError(
@@ -239,20 +246,34 @@ def import_source(
             s.delete(old)
             s.flush()
         source = LabelSource(
-            dataset_id=ds.id, name=name, kind=SourceKind.prior, format=fmt, origin=str(path.resolve()),  # type: ignore[arg-type]
+            dataset_id=ds.id,
+            name=name,
+            kind=SourceKind.prior,
+            format=fmt,
+            origin=str(path.resolve()),  # type: ignore[arg-type]
             sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
         )
         s.add(source)
         s.flush()
-        values, seen, categories = [], set(), {}
+        values: list[dict[str, Any]] = []
+        seen: set[int] = set()
+        categories: dict[str, int] = {}
         for r, image_id in zip(rows, ids):
             if image_id < 0:
                 continue
             if image_id in seen:
                 raise InputError(f"{r.where}: image {r.key!r} appears twice in {path.name}; nothing written")
             seen.add(image_id)
-            values.append({"source_id": source.id, "image_id": image_id, "classes": r.classes,
-                           "certainty": r.certainty, "category": r.category, "extra": r.extra})
+            values.append(
+                {
+                    "source_id": source.id,
+                    "image_id": image_id,
+                    "classes": r.classes,
+                    "certainty": r.certainty,
+                    "category": r.category,
+                    "extra": r.extra,
+                }
+            )
             if r.category:
                 categories[r.category] = categories.get(r.category, 0) + 1
         for start in range(0, len(values), 5000):

@@ -29,29 +29,55 @@ class DatasetStats:
 def workspace_stats(engine: Engine) -> list[DatasetStats]:
     out = []
     with Session(engine) as conn:
-        users = dict(conn.execute(select(User.role, func.count()).group_by(User.role)).all())  # type: ignore[arg-type]
+        users: dict[str, int] = dict(conn.execute(select(User.role, func.count()).group_by(User.role)).all())  # type: ignore[arg-type]
         for ds in conn.execute(select(Dataset).order_by(Dataset.name)).scalars():  # type: ignore[arg-type]
-            images = dict(conn.execute(
-                select(Image.status, func.count()).where(Image.dataset_id == ds.id).group_by(Image.status)
-            ).all())
-            sources = dict(conn.execute(
-                select(LabelSource.name, func.count(Label.id)).join(Label, Label.source_id == LabelSource.id, isouter=True)  # type: ignore[arg-type]
-                .where(LabelSource.dataset_id == ds.id).group_by(LabelSource.name)
-            ).all())
+            images: dict[str, int] = dict(
+                conn.execute(
+                    select(Image.status, func.count()).where(Image.dataset_id == ds.id).group_by(Image.status)
+                ).all()
+            )
+            sources: dict[str, int] = dict(
+                conn.execute(
+                    select(LabelSource.name, func.count(Label.id))
+                    .join(Label, Label.source_id == LabelSource.id, isouter=True)  # type: ignore[arg-type]
+                    .where(LabelSource.dataset_id == ds.id)
+                    .group_by(LabelSource.name)
+                ).all()
+            )
             runs: dict[str, dict[str, int]] = {}
             for run, status, n in conn.execute(
-                select(ModelRun.name, Prediction.status, func.count()).join(Prediction, Prediction.run_id == ModelRun.id)  # type: ignore[arg-type]
-                .where(ModelRun.dataset_id == ds.id).group_by(ModelRun.name, Prediction.status)
+                select(ModelRun.name, Prediction.status, func.count())
+                .join(Prediction, Prediction.run_id == ModelRun.id)  # type: ignore[arg-type]
+                .where(ModelRun.dataset_id == ds.id)
+                .group_by(ModelRun.name, Prediction.status)
             ):
                 runs.setdefault(run, {})[getattr(status, "value", status)] = n
-            ann = select(Annotation).join(Image, Image.id == Annotation.image_id).where(Image.dataset_id == ds.id).subquery()  # type: ignore[arg-type]
+            ann = (
+                select(Annotation)
+                .join(Image, Image.id == Annotation.image_id)
+                .where(Image.dataset_id == ds.id)
+                .subquery()
+            )  # type: ignore[arg-type]
             decisions = conn.execute(select(func.count()).select_from(ann)).scalar_one()
             decided = conn.execute(select(func.count(func.distinct(ann.c.image_id)))).scalar_one()
-            snapshots = {s.name: dict(s.counts) for s in conn.execute(
-                select(Snapshot).where(Snapshot.dataset_id == ds.id).order_by(Snapshot.created_at)).scalars()}  # type: ignore[arg-type]
-            out.append(DatasetStats(
-                ds.name, ds.root, {getattr(k, "value", k): v for k, v in images.items()}, sources, runs,
-                decisions, decided, snapshots, len(find_duplicates(engine, ds.id)),
-                {getattr(k, "value", k): v for k, v in users.items()},
-            ))
+            snapshots = {
+                s.name: dict(s.counts)
+                for s in conn.execute(
+                    select(Snapshot).where(Snapshot.dataset_id == ds.id).order_by(Snapshot.created_at)
+                ).scalars()
+            }  # type: ignore[arg-type]
+            out.append(
+                DatasetStats(
+                    ds.name,
+                    ds.root,
+                    {getattr(k, "value", k): v for k, v in images.items()},
+                    sources,
+                    runs,
+                    decisions,
+                    decided,
+                    snapshots,
+                    len(find_duplicates(engine, ds.id)),
+                    {getattr(k, "value", k): v for k, v in users.items()},
+                )
+            )
     return out

@@ -185,6 +185,4 @@ def vocabulary_from_db(session: Session, vocabulary_id: int) -> Vocabulary:
     classes = session.exec(
         select(VocabClass).where(VocabClass.vocabulary_id == vocabulary_id).order_by(VocabClass.index)  # type: ignore[arg-type]
     ).all()
-    return Vocabulary(
-        row.name, [ClassInfo(c.index, c.name, c.wnid, tuple(c.synonyms), c.gloss) for c in classes]
-    )
+    return Vocabulary(row.name, [ClassInfo(c.index, c.name, c.wnid, tuple(c.synonyms), c.gloss) for c in classes])

@@ -22,7 +22,9 @@ def get_dataset(session: Session, name: str | None) -> Dataset:
             return rows[0]
         if not rows:
             raise NotFoundError("the workspace has no dataset yet; run `relabel ingest` first")
-        raise NotFoundError(f"the workspace has {len(rows)} datasets; pass --dataset ({', '.join(d.name for d in rows)})")
+        raise NotFoundError(
+            f"the workspace has {len(rows)} datasets; pass --dataset ({', '.join(d.name for d in rows)})"
+        )
     row = session.exec(select(Dataset).where(Dataset.name == name)).first()
     if row is None:
         raise unknown_name("dataset", name, session.exec(select(Dataset.name)).all())
@@ -71,4 +73,4 @@ class ImageIndex:
 
 def image_index(session: Session, dataset: Dataset) -> ImageIndex:
     rows = session.exec(select(Image.path, Image.id).where(Image.dataset_id == dataset.id)).all()
-    return ImageIndex({p: i for p, i in rows})
+    return ImageIndex({p: i for p, i in rows if i is not None})

@@ -11,7 +11,9 @@ import numpy as np
 from PIL import Image
 
 
-def photo(path: Path, size: tuple[int, int] = (64, 48), color: tuple[int, int, int] = (200, 120, 40), fmt: str | None = None) -> Path:
+def photo(
+    path: Path, size: tuple[int, int] = (64, 48), color: tuple[int, int, int] = (200, 120, 40), fmt: str | None = None
+) -> Path:
     """A small RGB image with some texture, so JPEG data is not trivially short."""
     path.parent.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(abs(hash((path.name, color))) % 2**32)
@@ -46,7 +48,9 @@ def png_bomb(path: Path, width: int = 30_000, height: int = 30_000) -> Path:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
 
     ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
-    body = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\x00" * 64)) + chunk(b"IEND", b"")
+    body = (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\x00" * 64)) + chunk(b"IEND", b"")
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(body)
     return path

@@ -29,7 +29,9 @@ def image_ids(engine, vocab, tmp_path: Path) -> list[int]:
     root = tmp_path / "r"
     for name in ("n01440764_a.jpg", "n02123045_b.jpg"):
         images.photo(root / name, color=(len(name), 50, 50))
-    ingest_dataset(engine, plan_ingest(root, vocab), dataset="d", root=root, vocab=vocab, show_progress=False, workers=1)
+    ingest_dataset(
+        engine, plan_ingest(root, vocab), dataset="d", root=root, vocab=vocab, show_progress=False, workers=1
+    )
     add_user(engine, "ann", Role.annotator, "pw-ann")
     add_user(engine, "bob", Role.annotator)
     add_user(engine, "lead", Role.lead, "pw-lead")
@@ -53,10 +55,12 @@ def test_passwords_are_hashed(engine, image_ids) -> None:
 
 
 def test_resent_decision_is_stored_once(engine, image_ids) -> None:
-    first = record_annotation(engine, image_id=image_ids[0], user="ann", verdict=Verdict.labels, classes=[0],
-                              client_token="tok-1")
-    again = record_annotation(engine, image_id=image_ids[0], user="ann", verdict=Verdict.labels, classes=[0],
-                              client_token="tok-1")
+    first = record_annotation(
+        engine, image_id=image_ids[0], user="ann", verdict=Verdict.labels, classes=[0], client_token="tok-1"
+    )
+    again = record_annotation(
+        engine, image_id=image_ids[0], user="ann", verdict=Verdict.labels, classes=[0], client_token="tok-1"
+    )
     assert first == again and n_annotations(engine) == 1
 
 
@@ -76,7 +80,9 @@ def test_undo_is_a_new_event_and_brings_back_the_previous_decision(engine, image
 
 def test_only_leads_adjudicate(engine, image_ids) -> None:
     with pytest.raises(ConflictError, match="only leads adjudicate"):
-        record_annotation(engine, image_id=image_ids[0], user="ann", verdict=Verdict.labels, classes=[1], adjudicate=True)
+        record_annotation(
+            engine, image_id=image_ids[0], user="ann", verdict=Verdict.labels, classes=[1], adjudicate=True
+        )
     assert n_annotations(engine) == 0
     record_annotation(engine, image_id=image_ids[0], user="lead", verdict=Verdict.labels, classes=[1], adjudicate=True)
 
@@ -106,4 +112,7 @@ def test_consensus_rules() -> None:
     assert consensus([d(1, 1)], min_votes=2) == (None, "undecided")
     assert consensus([d(1, 1, classes=(1, 2)), d(2, 2, classes=(2, 1))], min_votes=2)[1] == "consensus"
     assert consensus([d(1, 1), d(2, 2, classes=(2,))]) == (None, "disputed")
-    assert consensus([d(1, 1), d(2, 2, classes=(2,)), d(3, 9, classes=(5,), adj=True)]) == (d(3, 9, classes=(5,), adj=True), "adjudication")
+    assert consensus([d(1, 1), d(2, 2, classes=(2,)), d(3, 9, classes=(5,), adj=True)]) == (
+        d(3, 9, classes=(5,), adj=True),
+        "adjudication",
+    )

@@ -28,8 +28,12 @@ def all_commands(group: click.Group = cli, prefix: str = "") -> list[tuple[str, 
 
 
 def run(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "relabel", "--workspace", str(tmp_path / "ws"), *args],
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "relabel", "--workspace", str(tmp_path / "ws"), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.mark.parametrize(("path", "command"), all_commands(), ids=lambda x: x if isinstance(x, str) else "")
@@ -41,7 +45,11 @@ def test_every_command_has_help_with_an_example(path: str, command: click.Comman
 
 def test_readme_documents_every_command() -> None:
     readme = (REPO / "README.md").read_text()
-    missing = [p for p, _ in all_commands() if f"relabel {p}" not in readme and f"relabel --workspace demo-workspace {p}" not in readme]
+    missing = [
+        p
+        for p, _ in all_commands()
+        if f"relabel {p}" not in readme and f"relabel --workspace demo-workspace {p}" not in readme
+    ]
     assert not missing, f"README.md does not show: {missing}"
 
 
@@ -60,8 +68,12 @@ def test_errors_are_one_line_on_stderr_with_nonzero_exit(tmp_path: Path) -> None
 
 
 def test_unreachable_database_is_one_line(tmp_path: Path) -> None:
-    r = subprocess.run([sys.executable, "-m", "relabel", "--db", "postgresql+psycopg://nobody@127.0.0.1:1/x", "stats"],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "relabel", "--db", "postgresql+psycopg://nobody@127.0.0.1:1/x", "stats"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 5 and r.stderr.startswith("error: database error:") and r.stderr.count("\n") == 1
 
 

@@ -20,8 +20,20 @@ def test_init_is_idempotent(engine) -> None:
         rows = conn.execute(text("select count(*) from schema_version")).scalar_one()
     assert rows == len(MIGRATIONS)
     tables = set(inspect(engine).get_table_names())
-    assert {"datasets", "images", "labels", "label_sources", "predictions", "model_runs", "annotations",
-            "snapshots", "snapshot_labels", "users", "vocabularies", "vocab_classes"} <= tables
+    assert {
+        "datasets",
+        "images",
+        "labels",
+        "label_sources",
+        "predictions",
+        "model_runs",
+        "annotations",
+        "snapshots",
+        "snapshot_labels",
+        "users",
+        "vocabularies",
+        "vocab_classes",
+    } <= tables
 
 
 def test_sqlite_settings_hold_on_every_connection(sqlite_engine) -> None:
@@ -63,12 +75,20 @@ def test_a_newer_workspace_is_refused(tmp_path: Path) -> None:
 
 def test_snapshot_tables_refuse_update_and_delete(engine) -> None:
     with engine.begin() as conn:
-        conn.execute(text("insert into vocabularies (name, content_hash, n_classes, created_at) values ('v', 'h', 1, CURRENT_TIMESTAMP)"))
+        conn.execute(
+            text(
+                "insert into vocabularies (name, content_hash, n_classes, created_at)"
+                " values ('v', 'h', 1, CURRENT_TIMESTAMP)"
+            )
+        )
         conn.execute(text("insert into datasets (name, vocabulary_id, created_at) values ('d', 1, CURRENT_TIMESTAMP)"))
-        conn.execute(text(
-            "insert into snapshots (dataset_id, name, content_hash, base_source, undecided_policy, n_images, counts,"
-            " created_by, tool_version, created_at) values (1, 's', 'h', 'imgt', 'keep', 0, '{}', '', '', CURRENT_TIMESTAMP)"
-        ))
+        conn.execute(
+            text(
+                "insert into snapshots (dataset_id, name, content_hash, base_source, undecided_policy, n_images,"
+                " counts, created_by, tool_version, created_at)"
+                " values (1, 's', 'h', 'imgt', 'keep', 0, '{}', '', '', CURRENT_TIMESTAMP)"
+            )
+        )
     for statement in ("update snapshots set name = 'x'", "delete from snapshots"):
         with pytest.raises(DatabaseError, match="immutable"), engine.begin() as conn:
             conn.execute(text(statement))

@@ -12,7 +12,6 @@ from scipy.io import savemat
 from sqlalchemy import func, select
 from sqlmodel import Session
 
-from db.enums import ImageStatus
 from db.models import Image, Label
 from relabel.errors import InputError
 from relabel.ingest import ingest_dataset, plan_ingest
@@ -67,8 +66,9 @@ def test_devkit_ground_truth_is_converted_through_meta(engine, vocab, tmp_path: 
     root = tmp_path / "val"
     make_val_folder(root, [1, 2])
     # ILSVRC ids are not the sorted-wnid order: id 1 is n02119789 (kit fox), id 2 is n02100735.
-    synsets = np.array([(1, "n02119789"), (2, "n02100735"), (1001, "n00001740")],
-                       dtype=[("ILSVRC2012_ID", "O"), ("WNID", "O")])
+    synsets = np.array(
+        [(1, "n02119789"), (2, "n02100735"), (1001, "n00001740")], dtype=[("ILSVRC2012_ID", "O"), ("WNID", "O")]
+    )
     data = tmp_path / "devkit" / "data"
     data.mkdir(parents=True)
     savemat(str(data / "meta.mat"), {"synsets": synsets})
@@ -104,7 +104,10 @@ def test_class_folders_by_wnid_and_by_name(engine, vocab, tmp_path: Path) -> Non
     report = run_ingest(engine, root, vocab)
     assert report.layout == "folders"
     assert {p: c for p, (_, c) in stored(engine).items()} == {
-        "n01440764/a.jpg": [0], "n01440764/deep/b.png": [0], "tabby/c.jpg": [281], "tiger_cat/d.jpg": [282],
+        "n01440764/a.jpg": [0],
+        "n01440764/deep/b.png": [0],
+        "tabby/c.jpg": [281],
+        "tiger_cat/d.jpg": [282],
     }
 
 
@@ -120,7 +123,10 @@ def test_wnid_prefixed_flat_folder(engine, vocab, tmp_path: Path) -> None:
     images.photo(tmp_path / "s" / "n01440764_tench.JPEG")
     images.photo(tmp_path / "s" / "n02123045_tabby.JPEG")
     assert run_ingest(engine, tmp_path / "s", vocab).layout == "wnid-prefix"
-    assert {p: c for p, (_, c) in stored(engine).items()} == {"n01440764_tench.JPEG": [0], "n02123045_tabby.JPEG": [281]}
+    assert {p: c for p, (_, c) in stored(engine).items()} == {
+        "n01440764_tench.JPEG": [0],
+        "n02123045_tabby.JPEG": [281],
+    }
 
 
 @pytest.mark.parametrize("kind", ["csv", "jsonl"])
@@ -133,12 +139,18 @@ def test_manifest_with_multi_labels_and_missing_files(engine, vocab, tmp_path: P
         manifest.write_text("path,labels\ncup.jpg,espresso|cup\nsub/cat.jpg,tabby\nlater.jpg,n01440764\nnolabel.jpg,\n")
     else:
         manifest = tmp_path / "m.jsonl"
-        rows = [{"path": "cup.jpg", "labels": ["espresso", "cup"]}, {"path": "sub/cat.jpg", "label": "tabby"},
-                {"path": "later.jpg", "label": 0}, {"path": "nolabel.jpg"}]
+        rows = [
+            {"path": "cup.jpg", "labels": ["espresso", "cup"]},
+            {"path": "sub/cat.jpg", "label": "tabby"},
+            {"path": "later.jpg", "label": 0},
+            {"path": "nolabel.jpg"},
+        ]
         manifest.write_text("\n".join(json.dumps(r) for r in rows))
     run_ingest(engine, root, vocab, manifest=manifest)
     assert stored(engine) == {
-        "cup.jpg": ("ok", [967, 968]), "sub/cat.jpg": ("ok", [281]), "later.jpg": ("missing", [0]),
+        "cup.jpg": ("ok", [967, 968]),
+        "sub/cat.jpg": ("ok", [281]),
+        "later.jpg": ("missing", [0]),
         "nolabel.jpg": ("missing", None),
     }
 
@@ -234,7 +246,9 @@ def test_interrupted_ingest_resumes_without_redoing_work(engine, vocab, tmp_path
         ingest_dataset(engine, plan, dataset="ds", root=root, vocab=vocab, show_progress=False, workers=1, batch_size=3)
     assert count_rows(engine, Image) == 6  # two whole batches were committed
     calls.clear()
-    report = ingest_dataset(engine, plan, dataset="ds", root=root, vocab=vocab, show_progress=False, workers=1, batch_size=3)
+    report = ingest_dataset(
+        engine, plan, dataset="ds", root=root, vocab=vocab, show_progress=False, workers=1, batch_size=3
+    )
     assert (report.unchanged, report.checked) == (6, 4) and len(calls) == 4
     assert count_rows(engine, Image) == 10 and count_rows(engine, Label) == 10
 

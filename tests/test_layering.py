@@ -29,13 +29,19 @@ def imported_modules(package: str) -> dict[str, set[str]]:
 
 
 def test_import_direction() -> None:
-    violations = [f"{f} imports {sorted(mods & FORBIDDEN[pkg])}"
-                  for pkg in FORBIDDEN for f, mods in imported_modules(pkg).items() if mods & FORBIDDEN[pkg]]
+    violations = [
+        f"{f} imports {sorted(mods & FORBIDDEN[pkg])}"
+        for pkg in FORBIDDEN
+        for f, mods in imported_modules(pkg).items()
+        if mods & FORBIDDEN[pkg]
+    ]
     assert not violations
 
 
 def test_evaluator_and_cli_help_load_no_heavy_modules() -> None:
-    code = ("import sys, evaluator, relabel.cli; "
-            "print(sorted(m for m in ('gradio', 'torch', 'transformers') if m in sys.modules))")
+    code = (
+        "import sys, evaluator, relabel.cli; "
+        "print(sorted(m for m in ('gradio', 'torch', 'transformers') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

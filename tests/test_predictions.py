@@ -10,7 +10,6 @@ import pytest
 from sqlalchemy import func, select
 from sqlmodel import Session
 
-from db.enums import PredictionStatus
 from db.models import Image, Label, ModelRun, Prediction
 from relabel.errors import ConflictError, InputError
 from relabel.ingest import ingest_dataset, plan_ingest
@@ -23,15 +22,20 @@ def small_dataset(engine, vocab, tmp_path: Path) -> Path:
     root = tmp_path / "r"
     for name in ("n01440764_a.jpg", "n01440764_b.jpg", "n02123045_c.jpg"):
         images.photo(root / name, color=(len(name) * 9, 3, 3))
-    ingest_dataset(engine, plan_ingest(root, vocab), dataset="d", root=root, vocab=vocab, show_progress=False, workers=1)
+    ingest_dataset(
+        engine, plan_ingest(root, vocab), dataset="d", root=root, vocab=vocab, show_progress=False, workers=1
+    )
     return root
 
 
 def predictions(engine, run: str) -> dict[str, tuple[str, list[int], list[float] | None, str]]:
     with Session(engine) as s:
         rid = s.scalars(select(ModelRun.id).where(ModelRun.name == run)).one()
-        rows = s.execute(select(Image.path, Prediction.status, Prediction.classes, Prediction.scores, Prediction.reason)
-                         .join(Image, Image.id == Prediction.image_id).where(Prediction.run_id == rid)).all()
+        rows = s.execute(
+            select(Image.path, Prediction.status, Prediction.classes, Prediction.scores, Prediction.reason)
+            .join(Image, Image.id == Prediction.image_id)
+            .where(Prediction.run_id == rid)
+        ).all()
     return {p: (st.value, c, sc, r) for p, st, c, sc, r in rows}
 
 
@@ -54,8 +58,11 @@ def test_csv_ranked_labels_scores_and_errors(engine, vocab, tmp_path: Path) -> N
 
 def test_jsonl_keeps_raw_model_output(engine, vocab, tmp_path: Path) -> None:
     small_dataset(engine, vocab, tmp_path)
-    rows = [{"image": "n01440764_a.jpg", "label": "tench", "raw": "A tench (fish) held by an angler."},
-            {"image": "n01440764_b.jpg", "labels": [0]}, {"image": "n02123045_c.jpg", "label": 281}]
+    rows = [
+        {"image": "n01440764_a.jpg", "label": "tench", "raw": "A tench (fish) held by an angler."},
+        {"image": "n01440764_b.jpg", "labels": [0]},
+        {"image": "n02123045_c.jpg", "label": 281},
+    ]
     (tmp_path / "p.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
     import_predictions(engine, tmp_path / "p.jsonl", run="vlm", protocol="ow")
     with Session(engine) as s:
@@ -67,14 +74,19 @@ def test_npy_top1_and_score_matrix_in_sorted_order(engine, vocab, tmp_path: Path
     np.save(tmp_path / "top1.npy", np.array([5, 6, 7]))
     import_predictions(engine, tmp_path / "top1.npy", run="top1", order="sorted")
     assert {k: v[1] for k, v in predictions(engine, "top1").items()} == {
-        "n01440764_a.jpg": [5], "n01440764_b.jpg": [6], "n02123045_c.jpg": [7]}
+        "n01440764_a.jpg": [5],
+        "n01440764_b.jpg": [6],
+        "n02123045_c.jpg": [7],
+    }
     scores = np.zeros((3, 1000), dtype=np.float32)
     scores[:, 10], scores[:, 20], scores[0, 30] = 0.5, 0.25, 0.9  # row 0 is c.jpg in order.txt
     np.save(tmp_path / "logits.npy", scores)
     (tmp_path / "order.txt").write_text("n02123045_c.jpg\nn01440764_a.jpg\nn01440764_b.jpg\n")
     import_predictions(engine, tmp_path / "logits.npy", run="scores", order=str(tmp_path / "order.txt"))
     got = predictions(engine, "scores")
-    assert got["n02123045_c.jpg"][1][:3] == [30, 10, 20] and got["n02123045_c.jpg"][2][:3] == pytest.approx([0.9, 0.5, 0.25])
+    assert got["n02123045_c.jpg"][1][:3] == [30, 10, 20] and got["n02123045_c.jpg"][2][:3] == pytest.approx(
+        [0.9, 0.5, 0.25]
+    )
     assert len(got["n01440764_a.jpg"][1]) == 5
 
 
@@ -112,8 +124,12 @@ def test_cleanlab_cv_predictions_round_trip(sqlite_engine, vocab, tmp_path: Path
     """The stored predictions reproduce the published 72.732 % top-1 against the original labels."""
     plan = plan_ingest(tmp_path / "none", vocab, "imagenet-val")
     ingest_dataset(sqlite_engine, plan, dataset="val", root=tmp_path / "none", vocab=vocab, show_progress=False)
-    report = import_predictions(sqlite_engine, shared("imagenet-val", "cleanlab_cv_predicted_labels_by_index.npy"),
-                                run="cv", order=str(shared("imagenet-val", "index_to_filepath.json")))
+    report = import_predictions(
+        sqlite_engine,
+        shared("imagenet-val", "cleanlab_cv_predicted_labels_by_index.npy"),
+        run="cv",
+        order=str(shared("imagenet-val", "index_to_filepath.json")),
+    )
     assert report.ok == 50_000
     with Session(sqlite_engine) as s:
         pred = dict(s.execute(select(Prediction.image_id, Prediction.classes)).all())

@@ -118,7 +118,7 @@ def test_bad_snapshot_requests(ws, tmp_path: Path) -> None:
 def test_csv_export_cannot_run_formulas(engine, tmp_path: Path) -> None:
     from relabel.vocabulary import load_vocabulary_file
 
-    (tmp_path / "v.txt").write_text("=HYPERLINK(\"http://x\"),evil\n+cmd\n@sum\nplain\n")
+    (tmp_path / "v.txt").write_text('=HYPERLINK("http://x"),evil\n+cmd\n@sum\nplain\n')
     vocab = load_vocabulary_file(tmp_path / "v.txt")
     root = tmp_path / "r"
     images.photo(root / "-1.jpg")

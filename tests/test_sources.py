@@ -47,8 +47,14 @@ def test_mturk_labels_and_certainty() -> None:
 
 
 def test_mturk_row_shape(vocab, tmp_path: Path) -> None:
-    rec = [{"id": 7, "given_original_label": 3, "our_guessed_label": 9,
-            "mturk": {"given": 0, "guessed": 1, "both": 3, "neither": 1}}]
+    rec = [
+        {
+            "id": 7,
+            "given_original_label": 3,
+            "our_guessed_label": 9,
+            "mturk": {"given": 0, "guessed": 1, "both": 3, "neither": 1},
+        }
+    ]
     (tmp_path / "m.json").write_text(json.dumps(rec))
     (row,) = parse_mturk(tmp_path / "m.json", vocab)
     assert (row.key, row.classes, row.certainty, row.category) == ("ILSVRC2012_val_00000007", [3, 9], [0.6, 0.8], "M")
@@ -74,10 +80,14 @@ def test_real_import_keeps_list_order_and_empty_sets(engine, vocab, tmp_path: Pa
 def test_unknown_images_stop_the_import_and_write_nothing(engine, vocab, tmp_path: Path) -> None:
     val_dataset(engine, vocab, tmp_path, [1, 2])
     (tmp_path / "real.json").write_text("[[1], [2], [3], [4]]")
-    with pytest.raises(InputError, match=r"2 of 4 image\(s\) are not in the dataset: 'ILSVRC2012_val_00000003'.*nothing written"):
+    with pytest.raises(
+        InputError, match=r"2 of 4 image\(s\) are not in the dataset: 'ILSVRC2012_val_00000003'.*nothing written"
+    ):
         import_source(engine, tmp_path / "real.json", fmt="real")
     with Session(engine) as s:
-        assert s.execute(select(func.count()).select_from(LabelSource).where(LabelSource.name == "real")).scalar_one() == 0
+        assert (
+            s.execute(select(func.count()).select_from(LabelSource).where(LabelSource.name == "real")).scalar_one() == 0
+        )
     report = import_source(engine, tmp_path / "real.json", fmt="real", skip_unknown=True)
     assert (report.written, report.skipped_unknown) == (2, 2)
 
@@ -91,7 +101,9 @@ def test_out_of_range_classes_are_refused(engine, vocab, tmp_path: Path) -> None
 
 def test_generic_csv_source_resolves_names(engine, vocab, tmp_path: Path) -> None:
     val_dataset(engine, vocab, tmp_path, [1, 2])
-    (tmp_path / "mine.csv").write_text("image,labels\nILSVRC2012_val_00000001.JPEG,tabby|Egyptian cat\nILSVRC2012_val_00000002,\n")
+    (tmp_path / "mine.csv").write_text(
+        "image,labels\nILSVRC2012_val_00000001.JPEG,tabby|Egyptian cat\nILSVRC2012_val_00000002,\n"
+    )
     import_source(engine, tmp_path / "mine.csv", fmt="csv", name="team-a")
     assert sorted(labels_of(engine, "team-a").values()) == [[], [281, 285]]
     (tmp_path / "bad.csv").write_text("image,labels\nILSVRC2012_val_00000001.JPEG,unicorn\n")

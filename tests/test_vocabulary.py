@@ -30,8 +30,18 @@ def test_display_names_are_unique_where_raw_names_repeat(vocab) -> None:
     assert vocab.resolve("missile") == 657 and vocab.resolve("projectile") == 744
 
 
-@pytest.mark.parametrize(("token", "index"), [("n01440764", 0), ("tench", 0), ("Tinca tinca", 0), ("281", 281),
-                                             ("TABBY", 281), ("tabby cat", 281), ("coffee mug", 504)])
+@pytest.mark.parametrize(
+    ("token", "index"),
+    [
+        ("n01440764", 0),
+        ("tench", 0),
+        ("Tinca tinca", 0),
+        ("281", 281),
+        ("TABBY", 281),
+        ("tabby cat", 281),
+        ("coffee mug", 504),
+    ],
+)
 def test_resolve(vocab, token: str, index: int) -> None:
     assert vocab.resolve(token) == index
 
@@ -58,7 +68,9 @@ def test_custom_vocabularies_from_txt_csv_json(tmp_path: Path) -> None:
     (tmp_path / "birds.txt").write_text("# my birds\nrobin, American robin\nblue jay\nmagpie\n")
     v = load_vocabulary_file(tmp_path / "birds.txt")
     assert len(v) == 3 and v.resolve("American robin") == 0 and v.resolve("magpie") == 2
-    (tmp_path / "birds.csv").write_text("name,wnid,synonyms\nrobin,n01558993,\"robin,American robin\"\njay,n01580077,jay\n")
+    (tmp_path / "birds.csv").write_text(
+        'name,wnid,synonyms\nrobin,n01558993,"robin,American robin"\njay,n01580077,jay\n'
+    )
     v = load_vocabulary_file(tmp_path / "birds.csv")
     assert v.resolve("n01580077") == 1 and v.classes[0].synonyms == ("robin", "American robin")
     (tmp_path / "b.json").write_text(json.dumps({"classes": [{"name": "a"}, "b"]}))

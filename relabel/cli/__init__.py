@@ -40,10 +40,21 @@ def _fail(message: str, code: int) -> None:
 
 
 @click.group(cls=RelabelGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.option("--workspace", type=click.Path(file_okay=False), envvar="RELABEL_WORKSPACE", default="workspace",
-              show_default=True, help="Workspace directory (env RELABEL_WORKSPACE); holds relabel.db and caches.")
-@click.option("--db", "db_url", envvar="RELABEL_DB", default=None,
-              help="SQLAlchemy URL of the workspace database (env RELABEL_DB); default: WORKSPACE/relabel.db.")
+@click.option(
+    "--workspace",
+    type=click.Path(file_okay=False),
+    envvar="RELABEL_WORKSPACE",
+    default="workspace",
+    show_default=True,
+    help="Workspace directory (env RELABEL_WORKSPACE); holds relabel.db and caches.",
+)
+@click.option(
+    "--db",
+    "db_url",
+    envvar="RELABEL_DB",
+    default=None,
+    help="SQLAlchemy URL of the workspace database (env RELABEL_DB); default: WORKSPACE/relabel.db.",
+)
 @click.version_option(__version__, prog_name="relabel")
 @click.pass_context
 def cli(ctx: click.Context, workspace: str, db_url: str | None) -> None:

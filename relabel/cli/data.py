@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import sys
 from pathlib import Path
 
 import click
@@ -32,10 +34,18 @@ def init(settings: Settings) -> None:
 @click.command()
 @click.argument("root", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--dataset", help="Dataset name (default: the root folder's name).")
-@click.option("--layout", default="auto", show_default=True,
-              help="auto, imagenet-val, folders, wnid-prefix, manifest or unlabeled.")
-@click.option("--labels", "labels_file", type=EXISTING_FILE,
-              help="ImageNet val labels: LOC_val_solution.csv or the devkit's ..._ground_truth.txt.")
+@click.option(
+    "--layout",
+    default="auto",
+    show_default=True,
+    help="auto, imagenet-val, folders, wnid-prefix, manifest or unlabeled.",
+)
+@click.option(
+    "--labels",
+    "labels_file",
+    type=EXISTING_FILE,
+    help="ImageNet val labels: LOC_val_solution.csv or the devkit's ..._ground_truth.txt.",
+)
 @click.option("--devkit-meta", type=EXISTING_FILE, help="The devkit's data/meta.mat (maps ILSVRC ids to wnids).")
 @click.option("--manifest", type=EXISTING_FILE, help="CSV/JSONL with path and label or labels.")
 @click.option("--vocabulary", type=EXISTING_FILE, help="Custom class list (.txt/.csv/.json); default ImageNet-1k.")
@@ -43,9 +53,19 @@ def init(settings: Settings) -> None:
 @click.option("--header-only", is_flag=True, help="Check hashes and headers only; skip the decode test.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @pass_settings
-def ingest(settings: Settings, root: Path, dataset: str | None, layout: str, labels_file: Path | None,
-           devkit_meta: Path | None, manifest: Path | None, vocabulary: Path | None, workers: int | None,
-           header_only: bool, quiet: bool) -> None:
+def ingest(
+    settings: Settings,
+    root: Path,
+    dataset: str | None,
+    layout: str,
+    labels_file: Path | None,
+    devkit_meta: Path | None,
+    manifest: Path | None,
+    vocabulary: Path | None,
+    workers: int | None,
+    header_only: bool,
+    quiet: bool,
+) -> None:
     """Add a dataset's images and original labels (ImGT) to the workspace. Re-run to resume or refresh.
 
     \b
@@ -61,8 +81,16 @@ def ingest(settings: Settings, root: Path, dataset: str | None, layout: str, lab
 
     vocab = load_vocabulary_file(vocabulary) if vocabulary else load_builtin()
     plan = plan_ingest(root, vocab, layout, LayoutOptions(labels_file, devkit_meta, manifest))
-    report = ingest_dataset(settings.engine, plan, dataset=dataset or root.resolve().name, root=root, vocab=vocab,
-                            workers=workers, decode=not header_only, show_progress=not quiet)
+    report = ingest_dataset(
+        settings.engine,
+        plan,
+        dataset=dataset or root.resolve().name,
+        root=root,
+        vocab=vocab,
+        workers=workers,
+        decode=not header_only,
+        show_progress=not quiet,
+    )
     render.ingest_report(report)
 
 
@@ -100,6 +128,8 @@ def demo(ctx: click.Context, quiet: bool) -> None:
         click.echo(f"warning: demo photo {a} not found; skipped", err=True)
     render.stats([s for s in workspace_stats(settings.engine) if s.name == report.dataset])
     ws = settings.workspace
+    if shutil.which("relabel") is None:  # run through `make demo`: the virtualenv is not on PATH
+        click.echo(f"\n`relabel` lives in {Path(sys.executable).parent}; activate it first: . .venv/bin/activate")
     click.echo(f"""
 Next steps (workspace {ws}):
   relabel --workspace {ws} stats
@@ -115,8 +145,14 @@ def users() -> None:
 @users.command("add")
 @click.argument("name")
 @click.option("--role", type=click.Choice(["annotator", "lead"]), default="annotator", show_default=True)
-@click.option("--password", prompt=True, hide_input=True, confirmation_prompt=True, envvar="RELABEL_PASSWORD",
-              help="Prompted for when not given (env RELABEL_PASSWORD).")
+@click.option(
+    "--password",
+    prompt=True,
+    hide_input=True,
+    confirmation_prompt=True,
+    envvar="RELABEL_PASSWORD",
+    help="Prompted for when not given (env RELABEL_PASSWORD).",
+)
 @pass_settings
 def users_add(settings: Settings, name: str, role: str, password: str) -> None:
     """Add a user with a password (stored as a salted scrypt hash).

@@ -20,15 +20,21 @@ def labels() -> None:
 
 @labels.command("import")
 @click.argument("path", type=EXISTING_FILE)
-@click.option("--format", "fmt", type=click.Choice(["real", "shankar", "mturk", "csv", "jsonl"]), required=True,
-              help="real: ReaL real.json; shankar: multi-label CSV; mturk: cleanlab vote JSON; csv/jsonl: image,labels.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["real", "shankar", "mturk", "csv", "jsonl"]),
+    required=True,
+    help="real: ReaL real.json; shankar: multi-label CSV; mturk: cleanlab vote JSON; csv/jsonl: image,labels.",
+)
 @click.option("--name", help="Source name (default: the format's name).")
 @click.option("--dataset", help="Dataset name (default: the only one).")
 @click.option("--skip-unknown", is_flag=True, help="Import rows for images the dataset has; skip the rest.")
 @click.option("--replace", is_flag=True, help="Replace an existing source of the same name.")
 @pass_settings
-def labels_import(settings: Settings, path: Path, fmt: str, name: str | None, dataset: str | None,
-                  skip_unknown: bool, replace: bool) -> None:
+def labels_import(
+    settings: Settings, path: Path, fmt: str, name: str | None, dataset: str | None, skip_unknown: bool, replace: bool
+) -> None:
     """Import an earlier relabeling effort as a prior label source. All rows or nothing.
 
     \b
@@ -39,10 +45,13 @@ def labels_import(settings: Settings, path: Path, fmt: str, name: str | None, da
     """
     from relabel.sources import import_source
 
-    r = import_source(settings.engine, path, fmt=fmt, dataset=dataset, name=name,
-                      skip_unknown=skip_unknown, replace=replace)
-    click.echo(f"source {r.source!r}: {r.written} label(s) imported" +
-               (f", {r.skipped_unknown} row(s) for unknown images skipped" if r.skipped_unknown else ""))
+    r = import_source(
+        settings.engine, path, fmt=fmt, dataset=dataset, name=name, skip_unknown=skip_unknown, replace=replace
+    )
+    click.echo(
+        f"source {r.source!r}: {r.written} label(s) imported"
+        + (f", {r.skipped_unknown} row(s) for unknown images skipped" if r.skipped_unknown else "")
+    )
     if r.categories:
         click.echo(f"  categories: {counts(dict(sorted(r.categories.items())))}")
 
@@ -56,16 +65,30 @@ def predictions() -> None:
 @click.argument("path", type=EXISTING_FILE)
 @click.option("--run", required=True, help="Name of the model run (unique per dataset).")
 @click.option("--model", help="Model name (default: the run name).")
-@click.option("--protocol", default="imported", show_default=True,
-              help="How the predictions were made: supervised, ow, mc, cw, cwplus, ...")
+@click.option(
+    "--protocol",
+    default="imported",
+    show_default=True,
+    help="How the predictions were made: supervised, ow, mc, cw, cwplus, ...",
+)
 @click.option("--format", "fmt", type=click.Choice(["csv", "jsonl", "npy"]), help="Default: the file extension.")
 @click.option("--order", help="For NPY: a file of image keys in row order (JSON list or one per line), or 'sorted'.")
 @click.option("--dataset", help="Dataset name (default: the only one).")
 @click.option("--skip-unknown", is_flag=True, help="Import rows for images the dataset has; skip the rest.")
 @click.option("--replace", is_flag=True, help="Replace an existing run of the same name.")
 @pass_settings
-def predictions_import(settings: Settings, path: Path, run: str, model: str | None, protocol: str, fmt: str | None,
-                       order: str | None, dataset: str | None, skip_unknown: bool, replace: bool) -> None:
+def predictions_import(
+    settings: Settings,
+    path: Path,
+    run: str,
+    model: str | None,
+    protocol: str,
+    fmt: str | None,
+    order: str | None,
+    dataset: str | None,
+    skip_unknown: bool,
+    replace: bool,
+) -> None:
     """Import model outputs: CSV/JSONL (image, label or ranked labels, scores) or an NPY array.
 
     \b
@@ -76,10 +99,22 @@ def predictions_import(settings: Settings, path: Path, run: str, model: str | No
     """
     from relabel.predictions import import_predictions
 
-    r = import_predictions(settings.engine, path, run=run, model=model, protocol=protocol, fmt=fmt, order=order,
-                           dataset=dataset, skip_unknown=skip_unknown, replace=replace)
-    click.echo(f"run {r.run!r}: {r.ok} prediction(s), {r.errors} error(s)" +
-               (f", {r.skipped_unknown} row(s) for unknown images skipped" if r.skipped_unknown else ""))
+    r = import_predictions(
+        settings.engine,
+        path,
+        run=run,
+        model=model,
+        protocol=protocol,
+        fmt=fmt,
+        order=order,
+        dataset=dataset,
+        skip_unknown=skip_unknown,
+        replace=replace,
+    )
+    click.echo(
+        f"run {r.run!r}: {r.ok} prediction(s), {r.errors} error(s)"
+        + (f", {r.skipped_unknown} row(s) for unknown images skipped" if r.skipped_unknown else "")
+    )
 
 
 COMMANDS = [labels, predictions]

@@ -15,7 +15,9 @@ def counts(d: dict[str, int]) -> str:
 
 def ingest_report(r: IngestReport) -> None:
     click.echo(f"dataset {r.dataset!r} ({r.layout}): {r.planned} image(s): {counts(dict(r.status_counts))}")
-    click.echo(f"  checked {r.checked}, unchanged since last ingest {r.unchanged}, ImGT labels written {r.labels_written}")
+    click.echo(
+        f"  checked {r.checked}, unchanged since last ingest {r.unchanged}, ImGT labels written {r.labels_written}"
+    )
     for w in r.warnings:
         click.echo(f"warning: {w}", err=True)
     if r.problems:
@@ -27,8 +29,11 @@ def ingest_report(r: IngestReport) -> None:
     if r.notes:
         click.echo(f"  notes: {counts(dict(r.notes))}")
     if r.duplicate_groups:
-        click.echo(f"warning: {len(r.duplicate_groups)} group(s) of byte-identical images: "
-                   f"{examples([' = '.join(g) for g in r.duplicate_groups])}", err=True)
+        click.echo(
+            f"warning: {len(r.duplicate_groups)} group(s) of byte-identical images: "
+            f"{examples([' = '.join(g) for g in r.duplicate_groups])}",
+            err=True,
+        )
 
 
 def stats(rows: list[DatasetStats]) -> None:

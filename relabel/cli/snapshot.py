@@ -20,14 +20,26 @@ def snapshot() -> None:
 @snapshot.command("create")
 @click.argument("name")
 @click.option("--dataset", help="Dataset name (default: the only one).")
-@click.option("--base", default="imgt", show_default=True,
-              help="Label source that undecided images keep: imgt, or an imported prior such as real.")
-@click.option("--undecided", type=click.Choice(["keep", "exclude"]), default="keep", show_default=True,
-              help="keep: undecided images keep the base labels; exclude: they get an empty set.")
-@click.option("--min-votes", type=int, default=1, show_default=True,
-              help="Agreeing annotators needed when no lead adjudicated.")
+@click.option(
+    "--base",
+    default="imgt",
+    show_default=True,
+    help="Label source that undecided images keep: imgt, or an imported prior such as real.",
+)
+@click.option(
+    "--undecided",
+    type=click.Choice(["keep", "exclude"]),
+    default="keep",
+    show_default=True,
+    help="keep: undecided images keep the base labels; exclude: they get an empty set.",
+)
+@click.option(
+    "--min-votes", type=int, default=1, show_default=True, help="Agreeing annotators needed when no lead adjudicated."
+)
 @pass_settings
-def snapshot_create(settings: Settings, name: str, dataset: str | None, base: str, undecided: str, min_votes: int) -> None:
+def snapshot_create(
+    settings: Settings, name: str, dataset: str | None, base: str, undecided: str, min_votes: int
+) -> None:
     """Freeze the current consensus labels under NAME (content-hashed, never changed afterwards).
 
     \b
@@ -59,14 +71,21 @@ def snapshot_list(settings: Settings, dataset: str | None) -> None:
     from relabel.snapshots import list_snapshots
 
     for s in list_snapshots(settings.engine, dataset):
-        click.echo(f"{s.name}\t{s.created_at:%Y-%m-%d %H:%M}\t{s.n_images} images\t{s.content_hash[:12]}\t"
-                   f"base={s.base_source} undecided={s.undecided_policy}\t{counts(s.counts)}")
+        click.echo(
+            f"{s.name}\t{s.created_at:%Y-%m-%d %H:%M}\t{s.n_images} images\t{s.content_hash[:12]}\t"
+            f"base={s.base_source} undecided={s.undecided_policy}\t{counts(s.counts)}"
+        )
 
 
 @snapshot.command("export")
 @click.argument("name")
-@click.option("--format", "fmt", type=click.Choice(["real", "jsonl", "csv"]), required=True,
-              help="real: ReaL-style real.json (lists in file-name order); jsonl; csv.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["real", "jsonl", "csv"]),
+    required=True,
+    help="real: ReaL-style real.json (lists in file-name order); jsonl; csv.",
+)
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="Output file.")
 @click.option("--dataset", help="Dataset name (default: the only one).")
 @pass_settings
@@ -100,8 +119,10 @@ def snapshot_diff(settings: Settings, a: str, b: str, dataset: str | None, limit
     from relabel.snapshots import diff_snapshots
 
     d = diff_snapshots(settings.engine, a, b, dataset=dataset)
-    click.echo(f"{a} -> {b}: {len(d.changed)} changed, {d.unchanged} unchanged, "
-               f"{len(d.only_in_a)} only in {a}, {len(d.only_in_b)} only in {b}")
+    click.echo(
+        f"{a} -> {b}: {len(d.changed)} changed, {d.unchanged} unchanged, "
+        f"{len(d.only_in_a)} only in {a}, {len(d.only_in_b)} only in {b}"
+    )
     if d.transitions:
         click.echo(f"  category changes: {counts(d.transitions)}")
     for path, ca, cb, cat_a, cat_b in d.changed[:limit]:

@@ -144,9 +144,7 @@ def _read_devkit_ground_truth(path: Path, meta: Path | None, vocab: Vocabulary) 
     if meta is None:
         beside = path.parent / "meta.mat"
         if not beside.exists():
-            raise InputError(
-                f"{path}: devkit ids 1..1000 are not class indices; pass --devkit-meta data/meta.mat"
-            )
+            raise InputError(f"{path}: devkit ids 1..1000 are not class indices; pass --devkit-meta data/meta.mat")
         meta = beside
     id_to_wnid = _read_devkit_meta(meta)
     labels: dict[str, int] = {}
@@ -213,13 +211,17 @@ def layout_folders(root: Path, vocab: Vocabulary, opts: LayoutOptions) -> Ingest
         elif folder in bad:
             bad[folder].append(p)
     _raise_unknown(f"class folders in {root}", bad, vocab)
-    return IngestPlan("folders", "class folder names", [PlanEntry(p, [resolved[p.split('/', 1)[0]]]) for p in paths], warnings)
+    return IngestPlan(
+        "folders", "class folder names", [PlanEntry(p, [resolved[p.split("/", 1)[0]]]) for p in paths], warnings
+    )
 
 
 def layout_wnid_prefix(root: Path, vocab: Vocabulary, opts: LayoutOptions) -> IngestPlan:
     """Flat files named <wnid>_anything.ext, e.g. n01440764_tench.JPEG."""
     warnings: list[str] = []
-    entries, bad, unprefixed = [], {}, []
+    entries: list[PlanEntry] = []
+    bad: dict[str, list[str]] = {}
+    unprefixed: list[str] = []
     for p in walk_images(root, warnings):
         m = WNID_PREFIX.match(Path(p).name)
         if not m:
@@ -265,7 +267,9 @@ def _manifest_rows(path: Path) -> list[tuple[int, dict]]:
         return rows
     reader = csv.DictReader(text.splitlines())
     if not reader.fieldnames or "path" not in reader.fieldnames:
-        raise InputError(f"{path}: a CSV manifest needs a 'path' column (and 'label' or 'labels'); got {reader.fieldnames}")
+        raise InputError(
+            f"{path}: a CSV manifest needs a 'path' column (and 'label' or 'labels'); got {reader.fieldnames}"
+        )
     return [(lineno, row) for lineno, row in enumerate(reader, start=2)]
 
 
@@ -337,9 +341,7 @@ def detect_layout(root: Path, opts: LayoutOptions) -> str:
         return "wnid-prefix"
     if dirs and not files:
         return "folders"
-    raise InputError(
-        f"cannot tell the layout of {str(root)!r}; pass --layout with one of: {', '.join(LAYOUTS)}"
-    )
+    raise InputError(f"cannot tell the layout of {str(root)!r}; pass --layout with one of: {', '.join(LAYOUTS)}")
 
 
 def plan_ingest(root: Path, vocab: Vocabulary, layout: str = "auto", opts: LayoutOptions | None = None) -> IngestPlan:

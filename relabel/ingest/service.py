@@ -47,7 +47,9 @@ class IngestReport:
     warnings: list[str] = field(default_factory=list)
 
 
-def _check_entries(root: Path, entries: list[PlanEntry], workers: int, max_pixels: int, decode: bool) -> Iterator[ImageCheck]:
+def _check_entries(
+    root: Path, entries: list[PlanEntry], workers: int, max_pixels: int, decode: bool
+) -> Iterator[ImageCheck]:
     """Checks in plan order, in a process pool when it pays off."""
     paths = [root / e.path for e in entries]
     check = partial(check_image, max_pixels=max_pixels, decode=decode)
@@ -58,7 +60,9 @@ def _check_entries(root: Path, entries: list[PlanEntry], workers: int, max_pixel
         yield from pool.map(check, paths, chunksize=16)
 
 
-def _ensure_dataset(engine: Engine, name: str, root: Path, vocab: Vocabulary, layout: str, origin: str) -> tuple[int, int]:
+def _ensure_dataset(
+    engine: Engine, name: str, root: Path, vocab: Vocabulary, layout: str, origin: str
+) -> tuple[int, int]:
     with session_scope(engine) as s:
         dataset = s.scalars(select(Dataset).where(Dataset.name == name)).first()
         vrow = ensure_vocabulary(s, vocab)
@@ -69,24 +73,32 @@ def _ensure_dataset(engine: Engine, name: str, root: Path, vocab: Vocabulary, la
         elif dataset.vocabulary_id != vrow.id:
             raise ConflictError(f"dataset {name!r} already uses another vocabulary; ingest into a new dataset name")
         elif dataset.root != str(root):
-            raise ConflictError(f"dataset {name!r} has root {dataset.root!r}, not {str(root)!r}; use --dataset NEW_NAME")
+            raise ConflictError(
+                f"dataset {name!r} has root {dataset.root!r}, not {str(root)!r}; use --dataset NEW_NAME"
+            )
         source = s.scalars(
             select(LabelSource).where(LabelSource.dataset_id == dataset.id, LabelSource.name == IMGT)
         ).first()
         if source is None:
-            source = LabelSource(dataset_id=dataset.id, name=IMGT, kind=SourceKind.original, format=layout, origin=origin)  # type: ignore[arg-type]
+            source = LabelSource(
+                dataset_id=dataset.id, name=IMGT, kind=SourceKind.original, format=layout, origin=origin
+            )  # type: ignore[arg-type]
             s.add(source)
             s.flush()
         return dataset.id, source.id  # type: ignore[return-value]
 
 
-def _existing(engine: Engine, dataset_id: int, source_id: int) -> tuple[dict[str, Any], dict[int, tuple[int, list[int]]]]:
+def _existing(
+    engine: Engine, dataset_id: int, source_id: int
+) -> tuple[dict[str, Any], dict[int, tuple[int, list[int]]]]:
     """Stored images by path (id, status, size, mtime) and stored ImGT labels by image id."""
     with engine.connect() as conn:
         images = {
             r.path: r
             for r in conn.execute(
-                select(Image.id, Image.path, Image.status, Image.bytes, Image.mtime_ns).where(Image.dataset_id == dataset_id)
+                select(Image.id, Image.path, Image.status, Image.bytes, Image.mtime_ns).where(
+                    Image.dataset_id == dataset_id
+                )
             )
         }
         labels = {
@@ -97,7 +109,22 @@ def _existing(engine: Engine, dataset_id: int, source_id: int) -> tuple[dict[str
 
 
 def _image_values(dataset_id: int, entry: PlanEntry, check: ImageCheck) -> dict:
-    values = {k: getattr(check, k) for k in ("status", "reason", "notes", "sha256", "bytes", "mtime_ns", "width", "height", "format", "mode", "exif_orientation")}
+    values = {
+        k: getattr(check, k)
+        for k in (
+            "status",
+            "reason",
+            "notes",
+            "sha256",
+            "bytes",
+            "mtime_ns",
+            "width",
+            "height",
+            "format",
+            "mode",
+            "exif_orientation",
+        )
+    }
     if check.status is ImageStatus.missing and entry.missing_reason:
         values["reason"] = entry.missing_reason
     return {"dataset_id": dataset_id, "path": entry.path, "stem": Path(entry.path).stem, **values}
@@ -127,7 +154,11 @@ def ingest_dataset(
     todo: list[PlanEntry] = []
     for e in plan.entries:
         old = stored.get(e.path)
-        if old is not None and old.status != ImageStatus.missing and (old.bytes, old.mtime_ns) == file_signature(root / e.path):
+        if (
+            old is not None
+            and old.status != ImageStatus.missing
+            and (old.bytes, old.mtime_ns) == file_signature(root / e.path)
+        ):
             report.unchanged += 1
             report.status_counts[ImageStatus(old.status).value] += 1
         else:
@@ -153,7 +184,11 @@ def ingest_dataset(
 
 
 def _write_batch(
-    engine: Engine, dataset_id: int, batch: list[tuple[PlanEntry, ImageCheck]], ids: dict[str, int], report: IngestReport
+    engine: Engine,
+    dataset_id: int,
+    batch: list[tuple[PlanEntry, ImageCheck]],
+    ids: dict[str, int],
+    report: IngestReport,
 ) -> None:
     """Insert or update one batch of images in one transaction; records new ids in `ids`."""
     new_rows, changed = [], []
@@ -180,7 +215,11 @@ def _write_batch(
 
 
 def _write_labels(
-    engine: Engine, source_id: int, entries: list[PlanEntry], ids: dict[str, int], labels: dict[int, tuple[int, list[int]]]
+    engine: Engine,
+    source_id: int,
+    entries: list[PlanEntry],
+    ids: dict[str, int],
+    labels: dict[int, tuple[int, list[int]]],
 ) -> int:
     """Upsert the ImGT labels of the plan in one transaction; returns how many rows changed."""
     inserts, updates = [], []
@@ -206,9 +245,16 @@ def _write_labels(
 def find_duplicates(engine: Engine, dataset_id: int) -> list[list[str]]:
     """Groups of paths whose files are byte-identical (same sha256)."""
     with engine.connect() as conn:
-        dup_hashes = select(Image.sha256).where(Image.dataset_id == dataset_id, Image.sha256.is_not(None)).group_by(Image.sha256).having(func.count() > 1)  # type: ignore[union-attr]
+        dup_hashes = (
+            select(Image.sha256)
+            .where(Image.dataset_id == dataset_id, Image.sha256.is_not(None))
+            .group_by(Image.sha256)
+            .having(func.count() > 1)
+        )  # type: ignore[union-attr]
         rows = conn.execute(
-            select(Image.sha256, Image.path).where(Image.dataset_id == dataset_id, Image.sha256.in_(dup_hashes)).order_by(Image.sha256, Image.path)  # type: ignore[union-attr]
+            select(Image.sha256, Image.path)
+            .where(Image.dataset_id == dataset_id, Image.sha256.in_(dup_hashes))
+            .order_by(Image.sha256, Image.path)  # type: ignore[union-attr]
         ).all()
     groups: dict[str, list[str]] = {}
     for digest, path in rows:
