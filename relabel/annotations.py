@@ -75,6 +75,13 @@ class Decision:
         return self.verdict, frozenset(self.classes)
 
 
+def _by_token(session: Session, client_token: str | None) -> int | None:
+    """The decision already stored under `client_token`, if any: a resent request returns it."""
+    if not client_token:
+        return None
+    return session.scalars(select(Annotation.id).where(Annotation.client_token == client_token)).first()
+
+
 def record_annotation(
     engine: Engine,
     *,
@@ -100,10 +107,9 @@ def record_annotation(
     if bad_flags:
         raise InputError(f"unknown flag(s) {bad_flags}; known: {', '.join(FLAGS)}")
     with session_scope(engine) as s:
-        if client_token:
-            prior = s.scalars(select(Annotation.id).where(Annotation.client_token == client_token)).first()
-            if prior is not None:
-                return prior
+        prior = _by_token(s, client_token)
+        if prior is not None:
+            return prior
         u = get_user(s, user)
         if adjudicate and u.role is not Role.lead:
             raise ConflictError(f"user {user!r} is an annotator; only leads adjudicate")
@@ -132,7 +138,7 @@ def record_annotation(
             s.flush()
         except IntegrityError:  # the same token raced in from another request
             s.rollback()
-            existing = s.scalars(select(Annotation.id).where(Annotation.client_token == client_token)).first()
+            existing = _by_token(s, client_token)
             if existing is None:
                 raise
             return existing
@@ -142,10 +148,9 @@ def record_annotation(
 def retract_annotation(engine: Engine, annotation_id: int, *, user: str, client_token: str | None = None) -> int:
     """Undo one of `user`'s own decisions by appending a `retract` event; returns the new event's id."""
     with session_scope(engine) as s:
-        if client_token:
-            prior = s.scalars(select(Annotation.id).where(Annotation.client_token == client_token)).first()
-            if prior is not None:
-                return prior
+        prior = _by_token(s, client_token)
+        if prior is not None:
+            return prior
         u = get_user(s, user)
         target = s.get(Annotation, annotation_id)
         if target is None or target.verdict is Verdict.retract:

@@ -6,7 +6,6 @@ order. A row may carry a failure (`status` error with a `reason`): it is stored 
 
 from __future__ import annotations
 
-import csv
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from db.models import Image, ModelRun, Prediction
 from relabel import __version__
 from relabel.errors import ConflictError, InputError, unknown_name
 from relabel.sources import LabelRow, resolve_rows, split_labels
+from relabel.tables import read_records
 from relabel.vocabulary import Vocabulary
 from relabel.workspace import dataset_vocabulary, get_dataset, image_index
 
@@ -73,21 +73,8 @@ def _prediction_row(row: dict, vocab: Vocabulary, where: str) -> PredictionRow:
 
 
 def parse_table(path: Path, vocab: Vocabulary, order: list[str] | None) -> Iterable[PredictionRow]:
-    if path.suffix.lower() in {".jsonl", ".ndjson"}:
-        for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            if line.strip():
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise InputError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from exc
-                yield _prediction_row(obj, vocab, f"{path.name}:{lineno}")
-        return
-    with path.open(newline="", encoding="utf-8-sig") as f:
-        reader = csv.DictReader(f)
-        if not reader.fieldnames or "image" not in reader.fieldnames:
-            raise InputError(f"{path}: expected an 'image' column and 'label' or 'labels'; got {reader.fieldnames}")
-        for lineno, row in enumerate(reader, start=2):
-            yield _prediction_row(row, vocab, f"{path.name}:{lineno}")
+    for where, row in read_records(path, required="image", hint="and 'label' or 'labels' (ranked, best first)"):
+        yield _prediction_row(row, vocab, where)
 
 
 def parse_npy(path: Path, vocab: Vocabulary, order: list[str] | None) -> Iterable[PredictionRow]:

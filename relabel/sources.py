@@ -23,6 +23,7 @@ from db.enums import Category, SourceKind
 from db.models import Label, LabelSource
 from relabel.errors import ConflictError, InputError, examples, unknown_name
 from relabel.ingest.layouts import LABEL_SEPARATORS
+from relabel.tables import read_records
 from relabel.vocabulary import Vocabulary
 from relabel.workspace import IMGT, ImageIndex, dataset_vocabulary, get_dataset, image_index
 
@@ -135,21 +136,8 @@ def parse_mturk(path: Path, vocab: Vocabulary) -> Iterable[LabelRow]:
 
 def parse_table(path: Path, vocab: Vocabulary) -> Iterable[LabelRow]:
     """Generic CSV or JSONL: image, label or labels (names, wnids or indices; '|' or ';' between several)."""
-    if path.suffix.lower() in {".jsonl", ".ndjson"}:
-        for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            if line.strip():
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise InputError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from exc
-                yield _table_row(obj, vocab, f"{path.name}:{lineno}")
-        return
-    with path.open(newline="", encoding="utf-8-sig") as f:
-        reader = csv.DictReader(f)
-        if not reader.fieldnames or "image" not in reader.fieldnames:
-            raise InputError(f"{path}: expected an 'image' column and 'label' or 'labels'; got {reader.fieldnames}")
-        for lineno, row in enumerate(reader, start=2):
-            yield _table_row(row, vocab, f"{path.name}:{lineno}")
+    for where, row in read_records(path, required="image", hint="and 'label' or 'labels'"):
+        yield _table_row(row, vocab, where)
 
 
 def split_labels(value: Any) -> list[str]:

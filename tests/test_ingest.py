@@ -171,7 +171,7 @@ def test_broken_manifest_names_the_line(vocab, tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"m\.jsonl:2: invalid JSON"):
         plan_ingest(tmp_path, vocab, "manifest", LayoutOptions(manifest=tmp_path / "m.jsonl"))
     (tmp_path / "m.csv").write_text("file,label\na.jpg,tabby\n")
-    with pytest.raises(InputError, match="needs a 'path' column"):
+    with pytest.raises(InputError, match="expected a 'path' column"):
         plan_ingest(tmp_path, vocab, "manifest", LayoutOptions(manifest=tmp_path / "m.csv"))
 
 

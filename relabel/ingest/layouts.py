@@ -16,6 +16,7 @@ from importlib import resources
 from pathlib import Path, PurePosixPath
 
 from relabel.errors import InputError, examples
+from relabel.tables import read_records
 from relabel.vocabulary import Vocabulary
 
 IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm", ".jfif"}
@@ -247,32 +248,6 @@ def layout_unlabeled(root: Path, vocab: Vocabulary, opts: LayoutOptions) -> Inge
 # --- manifests ----------------------------------------------------------------------------------------------------
 
 
-def _manifest_rows(path: Path) -> list[tuple[int, dict]]:
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"manifest {path}: cannot read ({exc})") from exc
-    if path.suffix.lower() in {".jsonl", ".ndjson"}:
-        rows = []
-        for lineno, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from exc
-            if not isinstance(obj, dict):
-                raise InputError(f"{path}:{lineno}: expected a JSON object with 'path' and 'label(s)'")
-            rows.append((lineno, obj))
-        return rows
-    reader = csv.DictReader(text.splitlines())
-    if not reader.fieldnames or "path" not in reader.fieldnames:
-        raise InputError(
-            f"{path}: a CSV manifest needs a 'path' column (and 'label' or 'labels'); got {reader.fieldnames}"
-        )
-    return [(lineno, row) for lineno, row in enumerate(reader, start=2)]
-
-
 def _row_labels(row: dict) -> list[str] | None:
     value = row.get("labels", row.get("label"))
     if value is None or value == "":
@@ -290,8 +265,7 @@ def layout_manifest(root: Path, vocab: Vocabulary, opts: LayoutOptions) -> Inges
         raise InputError("the manifest layout needs --manifest FILE.csv|FILE.jsonl")
     entries: dict[str, PlanEntry] = {}
     bad: dict[str, list[str]] = {}
-    for lineno, row in _manifest_rows(opts.manifest):
-        where = f"{opts.manifest}:{lineno}"
+    for where, row in read_records(opts.manifest, required="path", hint="and 'label' or 'labels'"):
         rel = safe_relative_path(root, str(row.get("path") or ""), where)
         tokens = _row_labels(row)
         labels = None
@@ -300,7 +274,7 @@ def layout_manifest(root: Path, vocab: Vocabulary, opts: LayoutOptions) -> Inges
             for t in tokens:
                 index = vocab.try_resolve(t)
                 if index is None:
-                    bad.setdefault(t, []).append(f"line {lineno}")
+                    bad.setdefault(t, []).append(where)
                 elif index not in labels:
                     labels.append(index)
         if rel in entries:
