@@ -48,8 +48,9 @@ HEADER = (
     "`make bench` (`python bench/run_all.py`) reruns every benchmark and rewrites its section.\n"
 )
 EXPORT_FORMATS = ("real", "jsonl", "csv")
-HEADER_ONLY_TARGET = 500.0  # images/s, hash + header checks of cached files
-REAL_EXPORT_TARGET = 2.0  # seconds for 50,000 images
+RATE_TARGET = 500.0  # images/s, header-only ingest (hash + header checks) of cached files
+EXPORT_TARGET = 2.0  # seconds for a `--format real` export of 50,000 images
+MET = {True: "yes", False: "**NO**"}
 
 
 @dataclass
@@ -64,8 +65,10 @@ class Result:
 
     def row(self, unit: str) -> str:
         rate, per = self.items / self.median, 1000 * self.median / self.items
-        return (f"| {self.name} | {self.items:,} {unit} | {self.median:.3f} | {min(self.seconds):.3f} | "
-                f"{max(self.seconds):.3f} | {rate:,.0f} | {per:.3f} |")
+        return (
+            f"| {self.name} | {self.items:,} {unit} | {self.median:.3f} | {min(self.seconds):.3f} | "
+            f"{max(self.seconds):.3f} | {rate:,.0f} | {per:.3f} |"
+        )
 
 
 def timed(fn: Callable[..., T], *args: Any, **kwargs: Any) -> tuple[float, T]:
@@ -79,19 +82,16 @@ def fresh_engine(parent: Path) -> Engine:
     return Settings(workspace=Path(tempfile.mkdtemp(prefix="ws-", dir=parent))).engine
 
 
-def ingest(engine: Engine, root: Path, vocab: Vocabulary, *, decode: bool = True,
-           labels_file: Path | None = None) -> IngestReport:
+def ingest(
+    engine: Engine, root: Path, vocab: Vocabulary, *, decode: bool = True, labels_file: Path | None = None
+) -> IngestReport:
     plan = plan_ingest(root, vocab, "auto", LayoutOptions(labels_file=labels_file))
-    return ingest_dataset(engine, plan, dataset="bench", root=root, vocab=vocab, decode=decode,
-                          show_progress=False)
+    return ingest_dataset(engine, plan, dataset="bench", root=root, vocab=vocab, decode=decode, show_progress=False)
 
 
 def expect(condition: bool, message: str) -> None:
     if not condition:
         sys.exit(f"benchmark aborted: {message}")
-
-
-# --- 1. the 1000 real photos ---
 
 
 def sample_paths(sample: Path) -> list[Path]:
@@ -131,18 +131,15 @@ def check_all(paths: list[Path], decode: bool) -> None:
 
 
 def bench_check_image(paths: list[Path], repeats: int) -> list[Result]:
-    return [
-        Result(f"`check_image` alone, 1 process, decode={decode}", len(paths),
-               [timed(check_all, paths, decode)[0] for _ in range(repeats)])
-        for decode in (True, False)
-    ]
-
-
-# --- 2 and 3. 50,000 val labels, no pixels: ingest, prior import, snapshot, exports ---
+    results = []
+    for decode in (True, False):
+        seconds = [timed(check_all, paths, decode)[0] for _ in range(repeats)]
+        results.append(Result(f"`check_image` alone, 1 process, decode={decode}", len(paths), seconds))
+    return results
 
 
 def write_loc_solution(folder: Path, vocab: Vocabulary) -> Path:
-    """A LOC_val_solution.csv for the 50,000 val images, from the built-in labels."""
+    """Steps 2 and 3: a LOC_val_solution.csv for the 50,000 val images, from the built-in labels."""
     lines = ["ImageId,PredictionString"]
     for number, index in enumerate(builtin_val_labels(), start=1):
         lines.append(f"ILSVRC2012_val_{number:08d},{vocab.classes[index].wnid} 1 2 3 4")
@@ -187,13 +184,13 @@ def bench_val(real: Path, repeats: int, tmp: Path) -> tuple[list[Result], bool]:
     return [Result(name, 50_000, [r[key] for r in runs]) for key, name in names.items()], identical
 
 
-# --- report ---
-
-
 def machine_line() -> str:
     nproc = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return (f"nproc {nproc}, Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
-            f"Pillow {PIL.__version__}, {platform.system()} {platform.machine()}")
+    return (
+        f"nproc {nproc}, Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
+        f"Pillow {PIL.__version__}, {platform.system()} {platform.machine()}, "
+        f"load average {os.getloadavg()[0]:.2f} at the start"
+    )
 
 
 def command_line() -> str:
@@ -203,35 +200,37 @@ def command_line() -> str:
     return f"{env}python {shlex.join([str(shown), *sys.argv[1:]])}"
 
 
-def targets(header: Result, export: Result) -> list[str]:
-    rate, seconds = header.items / header.median, export.median
-    rows = [
-        (f"header-only ingest of cached files ≥ {HEADER_ONLY_TARGET:.0f} images/s", f"{rate:,.0f} images/s",
-         rate >= HEADER_ONLY_TARGET),
-        (f"`snapshot export --format real`, 50,000 images ≤ {REAL_EXPORT_TARGET:.0f} s", f"{seconds:.3f} s",
-         seconds <= REAL_EXPORT_TARGET),
-    ]
-    return ["| target | measured (median) | met |", "|---|---|---|",
-            *(f"| {t} | {m} | {'yes' if ok else '**NO**'} |" for t, m, ok in rows)]
+def table(results: list[Result], unit: str) -> str:
+    head = "| benchmark | items | median s | min s | max s | items/s (median) | ms/item (median) |\n"
+    return head + "|---|---:|---:|---:|---:|---:|---:|\n" + "\n".join(r.row(unit) for r in results)
 
 
-def report(args: argparse.Namespace, photos: list[Result], val: list[Result], identical: bool) -> str:
-    columns = "| benchmark | items | median s | min s | max s | items/s (median) | ms/item (median) |\n"
-    columns += "|---|---:|---:|---:|---:|---:|---:|"
+def report(args: argparse.Namespace, machine: str, photos: list[Result], val: list[Result], same: bool) -> str:
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    lines = [
-        SECTION, "", f"Command: `{command_line()}`  ", f"Date: {date}  ", f"Machine: {machine_line()}  ",
-        f"Repeats: {args.repeats}; each into a fresh SQLite workspace in a temporary directory "
-        "(schema creation not timed).", "",
-        f"{photos[0].items} real photos in `{os.path.relpath(args.sample, REPO)}`, read once before timing so "
-        "they are in the OS page cache:", "", columns, *(r.row("images") for r in photos), "",
-        "50,000 ImageNet val labels, no pixels (a generated `LOC_val_solution.csv`, then "
-        f"`{os.path.relpath(args.real, REPO)}`):", "", columns, *(r.row("rows") for r in val), "",
-        *targets(photos[1], val[3]), "",  # the header-only ingest; the real export
-        f"`--format real` export byte-identical to the imported `real.json`: "
-        f"{'yes' if identical else '**NO**'} (checked in every repeat).", "",
-    ]
-    return "\n".join(lines)
+    sample, real = os.path.relpath(args.sample, REPO), os.path.relpath(args.real, REPO)
+    rate, export = photos[1].items / photos[1].median, val[3].median  # the header-only ingest; the real export
+    return f"""{SECTION}
+
+- Command: `{command_line()}`
+- Date: {date}
+- Machine: {machine}, {os.getloadavg()[0]:.2f} at the end
+- Repeats: {args.repeats}; each into a fresh SQLite workspace in a temporary directory (schema creation not timed)
+
+{photos[0].items} real photos in `{sample}`, read once before timing (so from the OS page cache):
+
+{table(photos, "images")}
+
+50,000 ImageNet val labels, no pixels (a generated `LOC_val_solution.csv`, then `{real}`):
+
+{table(val, "rows")}
+
+| target | measured (median) | met |
+|---|---|---|
+| header-only ingest of cached files ≥ {RATE_TARGET:.0f} images/s | {rate:,.0f} images/s | {MET[rate >= RATE_TARGET]} |
+| `export --format real` of 50,000 images ≤ {EXPORT_TARGET:.0f} s | {export:.3f} s | {MET[export <= EXPORT_TARGET]} |
+
+`--format real` export byte-identical to the imported `real.json`: {MET[same]} (checked in every repeat).
+"""
 
 
 def write_section(path: Path, section: str) -> None:
@@ -242,7 +241,7 @@ def write_section(path: Path, section: str) -> None:
         text = text.rstrip("\n") + "\n\n" + section
     else:
         end = text.find("\n## ", start + len(SECTION))
-        text = text[:start] + section + (text[end + 1:] if end >= 0 else "")
+        text = text[:start] + section.rstrip("\n") + ("\n\n" + text[end + 1 :] if end >= 0 else "")
     path.write_text(text.rstrip("\n") + "\n", encoding="utf-8")
 
 
@@ -262,12 +261,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    machine = machine_line()  # before the load that the benchmark itself adds
     with tempfile.TemporaryDirectory(prefix="relabel-bench-") as tmp:
         paths = sample_paths(args.sample)
         photos = bench_sample_ingest(args.sample, len(paths), args.repeats, Path(tmp))
         photos += bench_check_image(paths, args.repeats)
         val, identical = bench_val(args.real, args.repeats, Path(tmp))
-    section = report(args, photos, val, identical)
+    section = report(args, machine, photos, val, identical)
     print(section)
     if args.write:
         write_section(REPO / "BENCHMARKS.md", section)

@@ -261,3 +261,19 @@ def test_parallel_checks_give_the_same_result(sqlite_engine, vocab, tmp_path: Pa
     plan = plan_ingest(root, vocab)
     report = ingest_dataset(sqlite_engine, plan, dataset="ds", root=root, vocab=vocab, show_progress=False, workers=2)
     assert report.status_counts == {"ok": 70, "unreadable": 1}
+
+
+def test_missing_images_are_checked_once_mounted(engine, vocab, tmp_path: Path) -> None:
+    root = tmp_path / "val"
+    make_val_folder(root, [1])
+    (tmp_path / "loc.csv").write_text(
+        "ImageId,PredictionString\n"
+        "ILSVRC2012_val_00000001,n01751748 1 2 3 4\n"
+        "ILSVRC2012_val_00000002,n01751748 1 2 3 4\n"
+    )
+    first = run_ingest(engine, root, vocab, labels_file=tmp_path / "loc.csv")
+    again = run_ingest(engine, root, vocab, labels_file=tmp_path / "loc.csv")
+    assert (first.checked, again.checked, again.unchanged) == (2, 0, 2)
+    make_val_folder(root, [2])  # the pixels arrive
+    mounted = run_ingest(engine, root, vocab, labels_file=tmp_path / "loc.csv")
+    assert mounted.checked == 1 and stored(engine)["ILSVRC2012_val_00000002.JPEG"][0] == "ok"

@@ -10,6 +10,7 @@ import os
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -50,14 +51,17 @@ class IngestReport:
 def _check_entries(
     root: Path, entries: list[PlanEntry], workers: int, max_pixels: int, decode: bool
 ) -> Iterator[ImageCheck]:
-    """Checks in plan order, in a process pool when it pays off."""
-    paths = [root / e.path for e in entries]
+    """Checks in plan order, in a process pool when it pays off; images the plan knows are missing are not opened."""
+    present = [root / e.path for e in entries if not e.missing_reason]
     check = partial(check_image, max_pixels=max_pixels, decode=decode)
-    if workers <= 1 or len(paths) < PARALLEL_MIN_FILES:
-        yield from map(check, paths)
-        return
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        yield from pool.map(check, paths, chunksize=16)
+    with ExitStack() as stack:
+        if workers > 1 and len(present) >= PARALLEL_MIN_FILES:
+            pool = stack.enter_context(ProcessPoolExecutor(max_workers=workers))
+            checks = pool.map(check, present, chunksize=16)
+        else:
+            checks = map(check, present)
+        for e in entries:
+            yield ImageCheck(ImageStatus.missing, e.missing_reason) if e.missing_reason else next(checks)
 
 
 def _ensure_dataset(
@@ -154,11 +158,13 @@ def ingest_dataset(
     todo: list[PlanEntry] = []
     for e in plan.entries:
         old = stored.get(e.path)
-        if (
+        still_missing = old is not None and old.status == ImageStatus.missing and bool(e.missing_reason)
+        unchanged_file = (
             old is not None
             and old.status != ImageStatus.missing
             and (old.bytes, old.mtime_ns) == file_signature(root / e.path)
-        ):
+        )
+        if still_missing or unchanged_file:
             report.unchanged += 1
             report.status_counts[ImageStatus(old.status).value] += 1
         else:
@@ -206,7 +212,7 @@ def _write_batch(
             new_rows.append(values)
     with session_scope(engine) as s:
         if new_rows:
-            result = s.execute(insert(Image).returning(Image.id, Image.path, sort_by_parameter_order=True), new_rows)
+            result = s.execute(insert(Image).returning(Image.id, Image.path), new_rows)
             new_ids = dict((path, image_id) for image_id, path in result)
         if changed:
             s.execute(update(Image), changed)
