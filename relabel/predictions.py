@@ -72,9 +72,13 @@ def _prediction_row(row: dict, vocab: Vocabulary, where: str) -> PredictionRow:
     )
 
 
-def parse_table(path: Path, vocab: Vocabulary, order: list[str] | None) -> Iterable[PredictionRow]:
-    for where, row in read_records(path, required="image", hint="and 'label' or 'labels' (ranked, best first)"):
-        yield _prediction_row(row, vocab, where)
+def _parse_records(fmt: str) -> Callable[[Path, Vocabulary, list[str] | None], Iterable[PredictionRow]]:
+    def parse(path: Path, vocab: Vocabulary, order: list[str] | None) -> Iterable[PredictionRow]:
+        hint = "and 'label' or 'labels' (ranked, best first)"
+        for where, row in read_records(path, required="image", hint=hint, fmt=fmt):
+            yield _prediction_row(row, vocab, where)
+
+    return parse
 
 
 def parse_npy(path: Path, vocab: Vocabulary, order: list[str] | None) -> Iterable[PredictionRow]:
@@ -88,7 +92,14 @@ def parse_npy(path: Path, vocab: Vocabulary, order: list[str] | None) -> Iterabl
     if arr.ndim not in (1, 2) or len(arr) != len(order):
         raise InputError(f"{path}: shape {arr.shape} does not match the {len(order)} images of the stated order")
     name = path.name
-    if arr.ndim == 1 or np.issubdtype(arr.dtype, np.integer):
+    integral = np.issubdtype(arr.dtype, np.integer) or (
+        np.issubdtype(arr.dtype, np.floating) and arr.ndim == 1 and bool(np.all(arr == np.round(arr)))
+    )
+    if arr.ndim == 1 and not integral:
+        raise InputError(
+            f"{path}: a 1-D array must hold class indices (integers), got {arr.dtype} values like {arr[:3]}"
+        )
+    if integral:
         ranked = arr.reshape(len(arr), -1).astype(np.int64)
         for i, key in enumerate(order):
             yield PredictionRow(key, ranked[i].tolist(), where=f"{name} row {i}")
@@ -103,8 +114,8 @@ def parse_npy(path: Path, vocab: Vocabulary, order: list[str] | None) -> Iterabl
 
 
 PREDICTION_FORMATS: dict[str, Callable[[Path, Vocabulary, list[str] | None], Iterable[PredictionRow]]] = {
-    "csv": parse_table,
-    "jsonl": parse_table,
+    "csv": _parse_records("csv"),
+    "jsonl": _parse_records("jsonl"),
     "npy": parse_npy,
 }
 
@@ -120,7 +131,10 @@ def read_order(spec: str | None, sorted_paths: list[str]) -> list[str] | None:
         raise InputError(f"order file {spec!r} does not exist (use a file of image keys, or 'sorted')")
     text = p.read_text(encoding="utf-8")
     if p.suffix.lower() == ".json":
-        keys = json.loads(text)
+        try:
+            keys = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{p}: invalid JSON at line {exc.lineno}: {exc.msg}") from exc
         if not isinstance(keys, list):
             raise InputError(f"{p}: expected a JSON list of image keys")
         return [str(k) for k in keys]
@@ -149,7 +163,7 @@ def import_predictions(
     replace: bool = False,
 ) -> RunReport:
     """Store a prediction file as model run `run`. Validates every row first; all or nothing."""
-    fmt = fmt or path.suffix.lower().lstrip(".")
+    fmt = fmt or {"ndjson": "jsonl"}.get(path.suffix.lower().lstrip("."), path.suffix.lower().lstrip("."))
     if fmt not in PREDICTION_FORMATS:
         raise unknown_name("prediction format", fmt, list(PREDICTION_FORMATS))
     if not path.is_file():

@@ -116,7 +116,7 @@ def parse_mturk(path: Path, vocab: Vocabulary) -> Iterable[LabelRow]:
             given, guessed, votes = int(rec["given_original_label"]), int(rec["our_guessed_label"]), rec["mturk"]
             number = int(rec["id"])
             counts = {k: int(votes.get(k, 0)) for k in MTURK_VOTES}
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise InputError(
                 f"{path}: record {i} lacks id/given_original_label/our_guessed_label/mturk ({exc})"
             ) from exc
@@ -134,9 +134,15 @@ def parse_mturk(path: Path, vocab: Vocabulary) -> Iterable[LabelRow]:
         )
 
 
-def parse_table(path: Path, vocab: Vocabulary) -> Iterable[LabelRow]:
-    """Generic CSV or JSONL: image, label or labels (names, wnids or indices; '|' or ';' between several)."""
-    for where, row in read_records(path, required="image", hint="and 'label' or 'labels'"):
+def parse_csv(path: Path, vocab: Vocabulary) -> Iterable[LabelRow]:
+    """Generic CSV: image, label or labels (names, wnids or indices; '|' or ';' between several)."""
+    for where, row in read_records(path, required="image", hint="and 'label' or 'labels'", fmt="csv"):
+        yield _table_row(row, vocab, where)
+
+
+def parse_jsonl(path: Path, vocab: Vocabulary) -> Iterable[LabelRow]:
+    """Generic JSON Lines: {"image": ..., "labels": [...]} per line."""
+    for where, row in read_records(path, required="image", hint="and 'label' or 'labels'", fmt="jsonl"):
         yield _table_row(row, vocab, where)
 
 
@@ -163,8 +169,8 @@ SOURCE_FORMATS: dict[str, Callable[[Path, Vocabulary], Iterable[LabelRow]]] = {
     "real": parse_real,
     "shankar": parse_shankar,
     "mturk": parse_mturk,
-    "csv": parse_table,
-    "jsonl": parse_table,
+    "csv": parse_csv,
+    "jsonl": parse_jsonl,
 }
 
 

@@ -13,16 +13,19 @@ from relabel.errors import InputError
 JSONL_SUFFIXES = {".jsonl", ".ndjson"}
 
 
-def read_records(path: Path, *, required: str, hint: str) -> Iterator[tuple[str, dict[str, Any]]]:
+def read_records(
+    path: Path, *, required: str, hint: str, fmt: str | None = None
+) -> Iterator[tuple[str, dict[str, Any]]]:
     """Yield ("name:line", record) for each row; `required` is the column every record must name.
 
     `hint` completes the error message for a file without that column ("and 'label' or 'labels'").
+    `fmt` is "csv" or "jsonl"; None decides by the file extension.
     """
     try:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: cannot read ({exc})") from exc
-    if path.suffix.lower() in JSONL_SUFFIXES:
+    if (fmt or ("jsonl" if path.suffix.lower() in JSONL_SUFFIXES else "csv")) == "jsonl":
         for lineno, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue

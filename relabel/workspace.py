@@ -53,6 +53,7 @@ class ImageIndex:
     _by_alias: dict[str, int | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self._paths = {image_id: path for path, image_id in self.ids_by_path.items()}
         for path, image_id in self.ids_by_path.items():
             pure = PurePosixPath(path)
             for alias in {pure.name, pure.stem}:
@@ -66,9 +67,15 @@ class ImageIndex:
         pure = PurePosixPath(key)
         for alias in (pure.name, pure.stem):
             hit = self._by_alias.get(alias)
-            if hit is not None:
+            if hit is not None and _same_folders(pure.parent.parts, PurePosixPath(self._paths[hit]).parent.parts):
                 return hit
         return None
+
+
+def _same_folders(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    """True when one folder path ends with the other: 'val/n01440764' matches 'n01440764' and '', not 'train/x'."""
+    n = min(len(a), len(b))
+    return n == 0 or a[-n:] == b[-n:]
 
 
 def image_index(session: Session, dataset: Dataset) -> ImageIndex:

@@ -277,3 +277,20 @@ def test_missing_images_are_checked_once_mounted(engine, vocab, tmp_path: Path) 
     make_val_folder(root, [2])  # the pixels arrive
     mounted = run_ingest(engine, root, vocab, labels_file=tmp_path / "loc.csv")
     assert mounted.checked == 1 and stored(engine)["ILSVRC2012_val_00000002.JPEG"][0] == "ok"
+
+
+def test_reingest_drops_labels_the_new_file_no_longer_gives(engine, vocab, tmp_path: Path) -> None:
+    root = tmp_path / "photos"
+    images.photo(root / "x.jpg")
+    (tmp_path / "m1.csv").write_text("path,label\nx.jpg,tench\n")
+    (tmp_path / "m2.csv").write_text("path,label\nx.jpg,\n")
+    run_ingest(engine, root, vocab, manifest=tmp_path / "m1.csv")
+    report = run_ingest(engine, root, vocab, manifest=tmp_path / "m2.csv")
+    assert report.labels_written == 1 and stored(engine) == {"x.jpg": ("ok", None)}
+
+
+def test_same_val_name_with_two_extensions_is_refused(engine, vocab, tmp_path: Path) -> None:
+    make_val_folder(tmp_path / "val", [1])
+    images.photo(tmp_path / "val" / "ILSVRC2012_val_00000001.png")
+    with pytest.raises(InputError, match="share a name with another extension"):
+        run_ingest(engine, tmp_path / "val", vocab, "imagenet-val")

@@ -136,3 +136,30 @@ def test_cleanlab_cv_predictions_round_trip(sqlite_engine, vocab, tmp_path: Path
         imgt = dict(s.execute(select(Label.image_id, Label.classes)).all())
     correct = sum(pred[i][0] == imgt[i][0] for i in pred)
     assert round(100 * correct / len(pred), 3) == 72.732
+
+
+def test_keys_in_another_folder_do_not_match() -> None:
+    from relabel.workspace import ImageIndex
+
+    index = ImageIndex({"a/x.jpg": 1, "y.jpg": 2})
+    assert index.lookup("zzz/x.jpg") is None  # same file name, other folder
+    assert index.lookup("x.jpg") == 1 and index.lookup("x") == 1 and index.lookup("root/a/x.jpg") == 1
+    assert index.lookup("val/n01440764/y.jpg") == 2  # a flat dataset matches keys from a class-folder layout
+
+
+def test_float_top1_array_and_broken_order_file_are_refused(engine, vocab, tmp_path: Path) -> None:
+    small_dataset(engine, vocab, tmp_path)
+    np.save(tmp_path / "f.npy", np.array([0.9, 1.99, 2.5]))
+    with pytest.raises(InputError, match="must hold class indices"):
+        import_predictions(engine, tmp_path / "f.npy", run="x", order="sorted")
+    np.save(tmp_path / "i.npy", np.array([1.0, 2.0, 3.0]))
+    (tmp_path / "o.json").write_text('["a", ')
+    with pytest.raises(InputError, match="invalid JSON"):
+        import_predictions(engine, tmp_path / "i.npy", run="x", order=str(tmp_path / "o.json"))
+    assert import_predictions(engine, tmp_path / "i.npy", run="x", order="sorted").ok == 3
+
+
+def test_format_option_wins_over_the_extension(engine, vocab, tmp_path: Path) -> None:
+    small_dataset(engine, vocab, tmp_path)
+    (tmp_path / "p.json").write_text('{"image": "n01440764_a.jpg", "label": "tench"}\n')
+    assert import_predictions(engine, tmp_path / "p.json", run="x", fmt="jsonl").ok == 1

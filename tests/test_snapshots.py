@@ -143,3 +143,16 @@ def test_real_json_round_trip_is_byte_identical(engine, vocab, tmp_path: Path) -
     assert summary.n_images == 50_000 and summary.counts == {"U": 50_000}
     export_snapshot(engine, "real-baseline", fmt="real", out=tmp_path / "out.json")
     assert (tmp_path / "out.json").read_bytes() == real.read_bytes()
+
+
+def test_exports_get_the_usual_file_mode(ws, tmp_path: Path) -> None:
+    import os
+
+    engine, _ = ws
+    create_snapshot(engine, "s")
+    old = os.umask(0o022)
+    try:
+        export_snapshot(engine, "s", fmt="csv", out=tmp_path / "s.csv")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "s.csv").stat().st_mode & 0o777 == 0o644

@@ -136,3 +136,10 @@ def test_full_real_shankar_and_mturk_on_50k_val(engine, vocab, tmp_path: Path) -
     assert import_source(engine, shared("imagenet-val", "shankar_multilabel.csv"), fmt="shankar").written == 20_000
     mturk = import_source(engine, shared("imagenet-val", "mturk_label_errors.json"), fmt="mturk")
     assert mturk.written == 5440 and mturk.categories == {"A": 2524, "B": 1428, "M": 597, "X": 598, "Z": 293}
+
+
+def test_malformed_mturk_record_is_one_clear_error(vocab, tmp_path: Path) -> None:
+    rec = [{"id": 1, "given_original_label": 3, "our_guessed_label": 9, "mturk": [1, 2]}]
+    (tmp_path / "m.json").write_text(json.dumps(rec))
+    with pytest.raises(InputError, match="record 0 lacks"):
+        list(parse_mturk(tmp_path / "m.json", vocab))

@@ -167,7 +167,11 @@ def builtin_val_labels() -> list[int]:
 def layout_imagenet_val(root: Path, vocab: Vocabulary, opts: LayoutOptions) -> IngestPlan:
     """Flat ILSVRC2012_val_XXXXXXXX.JPEG files; labels from LOC_val_solution.csv, the devkit, or built in."""
     warnings: list[str] = []
-    on_disk = {Path(p).stem: p for p in walk_images(root, warnings) if "/" not in p}
+    flat = [p for p in walk_images(root, warnings) if "/" not in p]
+    on_disk = {Path(p).stem: p for p in flat}
+    if len(on_disk) != len(flat):
+        twins = sorted(p for p in flat if on_disk[Path(p).stem] != p)
+        raise InputError(f"{root}: {len(twins)} file(s) share a name with another extension: {examples(twins)}")
     src = opts.labels_file
     if src is None:
         if vocab.name != "imagenet-1k":

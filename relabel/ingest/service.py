@@ -16,7 +16,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.engine import Engine
 
 from db.engine import session_scope
@@ -86,9 +86,11 @@ def _ensure_dataset(
         if source is None:
             source = LabelSource(
                 dataset_id=dataset.id, name=IMGT, kind=SourceKind.original, format=layout, origin=origin
-            )  # type: ignore[arg-type]
+            )
             s.add(source)
-            s.flush()
+        else:  # a re-ingest may read another label file: say where the labels now come from
+            source.format, source.origin = layout, origin
+        s.flush()
         return dataset.id, source.id  # type: ignore[return-value]
 
 
@@ -228,12 +230,14 @@ def _write_labels(
     labels: dict[int, tuple[int, list[int]]],
 ) -> int:
     """Upsert the ImGT labels of the plan in one transaction; returns how many rows changed."""
-    inserts, updates = [], []
+    inserts, updates, removed = [], [], []
     for e in entries:
-        if e.labels is None:
-            continue
         image_id = ids[e.path]
         old = labels.get(image_id)
+        if e.labels is None:
+            if old is not None:  # the new label file no longer labels this image
+                removed.append(old[0])
+            continue
         if old is None:
             inserts.append({"source_id": source_id, "image_id": image_id, "classes": e.labels})
         elif old[1] != e.labels:
@@ -243,9 +247,11 @@ def _write_labels(
             s.execute(insert(Label), inserts[start : start + 5000])
         if updates:
             s.execute(update(Label), updates)
+        if removed:
+            s.execute(delete(Label).where(Label.id.in_(removed)))
         total = s.execute(select(func.count()).select_from(Label).where(Label.source_id == source_id)).scalar_one()
         s.execute(update(LabelSource).where(LabelSource.id == source_id).values(n_labels=total))
-    return len(inserts) + len(updates)
+    return len(inserts) + len(updates) + len(removed)
 
 
 def find_duplicates(engine: Engine, dataset_id: int) -> list[list[str]]:
