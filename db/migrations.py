@@ -65,8 +65,13 @@ def _initial_schema(conn: Connection) -> None:
     _install_immutability_triggers(conn)
 
 
+def _add_response_cache(conn: Connection) -> None:
+    SQLModel.metadata.tables["response_cache"].create(conn, checkfirst=True)
+
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "initial schema", _initial_schema),
+    Migration(2, "response cache for model calls", _add_response_cache),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

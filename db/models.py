@@ -192,6 +192,16 @@ class Snapshot(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
+class ResponseCacheEntry(SQLModel, table=True):
+    """A finished model response, keyed by a hash of (model, prompt version, image hashes, decoding settings)."""
+
+    __tablename__ = "response_cache"
+    key: str = Field(primary_key=True)
+    model: str
+    response: dict[str, Any] = _json()
+    created_at: datetime = Field(default_factory=utcnow)
+
+
 class SnapshotLabel(SQLModel, table=True):
     __tablename__ = "snapshot_labels"
     snapshot_id: int = Field(foreign_key="snapshots.id", primary_key=True)
