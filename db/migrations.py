@@ -65,13 +65,15 @@ def _initial_schema(conn: Connection) -> None:
     _install_immutability_triggers(conn)
 
 
-def _add_response_cache(conn: Connection) -> None:
+def _suggestion_support(conn: Connection) -> None:
     SQLModel.metadata.tables["response_cache"].create(conn, checkfirst=True)
+    if "details" not in {c["name"] for c in inspect(conn).get_columns("predictions")}:
+        conn.execute(text("ALTER TABLE predictions ADD COLUMN details JSON"))
 
 
 MIGRATIONS: list[Migration] = [
     Migration(1, "initial schema", _initial_schema),
-    Migration(2, "response cache for model calls", _add_response_cache),
+    Migration(2, "response cache and prediction details for suggestions", _suggestion_support),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

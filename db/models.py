@@ -143,6 +143,7 @@ class Prediction(SQLModel, table=True):
     raw_output: str = ""  # the model's own words, before mapping to classes
     classes: list[int] = _json()  # ranked, best first
     scores: list[float] | None = _json(nullable=True)  # parallel to `classes`
+    details: dict[str, Any] | None = _json(nullable=True)  # protocol detail: out-of-prompt, mapping similarity, ...
     created_at: datetime = Field(default_factory=utcnow)
 
 

@@ -94,3 +94,15 @@ def test_snapshot_tables_refuse_update_and_delete(engine) -> None:
             conn.execute(text(statement))
     with engine.connect() as conn:
         assert conn.execute(text("select name from snapshots")).scalar_one() == "s"
+
+
+def test_a_version_1_workspace_is_upgraded(tmp_path: Path) -> None:
+    """Rebuild what schema 1 had (no response cache, no prediction details), then upgrade it."""
+    engine = create_db_engine(f"sqlite:///{tmp_path / 'v1.db'}")
+    init_db(engine, MIGRATIONS[:1])
+    with engine.begin() as conn:
+        conn.execute(text("drop table response_cache"))
+        conn.execute(text("alter table predictions drop column details"))
+    assert init_db(engine) == SCHEMA_VERSION
+    assert "response_cache" in inspect(engine).get_table_names()
+    assert "details" in {c["name"] for c in inspect(engine).get_columns("predictions")}

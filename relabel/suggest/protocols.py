@@ -1,0 +1,277 @@
+"""How a model is asked and how its answer becomes classes: OW, MC, CW, CW+ and top-k scoring.
+
+Each protocol builds requests from images, parses outputs into `Answer`s, and is recorded with its prompt's
+version hash. Free-text answers that need the embedding space (OW, and CW+'s out-of-prompt answers) are mapped in
+one batch per chunk by `map_pending`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+import numpy as np
+
+from relabel.errors import InputError, unknown_name
+from relabel.suggest.distractors import DistractorSource
+from relabel.suggest.textmap import ClassNameIndex, normalize_answer
+from relabel.suggest.types import ChatRequest, ImageRef, ModelOutput
+from relabel.vocabulary import Vocabulary
+
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+TOP_K = 5
+_LINE = re.compile(r"^\s*(?:image\s*)?(\d+)\s*[:.)\-]\s*(.*)$", re.IGNORECASE)
+
+
+def load_prompt(name: str) -> str:
+    return resources.files("relabel.resources.prompts").joinpath(f"{name}.txt").read_text(encoding="utf-8").strip()
+
+
+def prompt_version(*texts: str) -> str:
+    return hashlib.sha256("\n".join(texts).encode()).hexdigest()[:12]
+
+
+@dataclass
+class Answer:
+    """One image's parsed answer. `to_map` holds text still to be mapped to a class in the embedding space."""
+
+    classes: list[int] = field(default_factory=list)
+    scores: list[float] | None = None
+    raw: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    to_map: str | None = None
+
+
+@dataclass
+class ProtocolContext:
+    vocab: Vocabulary
+    reference: dict[int, list[int]] = field(default_factory=dict)  # image id -> reference labels (MC)
+    seed: int = 0
+    mc_options: int = 4
+    distractors: DistractorSource | None = None  # None: random distractors
+    images_per_request: int = 1
+
+    @property
+    def class_names(self) -> list[str]:
+        return [c.name for c in self.vocab.classes]
+
+
+@dataclass
+class Pending:
+    """A request and what is needed to read its answer back."""
+
+    request: ChatRequest
+    images: list[ImageRef]
+    state: list[dict[str, Any]]  # per image
+
+
+class Protocol:
+    name = ""
+    generative = True
+    template = ""
+    multi_template = ""
+    needs_mapper = False
+    needs_reference = False  # MC builds its options around the reference label: an evaluation protocol
+
+    def version(self, ctx: ProtocolContext) -> str:
+        return prompt_version(self.template, self.multi_template)
+
+    def describe(self, ctx: ProtocolContext) -> dict[str, Any]:
+        return {
+            "protocol": self.name,
+            "prompt_version": self.version(ctx),
+            "images_per_request": ctx.images_per_request,
+        }
+
+    def build(self, images: list[ImageRef], ctx: ProtocolContext) -> list[Pending]:
+        n = ctx.images_per_request
+        return [self._request(images[i : i + n], ctx) for i in range(0, len(images), n)]
+
+    def _request(self, group: list[ImageRef], ctx: ProtocolContext) -> Pending:
+        text = self._prompt(ctx, len(group))
+        return Pending(ChatRequest(tuple(group), text, max_tokens=24 * len(group) + 16), group, [{} for _ in group])
+
+    def _prompt(self, ctx: ProtocolContext, n: int) -> str:
+        raise NotImplementedError
+
+    def parse(self, output: ModelOutput, pending: Pending, ctx: ProtocolContext) -> list[Answer]:
+        if not output.ok:
+            return [Answer(error=output.error, raw=output.text or "") for _ in pending.images]
+        texts = split_lines(output.text or "", len(pending.images))
+        if texts is None:
+            reason = f"expected {len(pending.images)} numbered answers, got {output.text!r:.200}"
+            return [Answer(error=reason, raw=output.text or "") for _ in pending.images]
+        return [self._parse_one(t, s, ctx) for t, s in zip(texts, pending.state)]
+
+    def _parse_one(self, text: str, state: dict[str, Any], ctx: ProtocolContext) -> Answer:
+        raise NotImplementedError
+
+
+def split_lines(text: str, n: int) -> list[str] | None:
+    """One answer per image: the whole text for one image, numbered lines ("1: tabby") for several."""
+    if n == 1:
+        return [text.strip()]
+    found: dict[int, str] = {}
+    for line in text.splitlines():
+        m = _LINE.match(line)
+        if m and 1 <= int(m.group(1)) <= n:
+            found.setdefault(int(m.group(1)), m.group(2).strip())
+    return [found[i] for i in range(1, n + 1)] if len(found) == n else None
+
+
+class OpenWorld(Protocol):
+    """A free answer, mapped to the nearest class in the text-embedding space."""
+
+    name, needs_mapper = "ow", True
+    template, multi_template = load_prompt("ow"), load_prompt("ow_multi")
+
+    def _prompt(self, ctx: ProtocolContext, n: int) -> str:
+        return self.template if n == 1 else self.multi_template.format(n=n)
+
+    def _parse_one(self, text: str, state: dict[str, Any], ctx: ProtocolContext) -> Answer:
+        return Answer(raw=text, to_map=text)
+
+
+class ClosedWorld(Protocol):
+    """The model chooses among all class names; an answer not on the list is out-of-prompt (OOP)."""
+
+    name = "cw"
+    template, multi_template = load_prompt("cw"), load_prompt("cw_multi")
+    map_oop = False
+
+    def _prompt(self, ctx: ProtocolContext, n: int) -> str:
+        listing = "\n".join(ctx.class_names)
+        return self.template.format(classes=listing) if n == 1 else self.multi_template.format(n=n, classes=listing)
+
+    def _parse_one(self, text: str, state: dict[str, Any], ctx: ProtocolContext) -> Answer:
+        index = exact_class(text, ctx.vocab)
+        if index is not None:
+            return Answer([index], raw=text, details={"oop": False})
+        return Answer(raw=text, details={"oop": True}, to_map=text if self.map_oop else None)
+
+
+class ClosedWorldPlus(ClosedWorld):
+    """CW, with out-of-prompt answers mapped to the nearest valid class (similarity stored)."""
+
+    name, map_oop, needs_mapper = "cwplus", True, True
+
+
+class MultipleChoice(Protocol):
+    """k options: the reference class and k-1 distractors (random or hard), shuffled with a per-image seed."""
+
+    name, needs_reference = "mc", True
+    template = load_prompt("mc")
+
+    def describe(self, ctx: ProtocolContext) -> dict[str, Any]:
+        kind = ctx.distractors.describe() if ctx.distractors else "random"
+        return {**super().describe(ctx), "options": ctx.mc_options, "distractors": kind, "seed": ctx.seed}
+
+    def build(self, images: list[ImageRef], ctx: ProtocolContext) -> list[Pending]:
+        if ctx.images_per_request != 1:
+            raise InputError("the mc protocol sends one image per request; drop --images-per-request")
+        return [self._mc_request(im, ctx) for im in images]
+
+    def _mc_request(self, image: ImageRef, ctx: ProtocolContext) -> Pending:
+        options = mc_options(image.image_id, ctx)
+        if options is None:
+            return Pending(ChatRequest((image,), ""), [image], [{"error": "no reference label for mc"}])
+        listing = "\n".join(f"{LETTERS[i]}. {ctx.vocab.classes[c].name}" for i, c in enumerate(options))
+        return Pending(
+            ChatRequest((image,), self.template.format(options=listing), max_tokens=8), [image], [{"options": options}]
+        )
+
+    def _parse_one(self, text: str, state: dict[str, Any], ctx: ProtocolContext) -> Answer:
+        options = state["options"]
+        choice = parse_choice(text, [ctx.vocab.classes[c].name for c in options])
+        if choice is None:
+            return Answer(raw=text, details={"oop": True, "options": options})
+        return Answer([options[choice]], raw=text, details={"oop": False, "options": options, "choice": choice})
+
+
+class TopK(Protocol):
+    """Scoring models (classifiers, zero-shot dual encoders): the top-5 classes and their scores."""
+
+    name, generative = "topk", False
+
+    def version(self, ctx: ProtocolContext) -> str:
+        return prompt_version("topk", str(TOP_K))
+
+    def scores_to_answer(self, output: ModelOutput) -> Answer:
+        if not output.ok or output.scores is None:
+            return Answer(error=output.error or "no scores returned")
+        top = np.argsort(-output.scores, kind="stable")[:TOP_K]
+        return Answer([int(i) for i in top], [round(float(output.scores[i]), 6) for i in top])
+
+
+PROTOCOLS: dict[str, type[Protocol]] = {
+    "ow": OpenWorld,
+    "mc": MultipleChoice,
+    "cw": ClosedWorld,
+    "cwplus": ClosedWorldPlus,
+    "topk": TopK,
+}
+
+
+def get_protocol(name: str) -> Protocol:
+    if name not in PROTOCOLS:
+        raise unknown_name("protocol", name, list(PROTOCOLS))
+    return PROTOCOLS[name]()
+
+
+def exact_class(text: str, vocab: Vocabulary) -> int | None:
+    """The class whose display name or synonym the answer states exactly (case and punctuation aside)."""
+    key = normalize_answer(text)
+    return vocab.try_resolve(key) if key and not key.isdigit() else None
+
+
+def parse_choice(text: str, option_names: list[str]) -> int | None:
+    """Index of the chosen option from a letter ("B", "(b)", "Answer: B.") or the option's name."""
+    stripped = text.strip()
+    m = re.match(r"^\W*(?:answer\s*(?:is)?\s*:?\s*)?\(?([A-Za-z])\)?(?:[.:)\s]|$)", stripped, re.IGNORECASE)
+    if m and m.group(1).upper() in LETTERS[: len(option_names)]:
+        return LETTERS.index(m.group(1).upper())
+    key = normalize_answer(stripped)
+    hits = [i for i, name in enumerate(option_names) if normalize_answer(name) == key]
+    if not hits:
+        hits = [i for i, name in enumerate(option_names) if normalize_answer(name) in key]
+    return hits[0] if len(hits) == 1 else None
+
+
+def mc_options(image_id: int, ctx: ProtocolContext) -> list[int] | None:
+    """Reference class + distractors, shuffled by a generator seeded with (seed, image id)."""
+    reference = ctx.reference.get(image_id) or []
+    if not reference:
+        return None
+    rng = np.random.default_rng([ctx.seed, image_id])
+    true = reference[0]
+    k = min(ctx.mc_options, len(ctx.vocab))
+    exclude = set(reference)
+    chosen = ctx.distractors.hard(true, k - 1, exclude, rng) if ctx.distractors else []
+    pool = np.array([c for c in range(len(ctx.vocab)) if c not in exclude and c not in chosen])
+    chosen += [int(c) for c in rng.choice(pool, size=k - 1 - len(chosen), replace=False)]
+    options = [true, *chosen]
+    rng.shuffle(options)
+    return [int(c) for c in options]
+
+
+def map_pending(answers: list[Answer], mapper: ClassNameIndex | None) -> None:
+    """Map every answer with `to_map` text in one batch; records the similarity and that it was mapped."""
+    todo = [a for a in answers if a.to_map is not None and a.error is None]
+    if not todo:
+        return
+    if mapper is None:
+        raise InputError("this protocol maps answers in a text-embedding space; no text encoder was given")
+    result = mapper.map([a.to_map or "" for a in todo])
+    for a, cls, sim in zip(todo, result.classes, result.similarity):
+        a.classes = [int(cls)]
+        a.details.update({"mapped": True, "similarity": round(float(sim), 4)})
+        a.to_map = None
+
+
+def details_json(answer: Answer) -> dict[str, Any] | None:
+    return json.loads(json.dumps(answer.details)) if answer.details else None
