@@ -12,9 +12,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import platform
-import shlex
-import sqlite3
 import statistics
 import sys
 import tempfile
@@ -24,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-import PIL
+from benchlib import MET, REPO, SHARED, command_line, machine_line, write_section
 from sqlalchemy.engine import Engine
 
 from db.enums import ImageStatus
@@ -39,18 +36,10 @@ from relabel.sources import import_source
 from relabel.vocabulary import Vocabulary, load_builtin
 
 T = TypeVar("T")
-REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(__file__).resolve().parents[2] / "shared/data"
 SECTION = "## Foundation: ingest and export"
-HEADER = (
-    "# Benchmarks\n\nNumbers are medians (with min and max) from one run on a shared 2-core machine, so "
-    "expect noise between runs; each section names the command that produced it, the date and the machine. "
-    "`make bench` (`python bench/run_all.py`) reruns every benchmark and rewrites its section.\n"
-)
 EXPORT_FORMATS = ("real", "jsonl", "csv")
 RATE_TARGET = 500.0  # images/s, header-only ingest (hash + header checks) of cached files
 EXPORT_TARGET = 2.0  # seconds for a `--format real` export of 50,000 images
-MET = {True: "yes", False: "**NO**"}
 
 
 @dataclass
@@ -184,22 +173,6 @@ def bench_val(real: Path, repeats: int, tmp: Path) -> tuple[list[Result], bool]:
     return [Result(name, 50_000, [r[key] for r in runs]) for key, name in names.items()], identical
 
 
-def machine_line() -> str:
-    nproc = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return (
-        f"nproc {nproc}, Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
-        f"Pillow {PIL.__version__}, {platform.system()} {platform.machine()}, "
-        f"load average {os.getloadavg()[0]:.2f} at the start"
-    )
-
-
-def command_line() -> str:
-    script = Path(sys.argv[0]).resolve()
-    shown = script.relative_to(REPO) if script.is_relative_to(REPO) else script
-    env = "HF_HUB_OFFLINE=1 " if os.environ.get("HF_HUB_OFFLINE") == "1" else ""
-    return f"{env}python {shlex.join([str(shown), *sys.argv[1:]])}"
-
-
 def table(results: list[Result], unit: str) -> str:
     head = "| benchmark | items | median s | min s | max s | items/s (median) | ms/item (median) |\n"
     return head + "|---|---:|---:|---:|---:|---:|---:|\n" + "\n".join(r.row(unit) for r in results)
@@ -233,18 +206,6 @@ def report(args: argparse.Namespace, machine: str, photos: list[Result], val: li
 """
 
 
-def write_section(path: Path, section: str) -> None:
-    """Replace this benchmark's section of BENCHMARKS.md, or append it; creates the file with its header."""
-    text = path.read_text(encoding="utf-8") if path.exists() else HEADER
-    start = text.find(SECTION)
-    if start < 0:
-        text = text.rstrip("\n") + "\n\n" + section
-    else:
-        end = text.find("\n## ", start + len(SECTION))
-        text = text[:start] + section.rstrip("\n") + ("\n\n" + text[end + 1 :] if end >= 0 else "")
-    path.write_text(text.rstrip("\n") + "\n", encoding="utf-8")
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     raw = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=raw)
@@ -270,8 +231,7 @@ def main(argv: list[str] | None = None) -> None:
     section = report(args, machine, photos, val, identical)
     print(section)
     if args.write:
-        write_section(REPO / "BENCHMARKS.md", section)
-        print(f"wrote the section {SECTION[3:]!r} of {REPO / 'BENCHMARKS.md'}", file=sys.stderr)
+        write_section(SECTION, section)
 
 
 if __name__ == "__main__":

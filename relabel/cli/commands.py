@@ -6,8 +6,8 @@ import click
 
 
 def register(root: click.Group) -> None:
-    from relabel.cli import data, labels, snapshot
+    from relabel.cli import data, labels, snapshot, suggest
 
-    for module in (data, labels, snapshot):
+    for module in (data, labels, snapshot, suggest):
         for command in module.COMMANDS:
             root.add_command(command)

@@ -1,0 +1,79 @@
+"""`relabel suggest`: run a model over the dataset and store its answers as a model run."""
+
+from __future__ import annotations
+
+import click
+
+from relabel.settings import Settings
+
+pass_settings = click.make_pass_decorator(Settings)
+
+
+@click.command()
+@click.option(
+    "--model",
+    "model_spec",
+    default="efficientnet-lite0",
+    show_default=True,
+    help="KIND:MODEL: efficientnet-lite0, hf-classifier:ID, clip:ID, hf-vlm:ID, openai:MODEL.",
+)
+@click.option(
+    "--protocol",
+    type=click.Choice(["ow", "mc", "cw", "cwplus", "topk"]),
+    help="ow open world, mc multiple choice, cw closed world, cwplus CW with mapping; topk for scorers.",
+)
+@click.option("--run", "run_name", help="Model run name (default MODEL@PROTOCOL); re-run to resume.")
+@click.option("--images", "which", type=click.Choice(["all", "disputed"]), default="all", show_default=True)
+@click.option("--limit", type=int, help="At most N images (in the seeded order).")
+@click.option("--dataset", help="Dataset name (default: the only one).")
+@click.option("--concurrency", type=int, default=8, show_default=True, help="Requests in flight (API models).")
+@click.option("--batch-size", type=int, default=16, show_default=True, help="Images per forward pass (local models).")
+@click.option("--images-per-request", type=int, default=1, show_default=True, help="Images in one prompt (ow, cw).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the image order and MC options.")
+@click.option("--mc-options", type=int, default=4, show_default=True, help="Options per MC question.")
+@click.option("--distractors", type=click.Choice(["random", "hard"]), default="random", show_default=True)
+@click.option("--confusion", help="Hard distractors from FILE.json (class groups), FILE.npy (matrix) or run:NAME.")
+@click.option("--encoder", default="minilm", show_default=True, help="Text encoder for mapping: minilm, st:MODEL, ...")
+@click.option("--base-url", envvar="OPENAI_BASE_URL", help="OpenAI-compatible server (env OPENAI_BASE_URL).")
+@click.option("--max-side", type=int, default=1024, show_default=True, help="Longest image side sent to API models.")
+@click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda, mps (local models).")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+@pass_settings
+def suggest(
+    settings: Settings,
+    model_spec: str,
+    protocol: str | None,
+    run_name: str | None,
+    which: str,
+    limit: int | None,
+    dataset: str | None,
+    quiet: bool,
+    **options: object,
+) -> None:
+    """Run a model over the images and store its answers (suggestions for annotators, predictions for scoring).
+
+    \b
+    Examples:
+      relabel suggest                                           # offline EfficientNet-Lite0, top-5
+      relabel suggest --model openai:gpt-4o --protocol cwplus --images disputed --concurrency 16
+      relabel suggest --model openai:qwen2.5-vl --base-url http://localhost:8000/v1 --protocol ow
+      relabel suggest --model hf-vlm:Qwen/Qwen2.5-VL-3B-Instruct --protocol mc --distractors hard \\
+          --confusion run:efficientnet-lite0@topk
+    """
+    from relabel.suggest.runner import run_suggestions
+    from relabel.suggest.setup import SuggestSettings, build_job, default_protocol
+
+    s = SuggestSettings(model=model_spec, protocol=protocol, dataset=dataset, **options)  # type: ignore[arg-type]
+    job = build_job(s, settings.engine, settings.workspace / "cache")
+    name = run_name or f"{model_spec}@{protocol or default_protocol(model_spec)}"
+    r = run_suggestions(job, dataset=dataset, run_name=name, which=which, limit=limit, show_progress=not quiet)
+    click.echo(
+        f"run {r.run!r}: {r.total} image(s), {r.done_before} done before, now {r.ok} ok, {r.errors} error(s)"
+        + (f", {r.oop} out-of-prompt" if r.oop else "")
+        + (f", {r.cached} from cache" if r.cached else "")
+    )
+    if r.usage:
+        click.echo(f"  tokens: {r.usage}" + (f", estimated cost ${r.cost:.4f}" if r.cost is not None else ""))
+
+
+COMMANDS = [suggest]

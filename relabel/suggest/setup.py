@@ -1,0 +1,112 @@
+"""Assemble a suggestion job from command-line style settings: adapter, protocol, mapper, distractors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sqlalchemy import select
+from sqlalchemy.engine import Engine
+
+from db.engine import session_scope
+from db.enums import PredictionStatus
+from db.models import ModelRun, Prediction
+from relabel.errors import InputError
+from relabel.suggest.adapters import load_adapter, parse_spec
+from relabel.suggest.cache import DbResponseCache
+from relabel.suggest.distractors import DistractorSource, confusion_from_predictions, load_confusion
+from relabel.suggest.protocols import ProtocolContext, get_protocol
+from relabel.suggest.runner import SuggestJob, reference_labels
+from relabel.suggest.textmap import ClassNameIndex, load_encoder
+from relabel.workspace import dataset_vocabulary, get_dataset
+
+SCORING_KINDS = {"efficientnet-lite0", "hf-classifier", "clip"}
+
+
+@dataclass
+class SuggestSettings:
+    model: str
+    protocol: str | None = None  # None: topk for scoring models, ow for generative ones
+    dataset: str | None = None
+    concurrency: int = 8
+    batch_size: int = 16
+    images_per_request: int = 1
+    seed: int = 0
+    mc_options: int = 4
+    distractors: str = "random"
+    confusion: str | None = None  # FILE (.json groups or .npy matrix) or run:NAME
+    encoder: str = "minilm"
+    max_side: int = 1024
+    base_url: str | None = None
+    device: str = "auto"
+
+
+def default_protocol(model: str) -> str:
+    return "topk" if parse_spec(model)[0] in SCORING_KINDS else "ow"
+
+
+def _adapter_options(s: SuggestSettings, engine: Engine, prompt_version: str) -> dict[str, Any]:
+    kind, _ = parse_spec(s.model)
+    if kind == "openai":
+        return {
+            "base_url": s.base_url,
+            "concurrency": s.concurrency,
+            "max_side": s.max_side,
+            "cache": DbResponseCache(engine),
+            "prompt_version": prompt_version,
+        }
+    if kind == "hf-vlm":
+        return {"device": s.device, "batch_size": s.batch_size}
+    return {"device": s.device, "batch_size": s.batch_size}
+
+
+def _distractors(s: SuggestSettings, engine: Engine, n_classes: int) -> DistractorSource | None:
+    if s.distractors == "random":
+        return None
+    if s.distractors != "hard":
+        raise InputError(f"unknown distractor kind {s.distractors!r}; known: random, hard")
+    if not s.confusion:
+        raise InputError("hard distractors need --confusion FILE.json|FILE.npy|run:NAME")
+    if not s.confusion.startswith("run:"):
+        return load_confusion(Path(s.confusion), n_classes)
+    with session_scope(engine) as session:
+        ds = get_dataset(session, s.dataset)
+        run = session.scalars(
+            select(ModelRun).where(ModelRun.dataset_id == ds.id, ModelRun.name == s.confusion[4:])
+        ).first()
+        if run is None:
+            raise InputError(f"no model run {s.confusion[4:]!r} to take confusions from")
+        ref = reference_labels(session, ds)
+        rows = session.execute(
+            select(Prediction.image_id, Prediction.classes).where(
+                Prediction.run_id == run.id, Prediction.status == PredictionStatus.ok
+            )
+        ).all()
+    pairs = [(ref[i][0], c[0]) for i, c in rows if c and ref.get(i)]
+    if not pairs:
+        raise InputError(f"run {run.name!r} has no predictions on labelled images to build confusions from")
+    true, pred = np.array(pairs).T
+    return confusion_from_predictions(true, pred, n_classes, s.confusion)
+
+
+def build_job(s: SuggestSettings, engine: Engine, cache_dir: Path | None) -> SuggestJob:
+    """Check every setting, then load the model; raises InputError before any heavy work when a setting is wrong."""
+    protocol = get_protocol(s.protocol or default_protocol(s.model))
+    with session_scope(engine) as session:
+        vocab = dataset_vocabulary(session, get_dataset(session, s.dataset))
+    if s.images_per_request < 1 or s.concurrency < 1 or s.batch_size < 1:
+        raise InputError("--images-per-request, --concurrency and --batch-size must be at least 1")
+    ctx = ProtocolContext(
+        vocab,
+        seed=s.seed,
+        mc_options=s.mc_options,
+        images_per_request=s.images_per_request,
+        distractors=_distractors(s, engine, len(vocab)),
+    )
+    mapper = ClassNameIndex(load_encoder(s.encoder), vocab, cache_dir) if protocol.needs_mapper else None
+    adapter = load_adapter(s.model, **_adapter_options(s, engine, protocol.version(ctx)))
+    return SuggestJob(
+        engine, adapter, protocol, ctx, mapper, chunk_size=max(64, s.concurrency * s.images_per_request * 4)
+    )
