@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,3 +96,32 @@ def build_demo(engine: Engine, workspace: Path, *, show_progress: bool = True) -
     plan = plan_ingest(root, vocab, "manifest", LayoutOptions(manifest=manifest))
     report = ingest_dataset(engine, plan, dataset=DEMO_DATASET, root=root, vocab=vocab, show_progress=show_progress)
     return report, absent
+
+
+@dataclass
+class DemoSuggestion:
+    run: str
+    ok: int
+    errors: int
+    problem: str = ""  # why a suggestion run was skipped
+
+
+def suggest_demo(engine: Engine, cache_dir: Path, *, show_progress: bool = True) -> list[DemoSuggestion]:
+    """EfficientNet-Lite0 top-5 on every demo image; an MLLM's open-world answer too when an OpenAI-compatible
+    endpoint is configured (OPENAI_BASE_URL or OPENAI_API_KEY; model from RELABEL_DEMO_MLLM, default gpt-4o-mini)."""
+    from relabel.suggest.runner import run_suggestions
+    from relabel.suggest.setup import SuggestSettings, build_job
+
+    specs = [("efficientnet-lite0", "topk")]
+    if os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_KEY"):
+        specs.append((f"openai:{os.environ.get('RELABEL_DEMO_MLLM', 'gpt-4o-mini')}", "ow"))
+    done = []
+    for model, protocol in specs:
+        name = f"{model}@{protocol}"
+        try:
+            job = build_job(SuggestSettings(model=model, protocol=protocol, dataset=DEMO_DATASET), engine, cache_dir)
+            r = run_suggestions(job, dataset=DEMO_DATASET, run_name=name, show_progress=show_progress)
+            done.append(DemoSuggestion(name, r.ok, r.errors))
+        except RelabelError as exc:  # an unreachable endpoint must not spoil the offline demo
+            done.append(DemoSuggestion(name, 0, 0, str(exc)))
+    return done

@@ -118,7 +118,7 @@ def demo(ctx: click.Context, quiet: bool) -> None:
     Example:
       relabel --workspace demo-workspace demo
     """
-    from relabel.demo import build_demo
+    from relabel.demo import build_demo, suggest_demo
     from relabel.stats import workspace_stats
 
     settings: Settings = ctx.obj
@@ -126,6 +126,11 @@ def demo(ctx: click.Context, quiet: bool) -> None:
     render.ingest_report(report)
     for a in absent:
         click.echo(f"warning: demo photo {a} not found; skipped", err=True)
+    for sug in suggest_demo(settings.engine, settings.workspace / "cache", show_progress=not quiet):
+        if sug.problem:
+            click.echo(f"warning: suggestions {sug.run} skipped: {sug.problem}", err=True)
+        else:
+            click.echo(f"suggestions {sug.run}: {sug.ok} image(s), {sug.errors} error(s)")
     render.stats([s for s in workspace_stats(settings.engine) if s.name == report.dataset])
     ws = settings.workspace
     if shutil.which("relabel") is None:  # run through `make demo`: the virtualenv is not on PATH
