@@ -1,0 +1,273 @@
+"""A small OpenAI-compatible HTTP server for tests and benchmarks, with scripted faults.
+
+It serves `POST /v1/chat/completions` and `GET /v1/models` from a background thread on 127.0.0.1 (a free port),
+answers every chat request with a deterministic text after a configurable latency, and records every request it
+receives, so a test can count calls and read the prompt and images that were sent. Faults are queued: each chat
+request takes the next fault from the queue (if any) instead of the normal answer.
+
+Example:
+    with StubServer(latency_s=0.01) as stub:
+        stub.inject(Fault.rate_limit(retry_after="2"), Fault.server_error())
+        adapter = OpenAIChatAdapter("stub-model", base_url=stub.url, api_key="EMPTY")
+        ...
+        assert len(stub.chat_requests) == 3
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Answer = str | Callable[[dict[str, Any]], str]  # the reply text, or a function of the request body
+
+
+@dataclass(frozen=True)
+class Fault:
+    """What the server does instead of answering one chat request."""
+
+    status: int = 200
+    body: bytes = b""
+    headers: tuple[tuple[str, str], ...] = ()
+    delay_s: float = 0.0  # wait this long before replying (longer than the client timeout: a timeout)
+    drop: bool = False  # close the connection without any response
+
+    @classmethod
+    def rate_limit(cls, retry_after: str | None = None, retry_after_ms: str | None = None) -> Fault:
+        headers = [("Retry-After", retry_after)] if retry_after is not None else []
+        headers += [("retry-after-ms", retry_after_ms)] if retry_after_ms is not None else []
+        return cls(429, _error_body("Rate limit reached", "rate_limit_exceeded"), tuple(headers))
+
+    @classmethod
+    def server_error(cls, status: int = 500) -> Fault:
+        return cls(status, _error_body("The server had an error while processing your request", "server_error"))
+
+    @classmethod
+    def slow(cls, delay_s: float) -> Fault:
+        return cls(delay_s=delay_s)  # then a normal answer, if the client is still waiting
+
+    @classmethod
+    def drop_connection(cls) -> Fault:
+        return cls(drop=True)
+
+    @classmethod
+    def malformed(cls) -> Fault:
+        return cls(200, b'{"id": "chatcmpl-stub", "choices": [{"message": ')
+
+    @classmethod
+    def no_choices(cls) -> Fault:
+        return cls(200, b'{"id": "chatcmpl-stub", "object": "chat.completion", "choices": []}')
+
+    @classmethod
+    def unauthorized(cls) -> Fault:
+        return cls(*_UNAUTHORIZED)
+
+
+@dataclass
+class RecordedRequest:
+    """One request as the server received it."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any] | None  # the decoded JSON body; None for GET or when `keep_bodies` is off
+    image_digests: list[str] = field(default_factory=list)  # sha256 of each image_url, in message order
+
+    @property
+    def prompt(self) -> str:
+        """The text parts of the last (user) message, joined."""
+        content = (self.body or {}).get("messages", [{}])[-1].get("content", "")
+        return content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
+
+    @property
+    def image_urls(self) -> list[str]:
+        content = (self.body or {}).get("messages", [{}])[-1].get("content", [])
+        return [] if isinstance(content, str) else [p["image_url"]["url"] for p in content if "image_url" in p]
+
+
+def _error_body(message: str, code: str) -> bytes:
+    return json.dumps({"error": {"message": message, "type": "stub_error", "code": code}}).encode()
+
+
+_UNAUTHORIZED = (401, _error_body("Incorrect API key provided", "invalid_api_key"))
+
+
+def _image_digests(body: dict[str, Any]) -> list[str]:
+    digests = []
+    for message in body.get("messages", []):
+        content = message.get("content")
+        for part in content if isinstance(content, list) else []:
+            if part.get("type") == "image_url":
+                digests.append(hashlib.sha256(part["image_url"]["url"].encode()).hexdigest())
+    return digests
+
+
+class StubServer:
+    """The server and its script; a context manager that starts and stops it."""
+
+    def __init__(
+        self,
+        *,
+        latency_s: float = 0.0,
+        answer: Answer = "tabby",
+        usage: tuple[int, int] = (100, 5),
+        models: list[str] | None = None,
+        keep_bodies: bool = True,
+        require_key: str | None = None,
+    ) -> None:
+        self.latency_s = latency_s  # seconds before every normal answer
+        self.answer = answer
+        self.usage = usage  # (prompt_tokens, completion_tokens) reported for every answer
+        self.models = models  # ids for GET /v1/models; None: answer 404, as some compatible servers do
+        self.keep_bodies = keep_bodies  # off in benchmarks: 1000 base64 images take memory
+        self.require_key = require_key  # when set, any other bearer token gets a 401 on every route
+        self.faults: deque[Fault] = deque()
+        self.requests: list[RecordedRequest] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._serve, name="stub-openai", daemon=True)
+
+    @property
+    def url(self) -> str:
+        """The base URL to give the client, e.g. http://127.0.0.1:40123/v1."""
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host!s}:{port}/v1"
+
+    @property
+    def chat_requests(self) -> list[RecordedRequest]:
+        with self._lock:
+            return [r for r in self.requests if r.path.endswith("/chat/completions")]
+
+    def inject(self, *faults: Fault) -> None:
+        """Queue faults; each chat request consumes one, in order, until the queue is empty."""
+        with self._lock:
+            self.faults.extend(faults)
+
+    def reset(self) -> None:
+        with self._lock:
+            self.faults.clear()
+            self.requests.clear()
+            self.max_in_flight = self.in_flight
+
+    def start(self) -> StubServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()  # wakes handlers sleeping in a slow fault
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join()
+
+    def __enter__(self) -> StubServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _serve(self) -> None:
+        self._httpd.serve_forever(poll_interval=0.02)  # the default 0.5 s would be added to every stop()
+
+    def _record(self, request: RecordedRequest) -> Fault | None:
+        with self._lock:
+            self.requests.append(request)
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            return self.faults.popleft() if self.faults else None
+
+    def _done(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
+
+    def _completion(self, body: dict[str, Any]) -> bytes:
+        text = self.answer(body) if callable(self.answer) else self.answer
+        prompt_tokens, completion_tokens = self.usage
+        return json.dumps(
+            {
+                "id": "chatcmpl-stub",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body.get("model", ""),
+                "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": completion_tokens,
+                    "total_tokens": prompt_tokens + completion_tokens,
+                },
+            }
+        ).encode()
+
+
+def _make_handler(stub: StubServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, as real servers do
+        disable_nagle_algorithm = True  # headers and body go out as separate writes: no 40 ms delayed-ACK stall
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+            pass
+
+        def do_GET(self) -> None:
+            stub._record(RecordedRequest("GET", self.path, {k.lower(): v for k, v in self.headers.items()}, None))
+            stub._done()
+            if not self._authorized():
+                self._reply(*_UNAUTHORIZED)
+            elif self.path.rstrip("/").endswith("/models") and stub.models is not None:
+                data = [{"id": m, "object": "model", "created": 0, "owned_by": "stub"} for m in stub.models]
+                self._reply(200, json.dumps({"object": "list", "data": data}).encode())
+            else:
+                self._reply(404, _error_body(f"no route for GET {self.path}", "not_found"))
+
+        def do_POST(self) -> None:
+            raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            body = json.loads(raw)
+            recorded = RecordedRequest(
+                "POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body if stub.keep_bodies else None
+            )
+            recorded.image_digests = _image_digests(body)
+            fault = stub._record(recorded)
+            try:
+                self._answer(body, fault)
+            finally:
+                stub._done()
+
+        def _answer(self, body: dict[str, Any], fault: Fault | None) -> None:
+            if not self._authorized():
+                self._reply(*_UNAUTHORIZED)
+            elif not self.path.rstrip("/").endswith("/chat/completions"):
+                self._reply(404, _error_body(f"no route for POST {self.path}", "not_found"))
+            elif fault is None:
+                stub._stopping.wait(stub.latency_s)
+                self._reply(200, stub._completion(body))
+            elif fault.drop:
+                self.close_connection = True  # the handler returns without a byte: the socket is closed
+            elif fault.delay_s:
+                stub._stopping.wait(fault.delay_s)
+                self._reply(200, stub._completion(body))
+            else:
+                self._reply(fault.status, fault.body, fault.headers)
+
+        def _authorized(self) -> bool:
+            return stub.require_key is None or self.headers.get("Authorization") == f"Bearer {stub.require_key}"
+
+        def _reply(self, status: int, payload: bytes, headers: tuple[tuple[str, str], ...] = ()) -> None:
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                for name, value in headers:
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(payload)
+            except OSError:  # the client gave up (a timeout fault): nobody is listening
+                self.close_connection = True
+
+    return Handler
