@@ -105,8 +105,9 @@ def build_job(s: SuggestSettings, engine: Engine, cache_dir: Path | None) -> Sug
         images_per_request=s.images_per_request,
         distractors=_distractors(s, engine, len(vocab)),
     )
-    mapper = ClassNameIndex(load_encoder(s.encoder), vocab, cache_dir) if protocol.needs_mapper else None
     adapter = load_adapter(s.model, **_adapter_options(s, engine, protocol.version(ctx)))
+    adapter.check()  # a missing key or an unreachable server fails here, before the text encoder loads
+    mapper = ClassNameIndex(load_encoder(s.encoder), vocab, cache_dir) if protocol.needs_mapper else None
     return SuggestJob(
         engine, adapter, protocol, ctx, mapper, chunk_size=max(64, s.concurrency * s.images_per_request * 4)
     )
