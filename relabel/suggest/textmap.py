@@ -83,15 +83,22 @@ class OpenAIEmbeddingEncoder:
         return arr / np.maximum(np.linalg.norm(arr, axis=1, keepdims=True), 1e-12)
 
 
+def _clip_text_tower(model_id: str) -> TextEncoder:
+    from relabel.suggest.adapters.clip import ZeroShotAdapter
+
+    return ZeroShotAdapter(model_id).text_encoder()
+
+
 ENCODERS: dict[str, Callable[[str], TextEncoder]] = {
     "minilm": lambda _: SentenceTransformerEncoder(MINILM_HUB_ID),
     "st": lambda name: SentenceTransformerEncoder(name),
     "openai-embed": lambda name: OpenAIEmbeddingEncoder(name or "text-embedding-3-small"),
+    "clip-text": _clip_text_tower,
 }
 
 
 def load_encoder(spec: str = DEFAULT_ENCODER) -> TextEncoder:
-    """`minilm`, `st:MODEL` (any sentence-transformers model) or `openai-embed:MODEL`."""
+    """`minilm`, `st:MODEL` (any sentence-transformers model), `openai-embed:MODEL` or `clip-text:MODEL_ID`."""
     kind, _, name = spec.partition(":")
     if kind not in ENCODERS:
         raise InputError(f"unknown text encoder {spec!r}; known: {', '.join(ENCODERS)} (e.g. st:all-mpnet-base-v2)")
