@@ -21,7 +21,6 @@ import argparse
 import datetime
 import os
 import platform
-import shlex
 import statistics
 import sys
 import time
@@ -32,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import PIL
 import torch
+from benchlib import MET, command_line, write_section
 
 from relabel.suggest.adapters.classifier import EfficientNetLite0Adapter
 from relabel.suggest.types import ImageRef
@@ -40,14 +40,8 @@ from relabel.vocabulary import load_builtin
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(__file__).resolve().parents[2] / "shared/data"
 SECTION = "## Suggestions: EfficientNet-Lite0 throughput"
-HEADER = (
-    "# Benchmarks\n\nNumbers are medians (with min and max) from one run on a shared 2-core machine, so "
-    "expect noise between runs; each section names the command that produced it, the date and the machine. "
-    "`make bench` (`python bench/run_all.py`) reruns every benchmark and rewrites its section.\n"
-)
 BATCH_SIZES = (1, 8, 32)
 RATIO_TARGET = 0.95  # adapter throughput / bare torch loop throughput
-MET = {True: "yes", False: "**NO**"}
 NAMES = [c.name for c in load_builtin().classes]
 
 
@@ -149,13 +143,6 @@ def machine_line() -> str:
     )
 
 
-def command_line() -> str:
-    script = Path(sys.argv[0]).resolve()
-    shown = script.relative_to(REPO) if script.is_relative_to(REPO) else script
-    env = "HF_HUB_OFFLINE=1 " if os.environ.get("HF_HUB_OFFLINE") == "1" else ""
-    return f"{env}python {shlex.join([str(shown), *sys.argv[1:]])}"
-
-
 def sweep_table(sweep: dict[int, dict[str, list[float]]], n: int) -> str:
     lines = []
     for size, runs in sweep.items():
@@ -229,18 +216,6 @@ decoding at all. Top-1 accuracy on the {res.n} photos (label = the wnid in the f
 """
 
 
-def write_section(path: Path, section: str) -> None:
-    """Replace this benchmark's section of BENCHMARKS.md, or append it; creates the file with its header."""
-    text = path.read_text(encoding="utf-8") if path.exists() else HEADER
-    start = text.find(SECTION)
-    if start < 0:
-        text = text.rstrip("\n") + "\n\n" + section
-    else:
-        end = text.find("\n## ", start + len(SECTION))
-        text = text[:start] + section.rstrip("\n") + ("\n\n" + text[end + 1 :] if end >= 0 else "")
-    path.write_text(text.rstrip("\n") + "\n", encoding="utf-8")
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     raw = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=raw)
@@ -276,7 +251,7 @@ def main(argv: list[str] | None = None) -> None:
     section = report(args, machine, run(args))
     print(section)
     if args.write:
-        write_section(REPO / "BENCHMARKS.md", section)
+        write_section(SECTION, section)
         print(f"wrote the section {SECTION[3:]!r} of {REPO / 'BENCHMARKS.md'}", file=sys.stderr)
 
 

@@ -21,7 +21,6 @@ import datetime
 import hashlib
 import os
 import platform
-import shlex
 import statistics
 import sys
 import tempfile
@@ -35,6 +34,8 @@ import PIL
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # the stub server lives in tests/, which is not an installed package
 
+from benchlib import MET, command_line, write_section  # noqa: E402
+
 from relabel.settings import Settings  # noqa: E402
 from relabel.suggest.adapters.openai_api import OpenAIChatAdapter, encode_image  # noqa: E402
 from relabel.suggest.cache import DbResponseCache  # noqa: E402
@@ -43,12 +44,10 @@ from tests.suggest.stub_server import StubServer  # noqa: E402
 
 SHARED = REPO.parent / "shared/data"
 SECTION = "## Suggestions: OpenAI-compatible client"
-HEADER = "# Benchmarks\n"
 IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".png"}
 PROMPT = "What is the main object in this photo? Answer with one ImageNet class name."
 MAX_SIDE = 1024
 RATE_TARGET = 0.8  # of the ideal concurrency / latency
-MET = {True: "yes", False: "**NO**"}
 
 
 @dataclass
@@ -142,12 +141,6 @@ def machine_line() -> str:
     )
 
 
-def command_line() -> str:
-    script = Path(sys.argv[0]).resolve()
-    shown = script.relative_to(REPO) if script.is_relative_to(REPO) else script
-    return f"python {shlex.join([str(shown), *sys.argv[1:]])}"
-
-
 def row(name: str, n: int, seconds: list[float], rate_n: int, ideal: float, note: str = "") -> str:
     """One table row; the rate counts `rate_n` requests (those that reached the server) over the median time."""
     med = statistics.median(seconds)
@@ -194,18 +187,6 @@ stub, {r.cached:,} cache hits, {r.errors} errors | {MET[resumed]} |
 """
 
 
-def write_section(path: Path, section: str) -> None:
-    """Replace this benchmark's section of BENCHMARKS.md, or append it; other sections are kept as they are."""
-    text = path.read_text(encoding="utf-8") if path.exists() else HEADER
-    start = text.find(SECTION)
-    if start < 0:
-        text = text.rstrip("\n") + "\n\n" + section
-    else:
-        end = text.find("\n## ", start + len(SECTION))
-        text = text[:start] + section.rstrip("\n") + ("\n\n" + text[end + 1 :] if end >= 0 else "")
-    path.write_text(text.rstrip("\n") + "\n", encoding="utf-8")
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     raw = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=raw)
@@ -234,7 +215,7 @@ def main(argv: list[str] | None = None) -> None:
     section = report(args, machine, throughput, resume, encode)
     print(section)
     if args.write:
-        write_section(REPO / "BENCHMARKS.md", section)
+        write_section(SECTION, section)
         print(f"wrote the section {SECTION[3:]!r} of {REPO / 'BENCHMARKS.md'}", file=sys.stderr)
 
 
