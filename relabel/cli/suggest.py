@@ -69,7 +69,7 @@ def suggest(
     r = run_suggestions(job, dataset=dataset, run_name=name, which=which, limit=limit, show_progress=not quiet)
     click.echo(
         f"run {r.run!r}: {r.total} image(s), {r.done_before} done before, now {r.ok} ok, {r.errors} error(s)"
-        + (f", {r.oop} out-of-prompt" if r.oop else "")
+        + (f", {r.oop} out-of-prompt ({r.oop / max(r.ok, 1):.1%} of answers)" if r.oop else "")
         + (f", {r.cached} from cache" if r.cached else "")
     )
     if r.usage:

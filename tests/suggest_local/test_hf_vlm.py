@@ -15,7 +15,7 @@ from relabel.suggest.adapters import load_adapter
 from relabel.suggest.adapters.hf_vlm import HFVisionLanguageAdapter, chat_messages, fit_within
 from relabel.suggest.types import ChatRequest, GenerativeAdapter, ImageRef
 from tests.images import photo, truncated_jpeg
-from tests.suggest_local.tiny_models import save_qwen2_vl_processor_only, save_tiny_llava
+from tests.suggest_local.tiny_models import save_tiny_llava, save_tiny_qwen2_vl
 
 IMAGE_TOKENS = 16  # (32 / 8) ** 2 patches, one <image> token each
 
@@ -129,17 +129,45 @@ class TestLoading:
         with pytest.raises(RelabelError, match="cannot load vision-language model.*HF_HUB_OFFLINE"):
             HFVisionLanguageAdapter(str(tmp_path / "nowhere"), device="cpu").check()
 
-    @pytest.mark.skipif(importlib.util.find_spec("torchvision") is not None, reason="torchvision is installed")
-    def test_a_qwen_vl_processor_without_torchvision_names_the_missing_package(self, tmp_path: Path) -> None:
-        folder = save_qwen2_vl_processor_only(tmp_path / "qwen")
-        with pytest.raises(RelabelError, match="processor of .*qwen.*need torchvision"):
-            HFVisionLanguageAdapter(str(folder), device="cpu").check()
-
     def test_bad_options_are_input_errors(self) -> None:
         with pytest.raises(InputError, match="batch_size"):
             HFVisionLanguageAdapter("m", batch_size=0)
         with pytest.raises(InputError, match="max_new_tokens"):
             HFVisionLanguageAdapter("m", max_new_tokens=-3)
+
+
+@pytest.fixture(scope="module")
+def qwen(tmp_path_factory: pytest.TempPathFactory) -> HFVisionLanguageAdapter:
+    folder = save_tiny_qwen2_vl(tmp_path_factory.mktemp("qwen2vl"))
+    adapter = load_adapter(f"hf-vlm:{folder}", device="cpu", batch_size=2, max_new_tokens=5)
+    adapter.check()
+    return adapter
+
+
+class TestQwen2VL:
+    """Qwen-VL's processor builds a video processor that needs torchvision; the adapter loads it image-only."""
+
+    def test_loads_and_answers_deterministically(
+        self, qwen: HFVisionLanguageAdapter, requests_: list[ChatRequest]
+    ) -> None:
+        first, second = qwen.generate(requests_), qwen.generate(requests_)
+        assert all(o.ok for o in first) and texts(first) == texts(second)
+        info = qwen.describe()
+        assert (
+            info["model_class"] == "Qwen2VLForConditionalGeneration" and info["processor_class"] == "Qwen2VLProcessor"
+        )
+        assert qwen.processor.video_processor is None or importlib.util.find_spec("torchvision") is not None
+
+    def test_the_image_is_encoded_into_the_prompt(
+        self, qwen: HFVisionLanguageAdapter, requests_: list[ChatRequest]
+    ) -> None:
+        small, large = (
+            ref(photo(requests_[0].images[0].path.parent / n, size))
+            for n, size in (("s.jpg", (56, 56)), ("l.jpg", (112, 112)))
+        )
+        outputs = qwen.generate([ChatRequest((small,), "x"), ChatRequest((large,), "x")])
+        # merged image tokens: (56/28)^2 = 4 and (112/28)^2 = 16, so the prompts differ by exactly 12 tokens
+        assert outputs[1].usage["prompt_tokens"] - outputs[0].usage["prompt_tokens"] == 12
 
 
 def test_chat_messages_put_images_before_the_prompt() -> None:

@@ -22,6 +22,7 @@ from transformers import (
     LlavaProcessor,
     Qwen2Tokenizer,
     Qwen2VLConfig,
+    Qwen2VLForConditionalGeneration,
     Qwen2VLImageProcessorPil,
     SiglipConfig,
     SiglipImageProcessorPil,
@@ -143,13 +144,48 @@ def save_tiny_llava(folder: Path) -> Path:
     return folder
 
 
-def save_qwen2_vl_processor_only(folder: Path) -> Path:
-    """The processor files of a Qwen2-VL checkpoint (tokenizer, image processor, processor class) and its config,
-    without weights: enough to see whether its processor loads here."""
+QWEN_CHAT_TEMPLATE = CHAT_TEMPLATE.replace("<image>\n", "<|vision_start|><|image_pad|><|vision_end|>")
+QWEN_SPECIAL = ["<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
+
+
+def save_tiny_qwen2_vl(folder: Path) -> Path:
+    """A Qwen2VLForConditionalGeneration saved like a hub checkpoint, video processor config included.
+
+    In transformers 5 that video processor needs torchvision, so its config is written as a file (the class cannot
+    be built here); the adapter then has to load the processor image-only.
+    """
     tokenizer = Qwen2Tokenizer(vocab={c: i for i, c in enumerate(sorted(ByteLevel.alphabet()))}, merges=[])
-    tokenizer.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>", "<|image_pad|>"]})
+    tokenizer.add_special_tokens({"additional_special_tokens": QWEN_SPECIAL, "eos_token": "<|im_end|>"})
+    tokenizer.add_special_tokens({"pad_token": END})
+    ids = {name: tokenizer.convert_tokens_to_ids(f"<|{name}|>") for name in ("vision_start", "vision_end")}
+    rope = {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 1, 1]}
+    text = {**TINY, "intermediate_size": 64, "num_key_value_heads": 2, "vocab_size": len(tokenizer)}
+    text.update(rope_parameters=rope, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    text.update(bos_token_id=tokenizer.pad_token_id, max_position_embeddings=512, initializer_range=0.2)
+    vision = {"depth": 2, "embed_dim": 32, "hidden_size": 32, "num_heads": 4, "patch_size": 14, "spatial_merge_size": 2}
+    config = Qwen2VLConfig(
+        text_config=text,
+        vision_config=vision,
+        image_token_id=tokenizer.convert_tokens_to_ids("<|image_pad|>"),
+        video_token_id=tokenizer.convert_tokens_to_ids("<|video_pad|>"),
+        vision_start_token_id=ids["vision_start"],
+        vision_end_token_id=ids["vision_end"],
+    )
+    torch.manual_seed(0)
+    model = Qwen2VLForConditionalGeneration(config)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-    Qwen2VLImageProcessorPil().save_pretrained(folder)
+    images = Qwen2VLImageProcessorPil(min_pixels=56 * 56, max_pixels=112 * 112)  # 4 to 16 merged image tokens
+    images.save_pretrained(folder)
+    (folder / "chat_template.jinja").write_text(QWEN_CHAT_TEMPLATE)
     (folder / "processor_config.json").write_text(json.dumps({"processor_class": "Qwen2VLProcessor"}))
-    Qwen2VLConfig().to_json_file(folder / "config.json")
+    video = {
+        "video_processor_type": "Qwen2VLVideoProcessor",
+        "patch_size": 14,
+        "temporal_patch_size": 2,
+        "merge_size": 2,
+    }
+    (folder / "video_preprocessor_config.json").write_text(json.dumps(video))
     return folder

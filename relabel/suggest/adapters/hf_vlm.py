@@ -7,7 +7,8 @@ the newly generated tokens are decoded. Decoding is greedy unless a request asks
 Written for chat VLMs whose processor renders image content itself: Qwen2-VL, Qwen2.5-VL, Qwen3-VL, LLaVA /
 LLaVA-OneVision, InternVL (the `-hf` checkpoints), Gemma 3 and SmolVLM. A model without a chat template but with an
 image token (PaliGemma 2 mix checkpoints) gets its image tokens followed by the plain prompt. In transformers 5 the
-Qwen-VL, LLaVA-OneVision, InternVL and SmolVLM processors also build a video processor, which needs torchvision.
+Qwen-VL, LLaVA-OneVision, InternVL and SmolVLM processors also build a video processor, which needs torchvision;
+without it they are loaded image-only (see `load_processor`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,36 @@ if TYPE_CHECKING:
     import torch
 
 DEFAULT_MAX_IMAGE_SIDE = 1024  # bounds the tokens per image of dynamic-resolution models (Qwen-VL: ~1,300)
+
+
+def load_processor(model_id: str) -> Any:
+    """The model's processor with a Pillow image processor.
+
+    When the full processor cannot be built because its video processor needs torchvision (transformers 5:
+    Qwen-VL, LLaVA-OneVision, InternVL, SmolVLM), the same processor class is loaded without its video part: only
+    images are sent, and these processors touch the video processor only when given videos.
+    """
+    from transformers import AutoProcessor
+
+    try:
+        return AutoProcessor.from_pretrained(model_id, **pil_backend_options())
+    except ImportError as exc:
+        processor = _image_only_class(model_id, exc).from_pretrained(model_id, **pil_backend_options())
+        processor.video_processor = None
+        return processor
+
+
+def _image_only_class(model_id: str, cause: ImportError) -> Any:
+    """The model type's processor class, minus its video processor attribute."""
+    from transformers import AutoConfig
+    from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES, processor_class_from_name
+
+    name = PROCESSOR_MAPPING_NAMES.get(AutoConfig.from_pretrained(model_id).model_type)
+    base = processor_class_from_name(name) if name else None
+    if base is None:
+        raise cause
+    attributes = [a for a in base.get_attributes() if "video" not in a]
+    return type(base.__name__, (base,), {"get_attributes": classmethod(lambda cls: attributes)})
 
 
 def chat_messages(request: ChatRequest, images: list[Image.Image]) -> list[dict[str, Any]]:
@@ -90,20 +121,16 @@ class HFVisionLanguageAdapter(LazyModel):
         self.stop_ids: set[int] = set()
         self.chat = True  # the processor has a chat template (else: plain prompt after the image tokens)
         self._busy = threading.Lock()  # one generate call at a time on the model
+        self.usage_totals: dict[str, int] = {"prompt_tokens": 0, "completion_tokens": 0, "calls": 0}
 
     def _load(self) -> None:
-        from transformers import AutoModelForImageTextToText, AutoProcessor
+        from transformers import AutoModelForImageTextToText
 
         self.device, self.dtype = pick_device(self.device_pref)
         try:
-            processor = AutoProcessor.from_pretrained(self.model_id, **pil_backend_options())
+            processor = load_processor(self.model_id)
             model = AutoModelForImageTextToText.from_pretrained(self.model_id, **dtype_options(self.dtype))
-        except ImportError as exc:  # transformers 5: video-capable processors (Qwen-VL...) need torchvision
-            raise RelabelError(
-                f"cannot load the processor of {self.model_id!r}: {exc}; the processors of video-capable models "
-                "(Qwen-VL, LLaVA-OneVision, InternVL, SmolVLM) need torchvision installed"
-            ) from exc
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, ImportError) as exc:
             raise load_error("vision-language model", self.model_id, exc) from exc
         self.chat = bool(getattr(processor, "chat_template", None))
         if not self.chat and not getattr(processor, "image_token", None):
@@ -165,10 +192,15 @@ class HFVisionLanguageAdapter(LazyModel):
         share = (time.perf_counter() - started) / len(requests)
         new_tokens = sequences[:, inputs["input_ids"].shape[1] :].cpu()
         prompt_tokens = inputs["attention_mask"].sum(dim=1).tolist()
-        return [
+        outputs = [
             self._output(row[: self._limit(r)].tolist(), int(n), share)
             for row, r, n in zip(new_tokens, requests, prompt_tokens)
         ]
+        for out in outputs:  # _busy is held: one batch at a time updates the totals
+            for name in ("prompt_tokens", "completion_tokens"):
+                self.usage_totals[name] += out.usage[name] if out.usage else 0
+        self.usage_totals["calls"] += 1
+        return outputs
 
     def _encode(self, requests: list[ChatRequest], images: list[list[Image.Image]]) -> dict[str, Any]:
         if not self.chat:  # PaliGemma-style: image tokens, then the prompt; the processor adds the rest
