@@ -1,0 +1,1 @@
+"""Tests of the pure scoring core: scoring, reliability parts and perturbations."""
