@@ -96,8 +96,12 @@ def record_annotation(
     suggestion_action: SuggestionAction = SuggestionAction.none,
     adjudicate: bool = False,
     client_token: str | None = None,
+    n_classes: int | None = None,
 ) -> int:
-    """Append one decision and return its id; a resent `client_token` returns the first id and stores nothing."""
+    """Append one decision and return its id; a resent `client_token` returns the first id and stores nothing.
+
+    `n_classes` (the vocabulary size, when the caller knows it) saves reading the vocabulary to check `classes`.
+    """
     classes, flags = list(dict.fromkeys(classes)), list(dict.fromkeys(flags))
     if verdict is Verdict.labels and not classes:
         raise InputError("a 'labels' decision needs at least one class")
@@ -116,7 +120,8 @@ def record_annotation(
         image = s.get(Image, image_id)
         if image is None:
             raise NotFoundError(f"image id {image_id} does not exist")
-        n_classes = len(dataset_vocabulary(s, s.get(Dataset, image.dataset_id)))  # type: ignore[arg-type]
+        if n_classes is None:
+            n_classes = len(dataset_vocabulary(s, s.get(Dataset, image.dataset_id)))  # type: ignore[arg-type]
         out_of_range = [c for c in classes if not 0 <= c < n_classes]
         if out_of_range:
             raise InputError(f"classes {out_of_range} are outside 0..{n_classes - 1}")
@@ -172,9 +177,12 @@ def retract_annotation(engine: Engine, annotation_id: int, *, user: str, client_
         return row.id  # type: ignore[return-value]
 
 
-def current_decisions(conn: Connection, dataset_id: int) -> dict[int, list[Decision]]:
-    """Each image's standing decisions: the latest per annotator, minus those retracted."""
-    rows = conn.execute(
+def current_decisions(
+    conn: Connection, dataset_id: int, image_ids: list[int] | None = None
+) -> dict[int, list[Decision]]:
+    """Each image's standing decisions: the latest per annotator, minus those retracted (only `image_ids`, if
+    given)."""
+    query = (
         select(
             Annotation.id,
             Annotation.image_id,
@@ -187,7 +195,10 @@ def current_decisions(conn: Connection, dataset_id: int) -> dict[int, list[Decis
         .join(Image, Image.id == Annotation.image_id)  # type: ignore[arg-type]
         .where(Image.dataset_id == dataset_id)
         .order_by(Annotation.id)  # type: ignore[arg-type]
-    ).all()
+    )
+    if image_ids is not None:
+        query = query.where(Annotation.image_id.in_(image_ids))  # type: ignore[attr-defined]
+    rows = conn.execute(query).all()
     retracted = {r.retracts_id for r in rows if r.verdict == Verdict.retract}
     latest: dict[tuple[int, int, bool], Decision] = {}
     for r in rows:

@@ -1,8 +1,13 @@
-"""Collects the command modules onto the root group."""
+"""Collects the command modules onto the root group, plus commands other packages register under the
+`relabel.commands` entry-point group (the studio's `serve`)."""
 
 from __future__ import annotations
 
+from importlib.metadata import entry_points
+
 import click
+
+ENTRY_POINT_GROUP = "relabel.commands"
 
 
 def register(root: click.Group) -> None:
@@ -11,3 +16,5 @@ def register(root: click.Group) -> None:
     for module in (data, labels, snapshot, suggest):
         for command in module.COMMANDS:
             root.add_command(command)
+    for entry in entry_points(group=ENTRY_POINT_GROUP):
+        root.add_command(entry.load(), entry.name)

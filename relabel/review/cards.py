@@ -1,0 +1,256 @@
+"""One review card: everything an annotator sees about one image, read in four small indexed queries.
+
+Other annotators' decisions are part of the card only once the viewer has decided the image themselves (blind
+review), or when a lead opens it for adjudication.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.engine import Connection
+from sqlmodel import Session
+
+from db.enums import PredictionStatus, SourceKind, Verdict
+from db.models import Annotation, Dataset, Image, Label, LabelSource, ModelRun, Prediction, User
+from relabel.errors import NotFoundError
+from relabel.review.display import StoredImage
+from relabel.vocabulary import ClassInfo, Vocabulary
+
+GENERATIVE_PROTOCOLS = ("ow", "cw", "cwplus")  # runs whose answers are suggestions (MC needs a reference label)
+SCORING_PROTOCOLS = ("topk", "supervised", "imported")
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    prediction_id: int
+    run: str
+    model: str
+    protocol: str
+    ok: bool
+    raw: str  # the model's own words
+    classes: tuple[int, ...]  # ranked
+    scores: tuple[float, ...] = ()
+    details: dict[str, Any] = field(default_factory=dict)
+    error: str = ""
+
+    @property
+    def top1(self) -> int | None:
+        return self.classes[0] if self.ok and self.classes else None
+
+
+@dataclass(frozen=True)
+class PriorLabel:
+    source: str
+    classes: tuple[int, ...]
+    category: str | None
+    extra: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class Event:
+    """One entry of an image's audit trail."""
+
+    annotation_id: int
+    user: str
+    verdict: Verdict
+    classes: tuple[int, ...]
+    flags: tuple[str, ...]
+    note: str
+    suggestion_action: str
+    is_adjudication: bool
+    retracts_id: int | None
+    seconds_on_item: float | None
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Card:
+    image: StoredImage
+    dataset: str
+    width: int | None
+    height: int | None
+    notes: str
+    original: tuple[int, ...]  # ImGT classes (usually one)
+    suggestion: Suggestion | None  # from a generative run (OW / CW / CW+)
+    classifier: Suggestion | None  # top-k of a scoring run
+    priors: tuple[PriorLabel, ...]
+    history: tuple[Event, ...]  # every event on the image, oldest first
+    viewer: str
+
+    @property
+    def image_id(self) -> int:
+        return self.image.image_id
+
+    @property
+    def suggested_class(self) -> int | None:
+        """What "suggestion is right" means: the MLLM's class, else the classifier's top-1."""
+        for s in (self.suggestion, self.classifier):
+            if s is not None and s.top1 is not None:
+                return s.top1
+        return None
+
+    @property
+    def suggestion_used(self) -> Suggestion | None:
+        for s in (self.suggestion, self.classifier):
+            if s is not None and s.top1 is not None:
+                return s
+        return None
+
+    def standing(self) -> dict[str, Event]:
+        """Each user's current decision (latest, unless undone), adjudications under 'lead:NAME'."""
+        undone = {e.retracts_id for e in self.history if e.verdict is Verdict.retract}
+        out: dict[str, Event] = {}
+        for e in self.history:
+            if e.verdict is Verdict.retract or e.annotation_id in undone:
+                continue
+            out[f"lead:{e.user}" if e.is_adjudication else e.user] = e
+        return out
+
+    def own(self) -> Event | None:
+        return self.standing().get(self.viewer)
+
+    def others(self, reveal: bool = False) -> list[Event]:
+        """Other users' standing decisions: hidden (empty) until the viewer has decided, unless `reveal`."""
+        standing = self.standing()
+        if not reveal and self.viewer not in standing:
+            return []
+        return [e for who, e in standing.items() if who != self.viewer]
+
+
+@dataclass(frozen=True)
+class RunChoice:
+    """The runs a card shows: one generative suggestion run and one classifier run (either may be missing)."""
+
+    suggestion: int | None
+    classifier: int | None
+
+
+def pick_runs(conn: Connection, dataset_id: int, suggestion: str | None, classifier: str | None) -> RunChoice:
+    """The named runs, or the newest generative / scoring run of the dataset."""
+    rows = conn.execute(
+        select(ModelRun.id, ModelRun.name, ModelRun.protocol)
+        .where(ModelRun.dataset_id == dataset_id)
+        .order_by(ModelRun.created_at.desc(), ModelRun.id.desc())  # type: ignore[attr-defined]
+    ).all()
+    by_name = {r.name: r.id for r in rows}
+
+    def choose(name: str | None, protocols: tuple[str, ...], what: str) -> int | None:
+        if name is not None:
+            if name not in by_name:
+                raise NotFoundError(f"unknown {what} run {name!r}; known runs: {', '.join(by_name) or 'none'}")
+            return by_name[name]
+        return next((r.id for r in rows if r.protocol in protocols), None)
+
+    return RunChoice(
+        choose(suggestion, GENERATIVE_PROTOCOLS, "suggestion"), choose(classifier, SCORING_PROTOCOLS, "classifier")
+    )
+
+
+def load_card(conn: Connection, image_id: int, runs: RunChoice, viewer: str) -> Card:
+    """The card of `image_id` as `viewer` sees it. Raises NotFoundError for an unknown image."""
+    with Session(bind=conn) as session:
+        return _load_card(session, image_id, runs, viewer)
+
+
+def _load_card(conn: Session, image_id: int, runs: RunChoice, viewer: str) -> Card:
+    row = conn.execute(
+        select(Image, Dataset.root, Dataset.name)
+        .join(Dataset, Dataset.id == Image.dataset_id)
+        .where(Image.id == image_id)
+    ).first()
+    if row is None:
+        raise NotFoundError(f"image id {image_id} does not exist")
+    image, root, dataset = row
+    original, priors = _labels(conn, image_id)
+    suggestion, classifier = _suggestions(conn, image_id, runs)
+    return Card(
+        image=StoredImage(image.id, root, image.path, image.sha256),
+        dataset=dataset,
+        width=image.width,
+        height=image.height,
+        notes=image.notes,
+        original=original,
+        suggestion=suggestion,
+        classifier=classifier,
+        priors=priors,
+        history=tuple(image_history(conn, image_id)),
+        viewer=viewer,
+    )
+
+
+def _labels(conn: Session, image_id: int) -> tuple[tuple[int, ...], tuple[PriorLabel, ...]]:
+    rows = conn.execute(
+        select(LabelSource.name, LabelSource.kind, Label.classes, Label.category, Label.extra)
+        .join(LabelSource, LabelSource.id == Label.source_id)
+        .where(Label.image_id == image_id)
+        .order_by(LabelSource.name)
+    ).all()
+    original = next((tuple(r.classes) for r in rows if r.kind == SourceKind.original), ())
+    priors = tuple(
+        PriorLabel(r.name, tuple(r.classes), r.category, r.extra) for r in rows if r.kind == SourceKind.prior
+    )
+    return original, priors
+
+
+def _suggestions(conn: Session, image_id: int, runs: RunChoice) -> tuple[Suggestion | None, Suggestion | None]:
+    wanted = [r for r in (runs.suggestion, runs.classifier) if r is not None]
+    if not wanted:
+        return None, None
+    rows = conn.execute(
+        select(Prediction, ModelRun.name, ModelRun.model, ModelRun.protocol)
+        .join(ModelRun, ModelRun.id == Prediction.run_id)
+        .where(Prediction.image_id == image_id, Prediction.run_id.in_(wanted))  # type: ignore[attr-defined]
+    ).all()
+    found: dict[int, Suggestion] = {}
+    for p, name, model, protocol in rows:
+        found[p.run_id] = Suggestion(
+            prediction_id=p.id,
+            run=name,
+            model=model,
+            protocol=protocol,
+            ok=p.status is PredictionStatus.ok,
+            raw=p.raw_output,
+            classes=tuple(p.classes),
+            scores=tuple(p.scores or ()),
+            details=dict(p.details or {}),
+            error=p.reason,
+        )
+    return found.get(runs.suggestion or -1), found.get(runs.classifier or -1)
+
+
+def image_history(conn: Connection | Session, image_id: int) -> list[Event]:
+    """Every decision event on the image, oldest first."""
+    if isinstance(conn, Connection):
+        with Session(bind=conn) as session:
+            return image_history(session, image_id)
+    rows = conn.execute(
+        select(Annotation, User.name)
+        .join(User, User.id == Annotation.user_id)
+        .where(Annotation.image_id == image_id)
+        .order_by(Annotation.id)  # type: ignore[arg-type]
+    ).all()
+    return [event(a, name) for a, name in rows]
+
+
+def event(a: Annotation, user: str) -> Event:
+    return Event(
+        annotation_id=a.id,  # type: ignore[arg-type]
+        user=user,
+        verdict=Verdict(a.verdict),
+        classes=tuple(a.classes),
+        flags=tuple(a.flags),
+        note=a.note,
+        suggestion_action=str(getattr(a.suggestion_action, "value", a.suggestion_action)),
+        is_adjudication=bool(a.is_adjudication),
+        retracts_id=a.retracts_id,
+        seconds_on_item=a.seconds_on_item,
+        created_at=a.created_at,
+    )
+
+
+def describe_class(vocab: Vocabulary, index: int | None) -> ClassInfo | None:
+    return vocab.classes[index] if index is not None and 0 <= index < len(vocab) else None

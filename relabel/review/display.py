@@ -1,0 +1,77 @@
+"""Images as the studio shows them: upright (EXIF), RGB, scaled to fit the screen, cached as JPEG files.
+
+Only images recorded in the workspace are served, and only from inside their dataset root: a path that resolves
+outside it (a link planted after ingest) is refused. Cached files are named by content hash and size, so an image
+that changes on disk gets a new file, and two datasets holding the same photo share one.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from PIL import Image
+
+from relabel.errors import InputError, NotFoundError
+from relabel.suggest.adapters.imaging import load_rgb
+
+DISPLAY_SIDE = 1024  # the longer side of the on-screen image; "full resolution" keeps the original size
+FULL = 0
+
+
+@dataclass(frozen=True)
+class StoredImage:
+    """What the display cache needs to know about one workspace image."""
+
+    image_id: int
+    root: str | None
+    path: str
+    sha256: str | None
+
+
+def source_path(image: StoredImage) -> Path:
+    """The image file on disk; refuses anything that resolves outside its dataset root."""
+    if not image.root:
+        raise NotFoundError(f"image {image.image_id} has no dataset root on this machine")
+    root = Path(image.root).resolve()
+    full = (root / image.path).resolve()
+    if not full.is_relative_to(root):
+        raise InputError(f"image {image.image_id}: {image.path!r} resolves outside the dataset root {str(root)!r}")
+    if not full.is_file():
+        raise NotFoundError(f"image {image.image_id}: {image.path!r} is not on disk under {str(root)!r}")
+    return full
+
+
+class DisplayCache:
+    """Resized, upright JPEG copies of workspace images under `folder`."""
+
+    def __init__(self, folder: Path, side: int = DISPLAY_SIDE, quality: int = 88) -> None:
+        self.folder, self.side, self.quality = folder, side, quality
+        folder.mkdir(parents=True, exist_ok=True)
+
+    def path_for(self, image: StoredImage, side: int | None = None) -> Path:
+        """The cached copy of `image` (longer side at most `side`, 0 = full size), made on first use."""
+        side = self.side if side is None else side
+        key = image.sha256 or f"id{image.image_id}"
+        target = self.folder / key[:2] / f"{key}_{side or 'full'}.jpg"
+        if not target.exists():
+            self._render(image, side, target)
+        return target
+
+    def _render(self, image: StoredImage, side: int, target: Path) -> None:
+        img = load_rgb(source_path(image), min_side=side // 2 if side else None)
+        if side and max(img.size) > side:
+            scale = side / max(img.size)
+            size = (max(1, round(img.width * scale)), max(1, round(img.height * scale)))
+            img = img.resize(size, Image.Resampling.LANCZOS, reducing_gap=2.0)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".part")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                img.save(out, "JPEG", quality=self.quality)
+            os.replace(tmp, target)  # concurrent renders of one image both write whole files
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise

@@ -1,0 +1,245 @@
+"""The review queue: disputed images first, N-way blind overlap, and who is looking at what.
+
+Priority is the evidence that an image's original label is wrong, summed from four signals (weights in
+`WEIGHTS`): the suggestion's top-1 differs from the original label; the classifier gives the original label little
+probability; prior relabels (ReaL, Shankar, MTurk...) leave the original label out; annotators already disagree.
+Ties keep a seeded shuffle, so two workspaces built the same way serve the same order.
+
+Assignment: an image needs `overlap` annotators. It is served to a user who has not decided it, while fewer than
+`overlap` users have decided it or hold it open (a lease that expires after `lease_seconds`), so two annotators
+are not served the same image beyond the overlap. State lives in memory, guarded by one lock; decisions live in the
+database, and `ReviewQueue.load` rebuilds everything from it after a restart.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from relabel.errors import InputError
+
+WEIGHTS = {"suggestion": 1.0, "classifier": 1.0, "priors": 1.0, "annotators": 2.0}
+STATUSES = ("open", "disputed", "decided", "mine")  # the queue's status filter: see ReviewQueue.matches
+DEFAULT_LEASE_SECONDS = 600.0
+
+
+@dataclass
+class Evidence:
+    """What is known about one readable image when the queue is built."""
+
+    image_id: int
+    original: int | None  # first ImGT class, None when the image has no original label
+    suggestion: int | None = None  # the suggestion's top-1 class
+    original_confidence: float | None = None  # classifier probability of the original class (0 if not in top-k)
+    priors: list[list[int]] = field(default_factory=list)  # label sets of prior relabels
+    voters: dict[int, tuple] = field(default_factory=dict)  # user id -> decision key (verdict, classes)
+    adjudicated: bool = False
+
+
+def priority(e: Evidence) -> float:
+    """Evidence that the original label is wrong, in [0, sum(WEIGHTS)]; see the module docstring."""
+    score = 0.0
+    if e.original is None:
+        return sum(WEIGHTS.values())  # nothing to confirm: every signal says "look"
+    if e.suggestion is not None and e.suggestion != e.original:
+        score += WEIGHTS["suggestion"]
+    if e.original_confidence is not None:
+        score += WEIGHTS["classifier"] * (1.0 - min(max(e.original_confidence, 0.0), 1.0))
+    if e.priors:
+        score += WEIGHTS["priors"] * sum(e.original not in p for p in e.priors) / len(e.priors)
+    if len(set(e.voters.values())) > 1:
+        score += WEIGHTS["annotators"]
+    return score
+
+
+@dataclass(frozen=True)
+class QueueFilter:
+    """Which images a user wants: an original class, a status (STATUSES) and/or a set of image ids."""
+
+    class_index: int | None = None
+    status: str = "open"
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise InputError(f"unknown queue status {self.status!r}; known: {', '.join(STATUSES)}")
+
+
+class ReviewQueue:
+    """Which image to serve each user next. Thread-safe; every public method takes the lock once."""
+
+    def __init__(
+        self,
+        evidence: Iterable[Evidence],
+        *,
+        overlap: int = 1,
+        seed: int = 0,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if overlap < 1:
+            raise InputError(f"overlap must be at least 1, got {overlap}")
+        rows = list(evidence)
+        tiebreak = np.random.default_rng(seed).permutation(len(rows))
+        ranked = sorted(range(len(rows)), key=lambda i: (-priority(rows[i]), tiebreak[i]))
+        self.order = [rows[i].image_id for i in ranked]
+        self.evidence = {e.image_id: e for e in rows}
+        self.priority = {e.image_id: priority(e) for e in rows}
+        self.overlap, self.lease_seconds, self.clock = overlap, lease_seconds, clock
+        self._lock = threading.Lock()
+        self._leases: dict[int, dict[int, float]] = {}  # image -> user -> expiry
+        self._current: dict[int, int] = {}  # user -> image they hold open
+        self._cursor: dict[tuple[int, QueueFilter], int] = {}
+        self._skipped: dict[int, set[int]] = {}
+        self._counts = {"images": len(rows), "needs_votes": 0, "complete": 0, "disputed": 0, "adjudicated": 0}
+        self._decided: dict[int, int] = {}  # user -> images with a standing decision of theirs
+        for e in rows:
+            self._count(e, +1)
+
+    # -- state changes -------------------------------------------------------------------------------------------
+
+    def record(self, image_id: int, user_id: int, key: tuple | None, adjudication: bool = False) -> None:
+        """A decision was stored (key None: the user's decision was undone). Releases the user's lease."""
+        with self._lock:
+            e = self.evidence.get(image_id)
+            if e is None:
+                return
+            self._count(e, -1)
+            if adjudication:
+                e.adjudicated = key is not None
+            elif key is None:
+                e.voters.pop(user_id, None)
+                self._rewind(user_id)
+            else:
+                e.voters[user_id] = key
+            self._count(e, +1)
+            self._release(image_id, user_id)
+
+    def skip(self, image_id: int, user_id: int) -> None:
+        with self._lock:
+            self._skipped.setdefault(user_id, set()).add(image_id)
+            self._release(image_id, user_id)
+
+    def hold(self, image_id: int, user_id: int) -> None:
+        """Lease `image_id` to `user_id` (an image opened directly, e.g. from the history or after an undo)."""
+        with self._lock:
+            self._hold(image_id, user_id)
+
+    # -- serving -------------------------------------------------------------------------------------------------
+
+    def next_image(self, user_id: int, flt: QueueFilter = QueueFilter()) -> int | None:
+        """The image to show `user_id` now: the one they hold open if it still matches, else the first eligible
+        image in priority order after their cursor (one wrap-around, then skipped images again). None: done."""
+        with self._lock:
+            now = self.clock()
+            held = self._current.get(user_id)
+            if held is not None and self._eligible(held, user_id, flt, now, holding=True):
+                self._hold(held, user_id)
+                return held
+            found = self._scan(user_id, flt, now)
+            if found is None and self._skipped.pop(user_id, None):
+                found = self._scan(user_id, flt, now)
+            if found is not None:
+                self._hold(found, user_id)
+            return found
+
+    def peek(self, user_id: int, flt: QueueFilter = QueueFilter()) -> int | None:
+        """The image `next_image` would serve after the one `user_id` holds now, without leasing it."""
+        with self._lock:
+            now = self.clock()
+            held = self._current.get(user_id)
+            n = len(self.order)
+            start = self._cursor.get((user_id, flt), 0)
+            skipped = self._skipped.get(user_id, set())
+            for step in range(min(n, 10_000)):
+                image_id = self.order[(start + step) % n]
+                if image_id != held and image_id not in skipped and self._eligible(image_id, user_id, flt, now):
+                    return image_id
+            return None
+
+    def remaining(self, user_id: int, flt: QueueFilter = QueueFilter()) -> int:
+        """Images still eligible for `user_id` under `flt` (a full pass: for progress displays, not per card)."""
+        with self._lock:
+            now = self.clock()
+            return sum(self._eligible(i, user_id, flt, now) for i in self.order)
+
+    def counts(self) -> dict[str, int]:
+        """Images by queue state: needing votes, complete (overlap reached), disputed, adjudicated."""
+        with self._lock:
+            return dict(self._counts)
+
+    def decided_by(self, user_id: int) -> int:
+        """Images on which `user_id` has a standing (not undone) decision."""
+        with self._lock:
+            return self._decided.get(user_id, 0)
+
+    def disputed(self) -> list[int]:
+        """Images whose annotators disagree and that no lead has adjudicated, in priority order."""
+        with self._lock:
+            return [i for i in self.order if self._is_disputed(self.evidence[i])]
+
+    # -- internals (lock held) -----------------------------------------------------------------------------------
+
+    @staticmethod
+    def _is_disputed(e: Evidence) -> bool:
+        return not e.adjudicated and len(set(e.voters.values())) > 1
+
+    def _count(self, e: Evidence, sign: int) -> None:
+        """Add (+1) or remove (-1) one image's contribution to the counters."""
+        state = "adjudicated" if e.adjudicated else "complete" if len(e.voters) >= self.overlap else "needs_votes"
+        self._counts[state] += sign
+        self._counts["disputed"] += sign * self._is_disputed(e)
+        for user_id in e.voters:
+            self._decided[user_id] = self._decided.get(user_id, 0) + sign
+
+    def _scan(self, user_id: int, flt: QueueFilter, now: float) -> int | None:
+        n = len(self.order)
+        start = self._cursor.get((user_id, flt), 0)
+        skipped = self._skipped.get(user_id, set())
+        for step in range(n):
+            pos = (start + step) % n
+            image_id = self.order[pos]
+            if image_id not in skipped and self._eligible(image_id, user_id, flt, now):
+                self._cursor[(user_id, flt)] = pos
+                return image_id
+        return None
+
+    def _eligible(self, image_id: int, user_id: int, flt: QueueFilter, now: float, holding: bool = False) -> bool:
+        e = self.evidence[image_id]
+        if flt.class_index is not None and e.original != flt.class_index:
+            return False
+        mine = user_id in e.voters
+        if flt.status == "mine":
+            return mine
+        if flt.status == "decided":
+            return mine or (e.adjudicated or len(e.voters) >= self.overlap)
+        if mine or e.adjudicated:
+            return False
+        disputed = len(set(e.voters.values())) > 1
+        if flt.status == "disputed" and not disputed:
+            return False
+        others = {u for u, expiry in self._leases.get(image_id, {}).items() if expiry > now and u != user_id}
+        busy = len(set(e.voters) | others)
+        # a disputed image may take one more opinion beyond the overlap, so a majority can form
+        limit = self.overlap + (1 if disputed and flt.status == "disputed" else 0)
+        return busy < limit or (holding and busy <= limit and user_id in self._leases.get(image_id, {}))
+
+    def _hold(self, image_id: int, user_id: int) -> None:
+        previous = self._current.get(user_id)
+        if previous is not None and previous != image_id:
+            self._leases.get(previous, {}).pop(user_id, None)
+        self._leases.setdefault(image_id, {})[user_id] = self.clock() + self.lease_seconds
+        self._current[user_id] = image_id
+
+    def _release(self, image_id: int, user_id: int) -> None:
+        self._leases.get(image_id, {}).pop(user_id, None)
+        if self._current.get(user_id) == image_id:
+            del self._current[user_id]
+
+    def _rewind(self, user_id: int) -> None:
+        """After an undo, images before the cursor may be eligible again: scan from the top next time."""
+        for key in [k for k in self._cursor if k[0] == user_id]:
+            self._cursor[key] = 0

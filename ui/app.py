@@ -1,0 +1,342 @@
+"""The annotation studio as a Gradio app: review, adjudication, history, dashboard and snapshots.
+
+Login is Gradio's own (`launch(auth=studio.login)`); every handler takes the user from `gr.Request.username`, the
+server-side session, and lead-only handlers check the role again on the server. Keyboard shortcuts are a small
+script in the page head that clicks the buttons (ids in `ui.views.SHORTCUTS`).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from relabel.errors import RelabelError
+from relabel.review.studio import Studio
+from ui import dashboard_tab, handlers, views
+from ui.keyboard import KEYBOARD_JS
+
+STATUS_CHOICES = [
+    ("to review", "open"),
+    ("disputed: add an opinion", "disputed"),
+    ("decided", "decided"),
+    ("mine (revisit)", "mine"),
+]
+HISTORY_HEADERS = ["#", "when", "who", "what", "suggestion", "note", "seconds"]
+CSS = """
+#card-image img { object-fit: contain; max-height: 70vh; }
+#shortcuts { font-size: 0.85em; opacity: 0.8; }
+"""
+
+
+def user_of(request: gr.Request | None) -> str:
+    """The logged-in user of a request: the server-side session, never a form value."""
+    name = getattr(request, "username", None)
+    if not name:
+        raise gr.Error("not logged in", print_exception=False)
+    return str(name)
+
+
+def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn(user, *inputs)` as a Gradio handler: the user comes from the request, errors become one-line messages.
+
+    Gradio passes the request to a parameter annotated `gr.Request`; the wrapper's signature is `fn`'s inputs (its
+    parameters after `user` that have no default) followed by that parameter.
+    """
+
+    def handler(*args: Any) -> Any:
+        *values, request = args
+        try:
+            return fn(user_of(request), *values)
+        except RelabelError as exc:
+            raise gr.Error(str(exc), print_exception=False) from exc
+
+    inputs = [p for p in list(inspect.signature(fn).parameters.values())[1:] if p.default is inspect.Parameter.empty]
+    request = inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=gr.Request)
+    handler.__signature__ = inspect.Signature([*inputs, request])  # type: ignore[attr-defined]
+    handler.__annotations__ = {"request": gr.Request}
+    handler.__name__ = getattr(fn, "__name__", "handler")
+    return handler
+
+
+class ReviewOutputs:
+    """The card's components, laid out as they are created, in CardView's field order."""
+
+    def __init__(self, prefix: str = "card", others_label: str = "other decisions (shown after you decide)") -> None:
+        with gr.Row():
+            with gr.Column(scale=3):
+                self.image = gr.Image(
+                    label="image", type="filepath", interactive=False, elem_id=f"{prefix}-image", height=520
+                )
+                self.header = gr.Textbox(show_label=False, interactive=False, lines=1, elem_id=f"{prefix}-header")
+                self.full_btn = gr.Button("Full resolution [F]", elem_id=f"{prefix}-full", size="sm")
+            with gr.Column(scale=2):
+                self.original = gr.Textbox(
+                    label="original label (ImGT)", interactive=False, lines=3, elem_id=f"{prefix}-original"
+                )
+                self.suggestion = gr.Textbox(
+                    label="suggestion", interactive=False, lines=3, elem_id=f"{prefix}-suggestion"
+                )
+                self.classifier = gr.Label(label="classifier top-5", num_top_classes=5, elem_id=f"{prefix}-classifier")
+                self.priors = gr.Dataframe(
+                    headers=["source", "labels", "detail"], label="prior relabels", interactive=False, wrap=True
+                )
+                self.examples = gr.Gallery(label="reference examples", columns=2, height=180)
+        self.others = gr.Dataframe(
+            headers=["who", "decision", "note", "when"],
+            label=others_label,
+            interactive=False,
+            wrap=True,
+            elem_id=f"{prefix}-others",
+        )
+        self.card_key = gr.Textbox(visible="hidden", elem_id=f"{prefix}-key")
+        self.status = gr.Textbox(label="status", interactive=False, lines=1, elem_id=f"{prefix}-status")
+
+    def components(self) -> list[Any]:
+        return [
+            self.image,
+            self.header,
+            self.original,
+            self.suggestion,
+            self.classifier,
+            self.priors,
+            self.examples,
+            self.others,
+            self.card_key,
+            self.status,
+        ]
+
+
+def card_values(view: views.CardView) -> list[Any]:
+    """A CardView as component values, followed by the cleared picker, flags and note."""
+    return [
+        view.image,
+        view.header,
+        view.original,
+        view.suggestion,
+        view.classifier or None,
+        view.priors,
+        view.examples,
+        view.others,
+        view.card_key,
+        view.status,
+        [],
+        [],
+        "",
+    ]
+
+
+class DecisionForm:
+    """Quick actions, the class picker, flags and a note. Button ids are what the keyboard script clicks."""
+
+    QUICK = (
+        ("original", "Original is right [1]"),
+        ("suggestion", "Suggestion is right [2]"),
+        ("both", "Both [3]"),
+        ("none_fit", "No class fits [Z]"),
+        ("unclear", "Unclear [X]"),
+    )
+
+    def __init__(self, vocab_choices: list[tuple[str, int]], prefix: str) -> None:
+        with gr.Row():
+            self.buttons = {
+                action: gr.Button(
+                    label, elem_id=f"{prefix}-{action}", variant="primary" if action == "original" else "secondary"
+                )
+                for action, label in self.QUICK
+            }
+        with gr.Row():
+            self.picker = gr.Dropdown(
+                vocab_choices,
+                multiselect=True,
+                value=[],
+                label="classes in the image (type a name, synonym or wnid)",
+                elem_id=f"{prefix}-picker",
+                scale=4,
+            )
+            self.buttons["labels"] = gr.Button("Save picked classes [Enter]", elem_id=f"{prefix}-labels", scale=1)
+        with gr.Row():
+            self.flags = gr.CheckboxGroup(
+                list(views.FLAG_LABELS), value=[], label="flags [D M C I]", elem_id=f"{prefix}-flags", scale=3
+            )
+            self.note = gr.Textbox(label="note", lines=1, max_length=2000, elem_id=f"{prefix}-note", scale=3)
+        with gr.Row():
+            self.skip = gr.Button("Skip [K]", elem_id=f"{prefix}-skip", size="sm")
+            self.undo = gr.Button("Undo [U]", elem_id=f"{prefix}-undo", size="sm")
+
+
+def build_app(studio: Studio, *, exports_dir: Path) -> gr.Blocks:
+    """The studio's Blocks; `launch_app` serves it."""
+    vocab_choices = views.picker_choices(studio.vocab)
+    with gr.Blocks(title="ReGT studio") as app:
+        with gr.Row():
+            gr.Markdown("## ReGT studio")
+            whoami = gr.Textbox(show_label=False, interactive=False, lines=1, elem_id="whoami")
+        with gr.Tab("Review", id="review"):
+            review_tab(studio, vocab_choices)
+        with gr.Tab("Adjudicate", id="adjudicate", visible=False) as adjudicate_tab:
+            adjudication_tab(studio, vocab_choices)
+        with gr.Tab("Dashboard", id="dashboard", visible=False) as dash_tab:
+            dashboard_tab.build(studio, guarded)
+        with gr.Tab("Snapshots", id="snapshots", visible=False) as snap_tab:
+            snapshot_tab(studio, exports_dir)
+
+        def on_load(user: str) -> tuple[Any, ...]:
+            _, role = studio.user(user)
+            lead = role.value == "lead"
+            return f"signed in as {user} ({role.value})", *(gr.Tab(visible=lead) for _ in range(3))
+
+        app.load(guarded(on_load), None, [whoami, adjudicate_tab, dash_tab, snap_tab], api_visibility="private")
+    return app
+
+
+def review_tab(studio: Studio, vocab_choices: list[tuple[str, int]]) -> None:
+    with gr.Row():
+        class_filter = gr.Dropdown(
+            [(handlers.ALL_CLASSES, handlers.ALL_CLASSES), *vocab_choices],
+            value=handlers.ALL_CLASSES,
+            label="queue: original class",
+            scale=2,
+        )
+        status_filter = gr.Radio(STATUS_CHOICES, value="open", label="queue: status", scale=3)
+        next_btn = gr.Button("Next card", elem_id="act-next", scale=1, variant="primary")
+    out = ReviewOutputs()
+    form = DecisionForm(vocab_choices, prefix="act")
+    gr.Markdown("Shortcuts: " + " · ".join(f"`{k}` {v}" for k, v in views.SHORTCUTS), elem_id="shortcuts")
+    with gr.Accordion("History of this image", open=False):
+        history_btn = gr.Button("Show history", size="sm", elem_id="act-history")
+        history = gr.Dataframe(headers=HISTORY_HEADERS, interactive=False, wrap=True, elem_id="card-history")
+
+    filters = [class_filter, status_filter]
+    outputs = [*out.components(), form.picker, form.flags, form.note]
+    next_btn.click(
+        guarded(lambda u, c, s: card_values(handlers.next_card(studio, u, c, s))),
+        filters,
+        outputs,
+        api_name="next_card",
+    )
+    for action, button in form.buttons.items():
+
+        def decide(u: str, key: str, picked: Any, flags: Any, note: str, c: Any, s: Any, action: str = action) -> Any:
+            return card_values(handlers.decide(studio, u, key, action, picked, flags, note, c, s))
+
+        button.click(
+            guarded(decide),
+            [out.card_key, form.picker, form.flags, form.note, *filters],
+            outputs,
+            api_name=f"decide_{action}",
+        )
+    form.skip.click(
+        guarded(lambda u, key, c, s: card_values(handlers.skip(studio, u, key, c, s))),
+        [out.card_key, *filters],
+        outputs,
+        api_name="skip",
+    )
+    form.undo.click(guarded(lambda u: card_values(handlers.undo(studio, u))), None, outputs, api_name="undo")
+    out.full_btn.click(
+        guarded(lambda u, key: handlers.full_resolution(studio, u, key)),
+        out.card_key,
+        out.image,
+        api_name="full_resolution",
+    )
+    history_btn.click(
+        guarded(lambda u, key: handlers.history(studio, u, key)), out.card_key, history, api_name="history"
+    )
+
+
+def adjudication_tab(studio: Studio, vocab_choices: list[tuple[str, int]]) -> None:
+    gr.Markdown("Images whose annotators disagree. All decisions are shown; yours becomes the consensus.")
+    with gr.Row():
+        list_btn = gr.Button("List disputed images", size="sm")
+        image_id = gr.Number(label="image id (empty: the most disputed)", precision=0, scale=1)
+        open_btn = gr.Button("Open", elem_id="adj-open", size="sm")
+    disputed = gr.Dataframe(headers=["image id", "path", "original", "decisions"], interactive=False, wrap=True)
+    out = ReviewOutputs("adjcard", others_label="annotators' decisions")
+    form = DecisionForm(vocab_choices, prefix="adj")
+    outputs = [*out.components(), form.picker, form.flags, form.note]
+    list_btn.click(guarded(lambda u: handlers.adjudication_list(studio, u)), None, disputed, api_name="disputed")
+    open_btn.click(
+        guarded(lambda u, i: card_values(handlers.open_for_adjudication(studio, u, i))),
+        image_id,
+        outputs,
+        api_name="open_for_adjudication",
+    )
+    for action, button in form.buttons.items():
+
+        def adjudicate(u: str, key: str, picked: Any, flags: Any, note: str, action: str = action) -> Any:
+            return card_values(handlers.adjudicate(studio, u, key, action, picked, flags, note))
+
+        button.click(
+            guarded(adjudicate),
+            [out.card_key, form.picker, form.flags, form.note],
+            outputs,
+            api_name=f"adjudicate_{action}",
+        )
+    form.skip.click(
+        guarded(lambda u: card_values(handlers.open_for_adjudication(studio, u, None))),
+        None,
+        outputs,
+        api_visibility="private",
+    )
+    form.undo.click(guarded(lambda u: card_values(handlers.undo(studio, u))), None, outputs, api_visibility="private")
+
+
+def snapshot_tab(studio: Studio, exports_dir: Path) -> None:
+    gr.Markdown("Freeze the current consensus as an immutable snapshot, then export it.")
+    with gr.Row():
+        name = gr.Textbox(label="snapshot name", lines=1)
+        undecided = gr.Radio(["keep", "exclude"], value="keep", label="undecided images")
+        min_votes = gr.Number(value=1, precision=0, label="minimum agreeing votes")
+        create_btn = gr.Button("Create snapshot", variant="primary")
+    created = gr.Textbox(label="result", interactive=False)
+    with gr.Row():
+        export_name = gr.Textbox(label="snapshot to export", lines=1)
+        fmt = gr.Radio(["real", "jsonl", "csv"], value="real", label="format")
+        export_btn = gr.Button("Export")
+    exported = gr.File(label="export", interactive=False)
+    create_btn.click(
+        guarded(lambda u, n, p, m: handlers.create_snapshot(studio, u, n, p, m)),
+        [name, undecided, min_votes],
+        created,
+        api_name="create_snapshot",
+    )
+    export_btn.click(
+        guarded(lambda u, n, f: handlers.export_snapshot(studio, u, n, f, exports_dir)),
+        [export_name, fmt],
+        exported,
+        api_name="export_snapshot",
+    )
+
+
+def launch_app(
+    studio: Studio,
+    *,
+    host: str = "127.0.0.1",
+    port: int | None = None,
+    exports_dir: Path,
+    block: bool = True,
+    concurrency: int = 16,
+) -> gr.Blocks:
+    """Serve the studio. Never creates a share link; binds 127.0.0.1 unless told otherwise."""
+    exports_dir.mkdir(parents=True, exist_ok=True)
+    app = build_app(studio, exports_dir=exports_dir)
+    app.queue(default_concurrency_limit=concurrency)
+    app.launch(
+        server_name=host,
+        server_port=port,
+        share=False,
+        auth=studio.login,
+        auth_message="ReGT studio: sign in with the name and password a lead gave you (relabel users add).",
+        allowed_paths=[str(studio.display.folder), str(exports_dir)],
+        prevent_thread_lock=not block,
+        quiet=True,
+        show_error=True,
+        css=CSS,
+        head=KEYBOARD_JS,
+        footer_links=[],
+        ssr_mode=False,
+    )
+    return app

@@ -1,0 +1,63 @@
+"""`relabel serve`: the annotation studio. Registered on the `relabel` command through the `relabel.commands`
+entry-point group, so the core package never imports the UI."""
+
+from __future__ import annotations
+
+import click
+
+from relabel.settings import Settings
+
+pass_settings = click.make_pass_decorator(Settings)
+
+
+@click.command()
+@click.option("--dataset", help="Dataset name (default: the only one).")
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, help="Address to bind; keep 127.0.0.1 unless behind a proxy."
+)
+@click.option("--port", type=int, default=7860, show_default=True, help="Port to listen on.")
+@click.option("--overlap", type=int, default=1, show_default=True, help="Annotators per image (blind N-way overlap).")
+@click.option("--suggestion-run", help="Run whose answers are the suggestion (default: the newest OW/CW/CW+ run).")
+@click.option("--classifier-run", help="Run shown as the classifier's top-5 (default: the newest top-k run).")
+@click.option("--concurrency", type=int, default=16, show_default=True, help="Requests handled at once.")
+@pass_settings
+def serve(
+    settings: Settings,
+    dataset: str | None,
+    host: str,
+    port: int,
+    overlap: int,
+    suggestion_run: str | None,
+    classifier_run: str | None,
+    concurrency: int,
+) -> None:
+    """Open the annotation studio in the browser (sign in with a user from `relabel users add`).
+
+    Annotators review cards, disputed images first; leads also adjudicate, watch the dashboard and create and
+    export snapshots. Stop it with Ctrl-C: every acknowledged decision is already in the workspace.
+
+    \b
+    Examples:
+      relabel users add alice --role annotator
+      relabel users add lena --role lead
+      relabel serve --overlap 3                     # three annotators per image
+      relabel serve --suggestion-run gpt-4o@cwplus --port 8080
+    """
+    from relabel.review.studio import Studio
+    from ui.app import launch_app
+
+    studio = Studio(
+        settings.engine,
+        dataset,
+        cache_dir=settings.workspace / "cache",
+        overlap=overlap,
+        suggestion_run=suggestion_run,
+        classifier_run=classifier_run,
+    )
+    counts = studio.queue.counts()
+    click.echo(
+        f"dataset {studio.dataset_name!r}: {counts['images']} images to review, overlap {overlap}; "
+        f"suggestions from run {studio.runs.suggestion or 'none'}, classifier run {studio.runs.classifier or 'none'}"
+    )
+    click.echo(f"studio on http://{host}:{port}  (Ctrl-C stops it)")
+    launch_app(studio, host=host, port=port, exports_dir=settings.workspace / "exports", concurrency=concurrency)
