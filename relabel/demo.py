@@ -125,3 +125,23 @@ def suggest_demo(engine: Engine, cache_dir: Path, *, show_progress: bool = True)
         except RelabelError as exc:  # an unreachable endpoint must not spoil the offline demo
             done.append(DemoSuggestion(name, 0, 0, str(exc)))
     return done
+
+
+DEMO_USERS = (("alice", "annotator"), ("bob", "annotator"), ("lena", "lead"))
+DEMO_PASSWORD = "demo"  # the offline demo only: real workspaces get their passwords from `relabel users add`
+
+
+def ensure_demo_users(engine: Engine) -> list[tuple[str, str]]:
+    """The demo's annotators and lead, all with DEMO_PASSWORD; users that exist already are left alone."""
+    from sqlalchemy import select
+
+    from db.enums import Role
+    from db.models import User
+    from relabel.annotations import add_user
+
+    with engine.connect() as conn:
+        existing = set(conn.execute(select(User.name)).scalars())
+    for name, role in DEMO_USERS:
+        if name not in existing:
+            add_user(engine, name, Role(role), DEMO_PASSWORD)
+    return list(DEMO_USERS)

@@ -78,10 +78,10 @@ def test_unreachable_database_is_one_line(tmp_path: Path) -> None:
 
 
 def test_demo_builds_a_workspace_and_says_what_next(tmp_path: Path) -> None:
-    r = run(["demo", "--quiet"], tmp_path)
+    r = run(["demo", "--quiet", "--no-serve"], tmp_path)
     assert r.returncode == 0, r.stderr
     assert "dataset 'demo' (manifest): 8 image(s): ok 8" in r.stdout and "Next steps" in r.stdout
-    again = run(["demo", "--quiet"], tmp_path)
+    again = run(["demo", "--quiet", "--no-serve"], tmp_path)
     assert "unchanged since last ingest 8" in again.stdout
     assert (tmp_path / "ws" / "relabel.db").exists()
 

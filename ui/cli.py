@@ -57,7 +57,8 @@ def serve(
     counts = studio.queue.counts()
     click.echo(
         f"dataset {studio.dataset_name!r}: {counts['images']} images to review, overlap {overlap}; "
-        f"suggestions from run {studio.runs.suggestion or 'none'}, classifier run {studio.runs.classifier or 'none'}"
+        f"suggestions from run {studio.runs.name(studio.runs.suggestion)!r}, "
+        f"classifier run {studio.runs.name(studio.runs.classifier)!r}"
     )
     click.echo(f"studio on http://{host}:{port}  (Ctrl-C stops it)")
     launch_app(studio, host=host, port=port, exports_dir=settings.workspace / "exports", concurrency=concurrency)

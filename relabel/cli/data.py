@@ -110,15 +110,24 @@ def stats(settings: Settings) -> None:
 
 @click.command()
 @click.option("--quiet", is_flag=True, help="No progress bar.")
+@click.option(
+    "--serve/--no-serve", default=True, show_default=True, help="Open the studio when the workspace is ready."
+)
+@click.option("--port", type=int, default=7860, show_default=True, help="Studio port.")
 @click.pass_context
-def demo(ctx: click.Context, quiet: bool) -> None:
-    """Build the offline demo workspace from photos shipped inside installed packages.
+def demo(ctx: click.Context, quiet: bool, serve: bool, port: int) -> None:
+    """Build the offline demo workspace from photos shipped inside installed packages, then open the studio.
+
+    The 8 photos get ambiguous original labels and EfficientNet-Lite0 suggestions (plus an MLLM's, when an
+    OpenAI-compatible endpoint is configured with OPENAI_BASE_URL / OPENAI_API_KEY / RELABEL_DEMO_MODEL), and
+    three users: annotators alice and bob, lead lena, password "demo".
 
     \b
-    Example:
-      relabel --workspace demo-workspace demo
+    Examples:
+      relabel --workspace demo-workspace demo                # then open http://127.0.0.1:7860
+      relabel --workspace demo-workspace demo --no-serve     # build only
     """
-    from relabel.demo import build_demo, suggest_demo
+    from relabel.demo import DEMO_PASSWORD, build_demo, ensure_demo_users, suggest_demo
     from relabel.stats import workspace_stats
 
     settings: Settings = ctx.obj
@@ -131,15 +140,21 @@ def demo(ctx: click.Context, quiet: bool) -> None:
             click.echo(f"warning: suggestions {sug.run} skipped: {sug.problem}", err=True)
         else:
             click.echo(f"suggestions {sug.run}: {sug.ok} image(s), {sug.errors} error(s)")
+    users = ensure_demo_users(settings.engine)
     render.stats([s for s in workspace_stats(settings.engine) if s.name == report.dataset])
     ws = settings.workspace
+    logins = ", ".join(f"{name} ({role})" for name, role in users)
+    click.echo(f"\nSign in as {logins}; password {DEMO_PASSWORD!r}.")
     if shutil.which("relabel") is None:  # run through `make demo`: the virtualenv is not on PATH
-        click.echo(f"\n`relabel` lives in {Path(sys.executable).parent}; activate it first: . .venv/bin/activate")
-    click.echo(f"""
-Next steps (workspace {ws}):
-  relabel --workspace {ws} stats
+        click.echo(f"`relabel` lives in {Path(sys.executable).parent}; activate it first: . .venv/bin/activate")
+    click.echo(f"""Next steps (workspace {ws}):
+  relabel --workspace {ws} serve                              # the studio again, later
   relabel --workspace {ws} snapshot create round-0          # freeze the current labels
   relabel --workspace {ws} snapshot export round-0 --format jsonl --out round-0.jsonl""")
+    serve_command = ctx.parent.command.get_command(ctx.parent, "serve") if ctx.parent else None  # type: ignore[attr-defined]
+    if serve and serve_command is not None:
+        click.echo(f"\nOpening the studio on http://127.0.0.1:{port} ...")
+        ctx.invoke(serve_command, port=port)
 
 
 @click.group()

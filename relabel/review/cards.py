@@ -127,6 +127,10 @@ class RunChoice:
 
     suggestion: int | None
     classifier: int | None
+    names: dict[int, str] = field(default_factory=dict, compare=False)
+
+    def name(self, run_id: int | None) -> str:
+        return self.names.get(run_id, "none") if run_id is not None else "none"
 
 
 def pick_runs(conn: Connection, dataset_id: int, suggestion: str | None, classifier: str | None) -> RunChoice:
@@ -146,7 +150,9 @@ def pick_runs(conn: Connection, dataset_id: int, suggestion: str | None, classif
         return next((r.id for r in rows if r.protocol in protocols), None)
 
     return RunChoice(
-        choose(suggestion, GENERATIVE_PROTOCOLS, "suggestion"), choose(classifier, SCORING_PROTOCOLS, "classifier")
+        choose(suggestion, GENERATIVE_PROTOCOLS, "suggestion"),
+        choose(classifier, SCORING_PROTOCOLS, "classifier"),
+        {r.id: r.name for r in rows},
     )
 
 
