@@ -63,37 +63,57 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 class ReviewOutputs:
-    """The card's components, laid out as they are created, in CardView's field order."""
+    """The card's components and its decision form, laid out as they are created (CardView's field order).
 
-    def __init__(self, prefix: str = "card", others_label: str = "other decisions (shown after you decide)") -> None:
+    The image and what others decided sit on the left; the labels, the suggestion and everything the annotator
+    acts on sit on the right, so a keyboard user sees the status and the form without scrolling.
+    """
+
+    def __init__(
+        self,
+        vocab_choices: list[tuple[str, int]],
+        prefix: str = "card",
+        form_prefix: str = "act",
+        others_label: str = "other decisions (shown after you decide)",
+    ) -> None:
         with gr.Row():
             with gr.Column(scale=3):
                 self.image = gr.Image(
-                    label="image", type="filepath", interactive=False, elem_id=f"{prefix}-image", height=520
+                    label="image", type="filepath", interactive=False, elem_id=f"{prefix}-image", height=480
                 )
-                self.header = gr.Textbox(show_label=False, interactive=False, lines=1, elem_id=f"{prefix}-header")
-                self.full_btn = gr.Button("Full resolution [F]", elem_id=f"{prefix}-full", size="sm")
+                with gr.Row():
+                    self.header = gr.Textbox(
+                        show_label=False, interactive=False, lines=1, elem_id=f"{prefix}-header", scale=4
+                    )
+                    self.full_btn = gr.Button("Full resolution [F]", elem_id=f"{prefix}-full", size="sm", scale=1)
+                self.others = gr.Dataframe(
+                    headers=["who", "decision", "note", "when"],
+                    label=others_label,
+                    interactive=False,
+                    wrap=True,
+                    elem_id=f"{prefix}-others",
+                )
+                self.examples = gr.Gallery(label="reference examples", columns=2, height=160, visible=False)
             with gr.Column(scale=2):
                 self.original = gr.Textbox(
-                    label="original label (ImGT)", interactive=False, lines=3, elem_id=f"{prefix}-original"
+                    label="original label (ImGT)",
+                    interactive=False,
+                    lines=2,
+                    max_lines=5,
+                    elem_id=f"{prefix}-original",
                 )
                 self.suggestion = gr.Textbox(
-                    label="suggestion", interactive=False, lines=3, elem_id=f"{prefix}-suggestion"
+                    label="suggestion", interactive=False, lines=2, max_lines=5, elem_id=f"{prefix}-suggestion"
                 )
-                self.classifier = gr.Label(label="classifier top-5", num_top_classes=5, elem_id=f"{prefix}-classifier")
+                self.classifier = gr.Label(
+                    label="classifier top-5", num_top_classes=5, show_heading=False, elem_id=f"{prefix}-classifier"
+                )
                 self.priors = gr.Dataframe(
                     headers=["source", "labels", "detail"], label="prior relabels", interactive=False, wrap=True
                 )
-                self.examples = gr.Gallery(label="reference examples", columns=2, height=180)
-        self.others = gr.Dataframe(
-            headers=["who", "decision", "note", "when"],
-            label=others_label,
-            interactive=False,
-            wrap=True,
-            elem_id=f"{prefix}-others",
-        )
+                self.status = gr.Textbox(label="status", interactive=False, lines=1, elem_id=f"{prefix}-status")
+                self.form = DecisionForm(vocab_choices, form_prefix)
         self.card_key = gr.Textbox(visible="hidden", elem_id=f"{prefix}-key")
-        self.status = gr.Textbox(label="status", interactive=False, lines=1, elem_id=f"{prefix}-status")
 
     def components(self) -> list[Any]:
         return [
@@ -143,9 +163,7 @@ class DecisionForm:
     def __init__(self, vocab_choices: list[tuple[str, int]], prefix: str) -> None:
         with gr.Row():
             self.buttons = {
-                action: gr.Button(
-                    label, elem_id=f"{prefix}-{action}", variant="primary" if action == "original" else "secondary"
-                )
+                action: gr.Button(label, elem_id=f"{prefix}-{action}", size="md", min_width=120)
                 for action, label in self.QUICK
             }
         with gr.Row():
@@ -157,12 +175,15 @@ class DecisionForm:
                 elem_id=f"{prefix}-picker",
                 scale=4,
             )
-            self.buttons["labels"] = gr.Button("Save picked classes [Enter]", elem_id=f"{prefix}-labels", scale=1)
+            self.buttons["labels"] = gr.Button(
+                "Save classes [Enter]", elem_id=f"{prefix}-labels", scale=1, variant="primary", min_width=100
+            )
         with gr.Row():
             self.flags = gr.CheckboxGroup(
-                list(views.FLAG_LABELS), value=[], label="flags [D M C I]", elem_id=f"{prefix}-flags", scale=3
+                list(views.FLAG_LABELS), value=[], label="flags [D M C I]", elem_id=f"{prefix}-flags"
             )
-            self.note = gr.Textbox(label="note", lines=1, max_length=2000, elem_id=f"{prefix}-note", scale=3)
+        with gr.Row():
+            self.note = gr.Textbox(label="note", lines=1, max_length=2000, elem_id=f"{prefix}-note")
         with gr.Row():
             self.skip = gr.Button("Skip [K]", elem_id=f"{prefix}-skip", size="sm")
             self.undo = gr.Button("Undo [U]", elem_id=f"{prefix}-undo", size="sm")
@@ -203,8 +224,8 @@ def review_tab(studio: Studio, vocab_choices: list[tuple[str, int]]) -> None:
         )
         status_filter = gr.Radio(STATUS_CHOICES, value="open", label="queue: status", scale=3)
         next_btn = gr.Button("Next card", elem_id="act-next", scale=1, variant="primary")
-    out = ReviewOutputs()
-    form = DecisionForm(vocab_choices, prefix="act")
+    out = ReviewOutputs(vocab_choices)
+    form = out.form
     gr.Markdown("Shortcuts: " + " · ".join(f"`{k}` {v}" for k, v in views.SHORTCUTS), elem_id="shortcuts")
     with gr.Accordion("History of this image", open=False):
         history_btn = gr.Button("Show history", size="sm", elem_id="act-history")
@@ -254,8 +275,8 @@ def adjudication_tab(studio: Studio, vocab_choices: list[tuple[str, int]]) -> No
         image_id = gr.Number(label="image id (empty: the most disputed)", precision=0, scale=1)
         open_btn = gr.Button("Open", elem_id="adj-open", size="sm")
     disputed = gr.Dataframe(headers=["image id", "path", "original", "decisions"], interactive=False, wrap=True)
-    out = ReviewOutputs("adjcard", others_label="annotators' decisions")
-    form = DecisionForm(vocab_choices, prefix="adj")
+    out = ReviewOutputs(vocab_choices, "adjcard", "adj", others_label="annotators' decisions")
+    form = out.form
     outputs = [*out.components(), form.picker, form.flags, form.note]
     list_btn.click(guarded(lambda u: handlers.adjudication_list(studio, u)), None, disputed, api_name="disputed")
     open_btn.click(
@@ -330,7 +351,8 @@ def launch_app(
         share=False,
         auth=studio.login,
         auth_message="ReGT studio: sign in with the name and password a lead gave you (relabel users add).",
-        allowed_paths=[str(studio.display.folder), str(exports_dir)],
+        # the display cache, the exports, and the dataset root (images a browser shows as they are)
+        allowed_paths=[p for p in (str(studio.display.folder), str(exports_dir), studio.root) if p],
         prevent_thread_lock=not block,
         quiet=True,
         show_error=True,

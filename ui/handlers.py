@@ -66,13 +66,13 @@ def examples(studio: Studio, card: Card) -> list[tuple[str, str]]:
     wanted = [("original", card.original[0] if card.original else None), ("suggested", card.suggested_class)]
     seen: set[int] = set()
     for role, index in wanted:
-        image_id = studio.examples.get(index) if index is not None else None
-        if image_id is None or image_id == card.image_id or image_id in seen:
+        example = studio.examples.get(index) if index is not None else None
+        if example is None or example.image_id == card.image_id or example.image_id in seen:
             continue
-        seen.add(image_id)
+        seen.add(example.image_id)
         try:
-            path = studio.display.path_for(studio.stored_image(image_id), side=256)
-        except Exception:
+            path = studio.display.path_for(example, side=256)
+        except Exception:  # an example that cannot be shown is left out; the card itself still works
             continue
         out.append((str(path), f"{role}: {views.class_text(studio.vocab, index)}"))
     return out

@@ -1,8 +1,12 @@
 """Keyboard shortcuts: a page-head script that maps keys to the review buttons' element ids.
 
 Keys act on the visible tab (review: `act-*`, adjudication: `adj-*`). While a text field has focus, keys type
-text; Escape leaves the field and Enter in the class picker saves the picked classes. A decision key is ignored
-until the previous decision's answer has replaced the card, so a double press never labels the next image.
+text; Escape leaves the field. In the class picker Enter takes the highlighted class while something is typed, and
+saves the picked classes once the search text is empty. A decision key is ignored until the previous decision's
+answer has replaced the card, so a double press never labels the next image.
+
+The listener runs in the capture phase, before the dropdown's own handler: that handler empties the search text
+when it takes a class, so a listener that ran after it could not tell "take this class" from "save".
 """
 
 import json
@@ -28,6 +32,8 @@ KEYBOARD_JS = """
   const FLAGS = __FLAGS__;
   const DECISIONS = new Set(["original", "suggestion", "both", "none_fit", "unclear", "labels", "skip"]);
   let pendingKey = null;
+  // checkboxes and radios are inputs too, but a shortcut must still work after one was clicked
+  const TEXT_TYPES = new Set(["text", "search", "email", "number", "password", "url", "tel"]);
   const visible = (el) => el && el.offsetParent !== null;
   const prefix = () => (visible(document.getElementById("adj-original")) ? "adj" : "act");
   const cardKey = () => {
@@ -43,12 +49,13 @@ KEYBOARD_JS = """
   };
   document.addEventListener("keydown", (ev) => {
     const t = ev.target;
-    const key = ev.key.length === 1 ? ev.key.toLowerCase() : ev.key.toLowerCase();
-    const typing = t && (t.tagName === "INPUT" || t.tagName === "TEXTAREA" || t.isContentEditable);
+    const key = ev.key.toLowerCase();
+    const typing = t && (t.tagName === "TEXTAREA" || t.isContentEditable || TEXT_TYPES.has(t.type));
     if (typing) {
       if (key === "escape") { t.blur(); ev.preventDefault(); }
       else if (key === "enter" && (ev.ctrlKey || ev.metaKey || t.closest(`#${prefix()}-picker`) && !t.value)) {
-        t.blur(); click("labels"); ev.preventDefault();
+        // stop here, or the dropdown would also add its highlighted class to the picked ones
+        ev.preventDefault(); ev.stopPropagation(); t.blur(); click("labels");
       }
       return;
     }
@@ -72,7 +79,7 @@ KEYBOARD_JS = """
       setTimeout(() => { if (pendingKey === current) pendingKey = null; }, 2000);
     }
     if (click(action)) ev.preventDefault();
-  });
+  }, true);
 })();
 </script>
 """.replace("__KEYS__", json.dumps(KEYS)).replace("__FLAGS__", json.dumps(FLAG_KEYS))

@@ -21,6 +21,7 @@ SHORTCUTS = (
     ("X", "unclear"),
     ("K", "skip"),
     ("U", "undo"),
+    ("N", "next card"),
     ("F", "full resolution"),
     ("/", "search classes"),
     ("D M C I", "toggle flags"),
@@ -75,7 +76,9 @@ def suggestion_text(vocab: Vocabulary, s: Suggestion | None, fallback: Suggestio
     """The MLLM suggestion; without one, the classifier's top-1 stands in (and "suggestion is right" takes it)."""
     if s is None:
         if fallback is not None and fallback.top1 is not None:
-            return f"no MLLM suggestion; classifier top-1 ({fallback.model}):\nclass: {class_text(vocab, fallback.top1)}"
+            return (
+                f"no MLLM suggestion; classifier top-1 ({fallback.model}):\nclass: {class_text(vocab, fallback.top1)}"
+            )
         return "no suggestion for this image"
     head = f"{s.model} · {s.protocol} · run {s.run}"
     if not s.ok:

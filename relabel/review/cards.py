@@ -174,7 +174,7 @@ def _load_card(conn: Session, image_id: int, runs: RunChoice, viewer: str) -> Ca
     original, priors = _labels(conn, image_id)
     suggestion, classifier = _suggestions(conn, image_id, runs)
     return Card(
-        image=StoredImage(image.id, root, image.path, image.sha256),
+        image=stored_image(image, root),
         dataset=dataset,
         width=image.width,
         height=image.height,
@@ -255,6 +255,20 @@ def event(a: Annotation, user: str) -> Event:
         retracts_id=a.retracts_id,
         seconds_on_item=a.seconds_on_item,
         created_at=a.created_at,
+    )
+
+
+def stored_image(image: Image, root: str | None) -> StoredImage:
+    return StoredImage(
+        image.id,  # type: ignore[arg-type]
+        root,
+        image.path,
+        image.sha256,
+        image.format,
+        image.mode,
+        image.width,
+        image.height,
+        image.exif_orientation,
     )
 
 

@@ -1,7 +1,9 @@
 """Images as the studio shows them: upright (EXIF), RGB, scaled to fit the screen, cached as JPEG files.
 
 Only images recorded in the workspace are served, and only from inside their dataset root: a path that resolves
-outside it (a link planted after ingest) is refused. Cached files are named by content hash and size, so an image
+outside it (a link planted after ingest) is refused. A file a browser shows correctly as it is (JPEG, PNG or WebP,
+RGB or grey, not rotated by EXIF, within the display size) is served from the dataset root unchanged. Cached
+files are named by content hash and size, so an image
 that changes on disk gets a new file, and two datasets holding the same photo share one.
 """
 
@@ -21,14 +23,36 @@ DISPLAY_SIDE = 1024  # the longer side of the on-screen image; "full resolution"
 FULL = 0
 
 
+BROWSER_FORMATS = {"JPEG", "PNG", "WEBP"}
+BROWSER_MODES = {"RGB", "L"}
+
+
 @dataclass(frozen=True)
 class StoredImage:
-    """What the display cache needs to know about one workspace image."""
+    """What the display cache needs to know about one workspace image (as ingest recorded it)."""
 
     image_id: int
     root: str | None
     path: str
     sha256: str | None
+    format: str | None = None
+    mode: str | None = None
+    width: int | None = None
+    height: int | None = None
+    exif_orientation: int | None = None
+
+    def shows_as_is(self, side: int) -> bool:
+        """True when a browser shows the file itself correctly within `side` (0: any size): a common format, RGB
+        or grey, no EXIF rotation to apply. Most ImageNet photos qualify and are then served without re-encoding."""
+        fits = side == 0 or (
+            self.width is not None and self.height is not None and max(self.width, self.height) <= side
+        )
+        return (
+            fits
+            and self.format in BROWSER_FORMATS
+            and self.mode in BROWSER_MODES
+            and self.exif_orientation in (None, 1)
+        )
 
 
 def source_path(image: StoredImage) -> Path:
@@ -54,6 +78,8 @@ class DisplayCache:
     def path_for(self, image: StoredImage, side: int | None = None) -> Path:
         """The cached copy of `image` (longer side at most `side`, 0 = full size), made on first use."""
         side = self.side if side is None else side
+        if image.shows_as_is(side):
+            return source_path(image)
         key = image.sha256 or f"id{image.image_id}"
         target = self.folder / key[:2] / f"{key}_{side or 'full'}.jpg"
         if not target.exists():

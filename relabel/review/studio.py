@@ -23,7 +23,7 @@ from db.enums import ImageStatus, Role, SourceKind, SuggestionAction, Verdict
 from db.models import Annotation, Image, Label, LabelSource, Prediction, User
 from relabel.annotations import current_decisions, record_annotation, retract_annotation, verify_password
 from relabel.errors import ConflictError, InputError, NotFoundError
-from relabel.review.cards import Card, RunChoice, load_card, pick_runs
+from relabel.review.cards import Card, RunChoice, load_card, pick_runs, stored_image
 from relabel.review.display import DisplayCache, StoredImage
 from relabel.review.queue import Evidence, QueueFilter, ReviewQueue
 from relabel.vocabulary import Vocabulary
@@ -327,21 +327,21 @@ class Studio:
         with self.engine.connect() as conn:
             return load_evidence(conn, self.dataset_id, self.runs)
 
-    def _examples(self) -> dict[int, int]:
+    def _examples(self) -> dict[int, StoredImage]:
         """A reference image per original class: the first readable image (by id) labelled with it."""
-        with self.engine.connect() as conn:
+        with Session(self.engine) as conn:
             rows = conn.execute(
-                select(Label.image_id, Label.classes)
+                select(Label.classes, Image)
                 .join(LabelSource, LabelSource.id == Label.source_id)
                 .join(Image, Image.id == Label.image_id)
                 .where(LabelSource.dataset_id == self.dataset_id, LabelSource.name == IMGT)
                 .where(Image.status == ImageStatus.ok)
                 .order_by(Label.image_id)
             ).all()
-        out: dict[int, int] = {}
-        for image_id, classes in rows:
-            if classes:
-                out.setdefault(classes[0], image_id)
+        out: dict[int, StoredImage] = {}
+        for classes, image in rows:
+            if classes and classes[0] not in out:
+                out[classes[0]] = stored_image(image, self.root)
         return out
 
 

@@ -18,7 +18,7 @@ from relabel.review.display import StoredImage, source_path
 from relabel.review.studio import Studio
 from relabel.vocabulary import load_builtin
 from tests.studio.workspace import build_workspace
-from ui import handlers
+from ui import handlers, views
 
 VOCAB = load_builtin()
 XSS = '<img src=x onerror="alert(1)"><script>alert(2)</script>'
@@ -241,7 +241,7 @@ class TestUntrustedText:
         from ui.app import ReviewOutputs
 
         with gr.Blocks():
-            out = ReviewOutputs()
+            out = ReviewOutputs(views.picker_choices(VOCAB))
         text_like = (gr.Textbox, gr.Label, gr.Dataframe, gr.Image, gr.Gallery)
         assert all(isinstance(c, text_like) for c in out.components())
         assert not any(isinstance(c, (gr.HTML, gr.Markdown)) for c in out.components())
@@ -256,6 +256,26 @@ class TestImages:
             assert shown.format == "JPEG" and max(shown.size) <= 1024
         full = handlers.full_resolution(studio, "alice", card.card_key)
         assert full and Path(full).exists()
+
+    def test_files_a_browser_shows_correctly_are_served_as_they_are_others_are_converted(self, tmp_path: Path) -> None:
+        from PIL import Image
+
+        from relabel.review.display import DisplayCache
+
+        root = tmp_path / "root"
+        root.mkdir()
+        Image.new("RGB", (300, 200), (10, 200, 30)).save(root / "plain.jpg")
+        Image.new("CMYK", (300, 200)).save(root / "cmyk.jpg")
+        cache = DisplayCache(tmp_path / "cache", side=256)
+        plain = StoredImage(1, str(root), "plain.jpg", "a" * 64, "JPEG", "RGB", 300, 200, None)
+        assert cache.path_for(plain, side=0) == (root / "plain.jpg").resolve()  # full resolution: the file itself
+        shrunk = cache.path_for(plain)  # larger than the display side: a resized copy
+        cmyk = cache.path_for(StoredImage(2, str(root), "cmyk.jpg", "b" * 64, "JPEG", "CMYK", 300, 200, None), side=0)
+        rotated = cache.path_for(StoredImage(3, str(root), "plain.jpg", "c" * 64, "JPEG", "RGB", 200, 300, 6), side=0)
+        for path in (shrunk, cmyk, rotated):
+            assert path.is_relative_to(tmp_path / "cache")
+            with Image.open(path) as shown:
+                assert shown.mode == "RGB" and max(shown.size) <= (256 if path == shrunk else 300)
 
     def test_a_file_that_resolves_outside_the_dataset_root_is_refused(self, tmp_path: Path) -> None:
         root = tmp_path / "root"
