@@ -27,6 +27,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import httpx
@@ -77,27 +78,34 @@ def server_side(folder: Path, rounds: int) -> dict[str, list[float]]:
 
 
 class Annotator:
-    """One signed-in HTTP client of the studio."""
+    """One signed-in browser-like HTTP client of the studio: one Gradio session, events sent the way the web page
+    sends them (`queue/join`, then the session's event stream until the event completes)."""
 
     def __init__(self, url: str, user: str) -> None:
         self.http = httpx.Client(base_url=url, timeout=60)
         r = self.http.post("/login", data={"username": user, "password": PASSWORD})
         r.raise_for_status()
+        config = self.http.get("/config").json()
+        self.fn_index = {d["api_name"]: d["id"] for d in config["dependencies"] if d.get("api_name")}
+        self.session = uuid.uuid4().hex[:11]
         self.card: list = []
 
     def call(self, endpoint: str, data: list) -> list:
-        r = self.http.post(f"/gradio_api/call/{endpoint}", json={"data": data})
+        body = {"data": data, "fn_index": self.fn_index[endpoint], "session_hash": self.session,
+                "event_data": None, "trigger_id": None}
+        r = self.http.post("/gradio_api/queue/join", json=body)
         r.raise_for_status()
-        stream = self.http.get(f"/gradio_api/call/{endpoint}/{r.json()['event_id']}")
-        event, payload = "", ""
-        for line in stream.text.splitlines():
-            if line.startswith("event:"):
-                event = line[6:].strip()
-            elif line.startswith("data:"):
-                payload = line[5:].strip()
-        if event != "complete":
-            raise RuntimeError(f"{endpoint}: {event} {payload[:300]}")
-        return json.loads(payload)
+        event_id = r.json()["event_id"]
+        with self.http.stream("GET", "/gradio_api/queue/data", params={"session_hash": self.session}) as stream:
+            for line in stream.iter_lines():
+                if not line.startswith("data:"):
+                    continue
+                msg = json.loads(line[5:])
+                if msg.get("event_id") == event_id and msg.get("msg") == "process_completed":
+                    if not msg.get("success"):
+                        raise RuntimeError(f"{endpoint}: {str(msg.get('output'))[:300]}")
+                    return msg["output"]["data"]
+        raise RuntimeError(f"{endpoint}: the event stream ended before event {event_id} completed")
 
     def next_card(self) -> list:
         self.card = self.call("next_card", FILTERS)

@@ -35,7 +35,10 @@ def create_db_engine(url: str) -> Engine:
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        # A pool as large as the studio's handler threads: a handler never waits for a free connection.
+        engine = create_engine(
+            url, connect_args={"check_same_thread": False, "timeout": 30}, pool_size=16, max_overflow=16
+        )
         event.listen(engine, "connect", _set_sqlite_pragmas)
         return engine
     return create_engine(url, pool_pre_ping=True)

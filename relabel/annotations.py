@@ -102,6 +102,40 @@ def record_annotation(
 
     `n_classes` (the vocabulary size, when the caller knows it) saves reading the vocabulary to check `classes`.
     """
+    return store_annotation(
+        engine,
+        image_id=image_id,
+        user=user,
+        verdict=verdict,
+        classes=classes,
+        flags=flags,
+        note=note,
+        seconds_on_item=seconds_on_item,
+        suggestion_id=suggestion_id,
+        suggestion_action=suggestion_action,
+        adjudicate=adjudicate,
+        client_token=client_token,
+        n_classes=n_classes,
+    )[0]
+
+
+def store_annotation(
+    engine: Engine,
+    *,
+    image_id: int,
+    user: str,
+    verdict: Verdict,
+    classes: Iterable[int] = (),
+    flags: Iterable[str] = (),
+    note: str = "",
+    seconds_on_item: float | None = None,
+    suggestion_id: int | None = None,
+    suggestion_action: SuggestionAction = SuggestionAction.none,
+    adjudicate: bool = False,
+    client_token: str | None = None,
+    n_classes: int | None = None,
+) -> tuple[int, bool]:
+    """`record_annotation`, also saying whether this call stored the row (False: its token had been used)."""
     classes, flags = list(dict.fromkeys(classes)), list(dict.fromkeys(flags))
     if verdict is Verdict.labels and not classes:
         raise InputError("a 'labels' decision needs at least one class")
@@ -113,7 +147,7 @@ def record_annotation(
     with session_scope(engine) as s:
         prior = _by_token(s, client_token)
         if prior is not None:
-            return prior
+            return prior, False
         u = get_user(s, user)
         if adjudicate and u.role is not Role.lead:
             raise ConflictError(f"user {user!r} is an annotator; only leads adjudicate")
@@ -146,8 +180,8 @@ def record_annotation(
             existing = _by_token(s, client_token)
             if existing is None:
                 raise
-            return existing
-        return row.id  # type: ignore[return-value]
+            return existing, False
+        return row.id, True  # type: ignore[return-value]
 
 
 def retract_annotation(engine: Engine, annotation_id: int, *, user: str, client_token: str | None = None) -> int:

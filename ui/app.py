@@ -86,12 +86,8 @@ class ReviewOutputs:
                         show_label=False, interactive=False, lines=1, elem_id=f"{prefix}-header", scale=4
                     )
                     self.full_btn = gr.Button("Full resolution [F]", elem_id=f"{prefix}-full", size="sm", scale=1)
-                self.others = gr.Dataframe(
-                    headers=["who", "decision", "note", "when"],
-                    label=others_label,
-                    interactive=False,
-                    wrap=True,
-                    elem_id=f"{prefix}-others",
+                self.others = gr.Textbox(
+                    label=others_label, interactive=False, lines=1, max_lines=8, elem_id=f"{prefix}-others"
                 )
                 self.examples = gr.Gallery(label="reference examples", columns=2, height=160, visible=False)
             with gr.Column(scale=2):
@@ -108,8 +104,8 @@ class ReviewOutputs:
                 self.classifier = gr.Label(
                     label="classifier top-5", num_top_classes=5, show_heading=False, elem_id=f"{prefix}-classifier"
                 )
-                self.priors = gr.Dataframe(
-                    headers=["source", "labels", "detail"], label="prior relabels", interactive=False, wrap=True
+                self.priors = gr.Textbox(
+                    label="prior relabels", interactive=False, lines=1, max_lines=5, elem_id=f"{prefix}-priors"
                 )
                 self.status = gr.Textbox(label="status", interactive=False, lines=1, elem_id=f"{prefix}-status")
                 self.form = DecisionForm(vocab_choices, form_prefix)
@@ -131,16 +127,19 @@ class ReviewOutputs:
 
 
 def card_values(view: views.CardView) -> list[Any]:
-    """A CardView as component values, followed by the cleared picker, flags and note."""
+    """A CardView as component values, followed by the cleared picker, flags and note. Tables become plain text
+    lines: cheaper to send than dataframes, and never interpreted as markup."""
     return [
         view.image,
         view.header,
         view.original,
         view.suggestion,
         view.classifier or None,
-        view.priors,
+        "\n".join(" · ".join(cell for cell in row if cell) for row in view.priors) or "none imported",
         view.examples,
-        view.others,
+        "\n".join(
+            f"{who}: {what}" + (f" — {note}" if note else "") + f" ({when})" for who, what, note, when in view.others
+        ),
         view.card_key,
         view.status,
         [],

@@ -6,7 +6,7 @@ review), or when a lead opens it for adjudication.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -156,9 +156,15 @@ def pick_runs(conn: Connection, dataset_id: int, suggestion: str | None, classif
     )
 
 
-def load_card(conn: Connection, image_id: int, runs: RunChoice, viewer: str) -> Card:
-    """The card of `image_id` as `viewer` sees it. Raises NotFoundError for an unknown image."""
+def load_card(conn: Connection, image_id: int, runs: RunChoice, viewer: str, cached: Card | None = None) -> Card:
+    """The card of `image_id` as `viewer` sees it. Raises NotFoundError for an unknown image.
+
+    With `cached` (an earlier card of the same image), only the decision history is read again: the image, its
+    labels and its suggestions do not change while the studio runs (`Studio.refresh` drops the cache).
+    """
     with Session(bind=conn) as session:
+        if cached is not None:
+            return replace(cached, history=tuple(image_history(session, image_id)), viewer=viewer)
         return _load_card(session, image_id, runs, viewer)
 
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 import secrets
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +23,7 @@ from sqlmodel import Session
 
 from db.enums import ImageStatus, Role, SourceKind, SuggestionAction, Verdict
 from db.models import Annotation, Image, Label, LabelSource, Prediction, User
-from relabel.annotations import current_decisions, record_annotation, retract_annotation, verify_password
+from relabel.annotations import current_decisions, retract_annotation, store_annotation, verify_password
 from relabel.errors import ConflictError, InputError, NotFoundError
 from relabel.review.cards import Card, RunChoice, load_card, pick_runs, stored_image
 from relabel.review.display import DisplayCache, StoredImage
@@ -29,6 +31,7 @@ from relabel.review.queue import Evidence, QueueFilter, ReviewQueue
 from relabel.vocabulary import Vocabulary
 from relabel.workspace import IMGT, dataset_vocabulary, get_dataset
 
+CARD_CACHE_SIZE = 4096  # cards kept in memory; with N-way overlap each image is served N times
 ACTIONS = ("original", "suggestion", "both", "labels", "none_fit", "unclear")
 MAX_NOTE = 2000
 
@@ -79,6 +82,12 @@ class Studio:
         self._shown_lock = threading.Lock()
         self._users: dict[str, tuple[int, Role]] = {}
         self._prefetch = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefetch")
+        self._cards: OrderedDict[int, Card] = OrderedDict()  # recent cards: their labels and suggestions
+        self._cards_lock = threading.Lock()
+        # SQLite has one writer at a time; queueing writers here is cheaper than SQLite's sleeping busy handler
+        self._write_lock: threading.Lock | nullcontext[None] = (
+            threading.Lock() if engine.dialect.name == "sqlite" else nullcontext()
+        )
         self.refresh()
 
     # -- users ---------------------------------------------------------------------------------------------------
@@ -113,6 +122,8 @@ class Studio:
         """Rebuild the queue from the database (after imports or suggestion runs, or on start)."""
         self.queue = ReviewQueue(self._evidence(), overlap=self.overlap, seed=self.seed)
         self.examples = self._examples()
+        with self._cards_lock:
+            self._cards.clear()
 
     def next_card(self, user: str, flt: QueueFilter = QueueFilter()) -> tuple[Card | None, str]:
         """The next card for `user` and its token; (None, "") when nothing is left under `flt`."""
@@ -127,8 +138,15 @@ class Studio:
     def open_card(self, user: str, image_id: int, *, hold: bool = False) -> tuple[Card, str]:
         """The card of one image as `user` sees it, with a fresh token for the decision on it."""
         user_id, _ = self.user(user)
+        with self._cards_lock:
+            cached = self._cards.get(image_id)
         with self.engine.connect() as conn:
-            card = load_card(conn, image_id, self.runs, user)
+            card = load_card(conn, image_id, self.runs, user, cached)
+        with self._cards_lock:
+            self._cards[image_id] = card
+            self._cards.move_to_end(image_id)
+            while len(self._cards) > CARD_CACHE_SIZE:
+                self._cards.popitem(last=False)
         if hold:
             self.queue.hold(image_id, user_id)
         used = card.suggestion_used
@@ -201,25 +219,25 @@ class Studio:
         if len(note) > MAX_NOTE:
             raise InputError(f"the note has {len(note)} characters; at most {MAX_NOTE} are kept")
         seconds = round(time.monotonic() - shown.at, 3) if shown.at else None
-        stored_before = self._token_used(token)
-        annotation_id = record_annotation(
-            self.engine,
-            image_id=image_id,
-            user=user,
-            verdict=verdict,
-            classes=chosen,
-            flags=list(flags),
-            note=note.strip(),
-            seconds_on_item=seconds,
-            suggestion_id=shown.suggestion_id,
-            suggestion_action=suggestion_action(chosen, shown.suggested_class),
-            adjudicate=adjudicate,
-            client_token=token,
-            n_classes=len(self.vocab),
-        )
-        if not stored_before:
+        with self._write_lock:
+            annotation_id, created = store_annotation(
+                self.engine,
+                image_id=image_id,
+                user=user,
+                verdict=verdict,
+                classes=chosen,
+                flags=list(flags),
+                note=note.strip(),
+                seconds_on_item=seconds,
+                suggestion_id=shown.suggestion_id,
+                suggestion_action=suggestion_action(chosen, shown.suggested_class),
+                adjudicate=adjudicate,
+                client_token=token,
+                n_classes=len(self.vocab),
+            )
+        if created:
             self.queue.record(image_id, user_id, (verdict, frozenset(chosen)), adjudication=adjudicate)
-        return Saved(annotation_id, image_id, stored_before)
+        return Saved(annotation_id, image_id, not created)
 
     def undo(self, user: str) -> int | None:
         """Undo `user`'s most recent standing decision in this dataset; returns its image id (None: nothing)."""
@@ -242,7 +260,8 @@ class Studio:
         target = next((r for r in rows if r.verdict != Verdict.retract and r.id not in undone), None)
         if target is None:
             return None
-        retract_annotation(self.engine, target.id, user=user)
+        with self._write_lock:
+            retract_annotation(self.engine, target.id, user=user)
         self.queue.record(target.image_id, user_id, None, adjudication=bool(target.is_adjudication))
         self._restore_previous(target.image_id, user_id)
         return int(target.image_id)
@@ -267,10 +286,6 @@ class Studio:
         if shown.user_id != user_id or shown.image_id != image_id:
             raise ConflictError(f"token was issued for another card than image {image_id}; reload the card")
         return shown
-
-    def _token_used(self, token: str) -> bool:
-        with self.engine.connect() as conn:
-            return conn.execute(select(Annotation.id).where(Annotation.client_token == token)).first() is not None
 
     def _resolve_action(self, action: str, classes: list[int], shown: Shown) -> tuple[Verdict, list[int]]:
         if action not in ACTIONS:
