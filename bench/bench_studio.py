@@ -40,7 +40,7 @@ from relabel.review.studio import Studio
 from ui import handlers
 
 SECTION = "## Studio: 50,000 images, 150,000 decisions"
-FILTERS = ["all classes", "open"]
+FILTERS = ["all classes", "open", "any"]
 OVERLAP = 5  # the workspace's images already hold 3 decisions each; 2 more opinions per image are wanted
 
 

@@ -19,13 +19,20 @@ from relabel.review.studio import Studio
 from ui import dashboard_tab, handlers, views
 from ui.keyboard import KEYBOARD_JS
 
+CATEGORY_CHOICES = [
+    ("A: original confirmed", "A"),
+    ("B: one other class", "B"),
+    ("M: several classes", "M"),
+    ("Z: no class fits", "Z"),
+    ("X: unclear", "X"),
+]
 STATUS_CHOICES = [
     ("to review", "open"),
     ("disputed: add an opinion", "disputed"),
     ("decided", "decided"),
     ("mine (revisit)", "mine"),
 ]
-HISTORY_HEADERS = ["#", "when", "who", "what", "suggestion", "note", "seconds"]
+HISTORY_HEADERS = ["#", "when", "who", "what", "replaced", "suggestion", "note", "seconds"]
 CSS = """
 #card-image img { object-fit: contain; max-height: 70vh; }
 #shortcuts { font-size: 0.85em; opacity: 0.8; }
@@ -222,6 +229,12 @@ def review_tab(studio: Studio, vocab_choices: list[tuple[str, int]]) -> None:
             scale=2,
         )
         status_filter = gr.Radio(STATUS_CHOICES, value="open", label="queue: status", scale=3)
+        category_filter = gr.Dropdown(
+            [("any", handlers.ANY_CATEGORY), *CATEGORY_CHOICES],
+            value=handlers.ANY_CATEGORY,
+            label="queue: consensus category",
+            scale=1,
+        )
         next_btn = gr.Button("Next card", elem_id="act-next", scale=1, variant="primary")
     out = ReviewOutputs(vocab_choices)
     form = out.form
@@ -230,18 +243,20 @@ def review_tab(studio: Studio, vocab_choices: list[tuple[str, int]]) -> None:
         history_btn = gr.Button("Show history", size="sm", elem_id="act-history")
         history = gr.Dataframe(headers=HISTORY_HEADERS, interactive=False, wrap=True, elem_id="card-history")
 
-    filters = [class_filter, status_filter]
+    filters = [class_filter, status_filter, category_filter]
     outputs = [*out.components(), form.picker, form.flags, form.note]
     next_btn.click(
-        guarded(lambda u, c, s: card_values(handlers.next_card(studio, u, c, s))),
+        guarded(lambda u, c, s, k: card_values(handlers.next_card(studio, u, c, s, k))),
         filters,
         outputs,
         api_name="next_card",
     )
     for action, button in form.buttons.items():
 
-        def decide(u: str, key: str, picked: Any, flags: Any, note: str, c: Any, s: Any, action: str = action) -> Any:
-            return card_values(handlers.decide(studio, u, key, action, picked, flags, note, c, s))
+        def decide(
+            u: str, key: str, picked: Any, flags: Any, note: str, c: Any, s: Any, k: Any, action: str = action
+        ) -> Any:
+            return card_values(handlers.decide(studio, u, key, action, picked, flags, note, c, s, k))
 
         button.click(
             guarded(decide),
@@ -250,7 +265,7 @@ def review_tab(studio: Studio, vocab_choices: list[tuple[str, int]]) -> None:
             api_name=f"decide_{action}",
         )
     form.skip.click(
-        guarded(lambda u, key, c, s: card_values(handlers.skip(studio, u, key, c, s))),
+        guarded(lambda u, key, c, s, k: card_values(handlers.skip(studio, u, key, c, s, k))),
         [out.card_key, *filters],
         outputs,
         api_name="skip",

@@ -19,6 +19,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from relabel.agreement import agreement_report  # noqa: E402
 from relabel.dashboard import Dashboard, dashboard  # noqa: E402
 from relabel.review.studio import Studio  # noqa: E402
+from ui import handlers  # noqa: E402
 
 CATEGORY_ORDER = ("A", "B", "M", "Z", "X", "U")
 
@@ -158,6 +159,17 @@ def build(studio: Studio, guarded: Callable[[Callable[..., Any]], Callable[..., 
     pairs = gr.Dataframe(headers=["a", "b", "shared images", "observed", "Cohen's κ"], label="pairs", interactive=False)
     classes = gr.Dataframe(
         headers=["class", "name", "images", "decided", "disputed"], label="classes furthest behind", interactive=False
+    )
+    with gr.Accordion("Audit trail: every decision, newest first", open=False):
+        with gr.Row():
+            who = gr.Textbox(label="user (empty: everyone)", lines=1, scale=2)
+            limit = gr.Number(value=200, precision=0, label="events", scale=1)
+            audit_btn = gr.Button("Show", size="sm", scale=1)
+        audit = gr.Dataframe(
+            headers=["#", "when", "who", "image", "decision", "suggestion", "note"], interactive=False, wrap=True
+        )
+    audit_btn.click(
+        guarded(lambda u, w, n: handlers.audit_log(studio, u, w, n)), [who, limit], audit, api_name="audit_log"
     )
     refresh.click(
         guarded(lambda u: dashboard_values(studio, u)),

@@ -20,14 +20,17 @@ from ui import views
 from ui.views import CardView
 
 ALL_CLASSES = "all classes"
+ANY_CATEGORY = "any"
 
 
-def parse_filter(studio: Studio, class_choice: Any, status: str | None) -> QueueFilter:
-    """The queue filter from the review tab's class dropdown (an index, or ALL_CLASSES) and status radio."""
+def parse_filter(studio: Studio, class_choice: Any, status: str | None, category: str | None = None) -> QueueFilter:
+    """The queue filter from the review tab's class dropdown (an index, or ALL_CLASSES), status radio and
+    category dropdown (ANY_CATEGORY, or A/B/M/Z/X)."""
     index = None if class_choice in (None, "", ALL_CLASSES) else int(class_choice)
     if index is not None and not 0 <= index < len(studio.vocab):
         raise InputError(f"class {index} is outside 0..{len(studio.vocab) - 1}")
-    return QueueFilter(class_index=index, status=status or "open")
+    chosen = None if category in (None, "", ANY_CATEGORY) else category
+    return QueueFilter(class_index=index, status=status or "open", category=chosen)
 
 
 def parse_card_key(card_key: str) -> tuple[int, str]:
@@ -88,8 +91,10 @@ def progress_text(studio: Studio, user: str, done_now: str = "") -> str:
     return f"{done_now} · {text}" if done_now else text
 
 
-def next_card(studio: Studio, user: str, class_choice: Any = None, status: str | None = None) -> CardView:
-    card, token = studio.next_card(user, parse_filter(studio, class_choice, status))
+def next_card(
+    studio: Studio, user: str, class_choice: Any = None, status: str | None = None, category: str | None = None
+) -> CardView:
+    card, token = studio.next_card(user, parse_filter(studio, class_choice, status, category))
     if card is None:
         return views.empty_view("nothing left to review under this filter · " + progress_text(studio, user))
     return render(studio, card, token, progress_text(studio, user))
@@ -105,6 +110,7 @@ def decide(
     note: str = "",
     class_choice: Any = None,
     status: str | None = None,
+    category: str | None = None,
 ) -> CardView:
     """Store the decision on the open card, then show the next card (one round trip)."""
     image_id, token = parse_card_key(card_key)
@@ -112,16 +118,23 @@ def decide(
         user, token, image_id, action, classes=[int(c) for c in classes or []], flags=flags or [], note=note or ""
     )
     done = f"saved #{saved.annotation_id}" + (" (already saved)" if saved.duplicate else "")
-    card, token = studio.next_card(user, parse_filter(studio, class_choice, status))
+    card, token = studio.next_card(user, parse_filter(studio, class_choice, status, category))
     if card is None:
         return views.empty_view(f"{done} · nothing left to review · " + progress_text(studio, user))
     return render(studio, card, token, progress_text(studio, user, done))
 
 
-def skip(studio: Studio, user: str, card_key: str, class_choice: Any = None, status: str | None = None) -> CardView:
+def skip(
+    studio: Studio,
+    user: str,
+    card_key: str,
+    class_choice: Any = None,
+    status: str | None = None,
+    category: str | None = None,
+) -> CardView:
     image_id, _ = parse_card_key(card_key)
     studio.skip(user, image_id)
-    return next_card(studio, user, class_choice, status)
+    return next_card(studio, user, class_choice, status, category)
 
 
 def undo(studio: Studio, user: str) -> CardView:
@@ -151,6 +164,19 @@ def history(studio: Studio, user: str, card_key: str) -> list[list[Any]]:
 
 
 # -- leads -------------------------------------------------------------------------------------------------------
+
+
+def audit_log(studio: Studio, user: str, who: str | None = None, limit: Any = 200) -> list[list[Any]]:
+    """The newest decisions of the dataset (of one user, if `who`), newest first; leads only."""
+    from relabel.review.cards import audit_events
+
+    studio.require_lead(user)
+    n = int(limit or 200)
+    if not 1 <= n <= 10_000:
+        raise InputError(f"show between 1 and 10000 events, not {n}")
+    with studio.engine.connect() as conn:
+        events = audit_events(conn, studio.dataset_id, user=(who or "").strip() or None, limit=n)
+    return views.audit_rows(studio.vocab, events)
 
 
 def adjudication_list(studio: Studio, user: str) -> list[list[Any]]:

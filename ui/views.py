@@ -131,19 +131,52 @@ def decision_rows(vocab: Vocabulary, events: list[Event]) -> list[list[str]]:
 
 
 def history_rows(vocab: Vocabulary, events: tuple[Event, ...] | list[Event]) -> list[list[Any]]:
-    """The audit trail: who, when, what, how the suggestion fared, seconds on the item."""
+    """The audit trail of one image, oldest first: who, when, what, what it replaced, how the suggestion fared,
+    the note and the seconds on the item. An undo is its own row."""
+    standing: dict[tuple[str, bool], Event] = {}
+    by_id = {e.annotation_id: e for e in events}
+    rows = []
+    for e in events:
+        slot = (e.user, e.is_adjudication)
+        before = standing.get(slot)
+        if e.retracts_id:
+            what = f"undo of #{e.retracts_id}"
+            undone = by_id.get(e.retracts_id)
+            standing.pop(slot, None)
+            was = event_summary(vocab, undone) if undone else ""
+        else:
+            what = event_summary(vocab, e)
+            was = event_summary(vocab, before) if before else ""
+            standing[slot] = e
+        rows.append(
+            [
+                e.annotation_id,
+                e.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+                e.user,
+                ("adjudication: " if e.is_adjudication else "") + what,
+                was,
+                e.suggestion_action,
+                e.note,
+                "" if e.seconds_on_item is None else f"{e.seconds_on_item:.1f}",
+            ]
+        )
+    return rows
+
+
+def audit_rows(vocab: Vocabulary, events: list[tuple[Event, str]]) -> list[list[Any]]:
+    """The dataset-wide audit trail, newest first."""
     return [
         [
             e.annotation_id,
             e.created_at.strftime("%Y-%m-%d %H:%M:%S"),
             e.user,
+            path,
             ("adjudication: " if e.is_adjudication else "")
             + (f"undo of #{e.retracts_id}" if e.retracts_id else event_summary(vocab, e)),
             e.suggestion_action,
             e.note,
-            "" if e.seconds_on_item is None else f"{e.seconds_on_item:.1f}",
         ]
-        for e in events
+        for e, path in events
     ]
 
 

@@ -248,6 +248,23 @@ def image_history(conn: Connection | Session, image_id: int) -> list[Event]:
     return [event(a, name) for a, name in rows]
 
 
+def audit_events(
+    conn: Connection, dataset_id: int, *, user: str | None = None, limit: int = 200
+) -> list[tuple[Event, str]]:
+    """The newest decision events of a dataset (of one user, if given), newest first, with each image's path."""
+    with Session(bind=conn) as session:
+        query = (
+            select(Annotation, User.name, Image.path)
+            .join(User, User.id == Annotation.user_id)
+            .join(Image, Image.id == Annotation.image_id)
+            .where(Image.dataset_id == dataset_id)
+        )
+        if user:
+            query = query.where(User.name == user)
+        rows = session.execute(query.order_by(Annotation.id.desc()).limit(limit)).all()  # type: ignore[attr-defined]
+        return [(event(a, name), path) for a, name, path in rows]
+
+
 def event(a: Annotation, user: str) -> Event:
     return Event(
         annotation_id=a.id,  # type: ignore[arg-type]

@@ -23,7 +23,8 @@ import numpy as np
 from relabel.errors import InputError
 
 WEIGHTS = {"suggestion": 1.0, "classifier": 1.0, "priors": 1.0, "annotators": 2.0}
-STATUSES = ("open", "disputed", "decided", "mine")  # the queue's status filter: see ReviewQueue.matches
+STATUSES = ("open", "disputed", "decided", "mine")  # the queue's status filter: see ReviewQueue._eligible
+CATEGORIES = ("A", "B", "M", "Z", "X")  # of the current consensus, as a snapshot would assign them
 DEFAULT_LEASE_SECONDS = 600.0
 
 
@@ -38,6 +39,7 @@ class Evidence:
     priors: list[list[int]] = field(default_factory=list)  # label sets of prior relabels
     voters: dict[int, tuple] = field(default_factory=dict)  # user id -> decision key (verdict, classes)
     adjudicated: bool = False
+    adjudicated_key: tuple | None = None  # the lead's decision key, when adjudicated
 
 
 def priority(e: Evidence) -> float:
@@ -56,16 +58,39 @@ def priority(e: Evidence) -> float:
     return score
 
 
+def category(e: Evidence) -> str | None:
+    """The category of the image's current consensus (the lead's decision, else the annotators' when they all
+    agree): A original confirmed, B one other class, M several, Z no class fits, X unclear; None without one."""
+    key = e.adjudicated_key if e.adjudicated else None
+    if key is None:
+        keys = set(e.voters.values())
+        if len(keys) != 1:
+            return None
+        key = next(iter(keys))
+    verdict, classes = key
+    value = getattr(verdict, "value", verdict)
+    if value == "none_fit":
+        return "Z"
+    if value == "unclear":
+        return "X"
+    if len(classes) > 1:
+        return "M"
+    return "A" if e.original is not None and set(classes) == {e.original} else "B"
+
+
 @dataclass(frozen=True)
 class QueueFilter:
-    """Which images a user wants: an original class, a status (STATUSES) and/or a set of image ids."""
+    """Which images a user wants: an original class, a status (STATUSES), a consensus category (CATEGORIES)."""
 
     class_index: int | None = None
     status: str = "open"
+    category: str | None = None
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
             raise InputError(f"unknown queue status {self.status!r}; known: {', '.join(STATUSES)}")
+        if self.category is not None and self.category not in CATEGORIES:
+            raise InputError(f"unknown category {self.category!r}; known: {', '.join(CATEGORIES)}")
 
 
 class ReviewQueue:
@@ -109,7 +134,7 @@ class ReviewQueue:
                 return
             self._count(e, -1)
             if adjudication:
-                e.adjudicated = key is not None
+                e.adjudicated, e.adjudicated_key = key is not None, key
             elif key is None:
                 e.voters.pop(user_id, None)
                 self._rewind(user_id)
@@ -210,6 +235,8 @@ class ReviewQueue:
     def _eligible(self, image_id: int, user_id: int, flt: QueueFilter, now: float, holding: bool = False) -> bool:
         e = self.evidence[image_id]
         if flt.class_index is not None and e.original != flt.class_index:
+            return False
+        if flt.category is not None and category(e) != flt.category:
             return False
         mine = user_id in e.voters
         if flt.status == "mine":

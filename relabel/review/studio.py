@@ -407,6 +407,7 @@ def load_evidence(conn: Connection, dataset_id: int, runs: RunChoice) -> list[Ev
                 priors.get(image_id, []),
                 {d.user_id: d.key for d in standing if not d.is_adjudication},
                 any(d.is_adjudication for d in standing),
+                next((d.key for d in sorted(standing, key=lambda d: -d.annotation_id) if d.is_adjudication), None),
             )
         )
     return out

@@ -12,7 +12,7 @@ from db.models import Annotation
 from relabel.review.studio import Studio
 from tests.studio.workspace import PASSWORD, build_workspace, serving
 
-FILTERS = ("all classes", "open")
+FILTERS = ("all classes", "open", "any")
 
 
 @pytest.fixture(scope="module")

@@ -143,6 +143,7 @@ class TestBlindReviewAndUndo:
         assert [r.verdict for r in rows(studio)] == [Verdict.unclear, Verdict.retract]
         history = handlers.history(studio, "alice", back.card_key)
         assert [h[3] for h in history] == ["unclear (X)", f"undo of #{rows(studio)[0].id}"]
+        assert [h[4] for h in history] == ["", "unclear (X)"]  # what each event replaced
         assert handlers.undo(studio, "alice").status == "nothing to undo"
 
     def test_skip_moves_on_without_writing(self, studio: Studio) -> None:
@@ -185,6 +186,23 @@ class TestLeads:
         path = Path(handlers.export_snapshot(studio, "lena", "round-1", "real", tmp_path / "exports"))
         labels = json.loads(path.read_text())
         assert len(labels) == 6 and [VOCAB.resolve("n04008634")] in labels
+
+    def test_the_audit_trail_lists_every_event_newest_first(self, studio: Studio) -> None:
+        card = handlers.next_card(studio, "alice")
+        handlers.decide(studio, "alice", card.card_key, "unclear")
+        handlers.undo(studio, "alice")
+        bob = handlers.next_card(studio, "bob")
+        handlers.decide(studio, "bob", bob.card_key, "none_fit", note=XSS)
+        log = handlers.audit_log(studio, "lena")
+        assert [(r[2], r[4]) for r in log] == [
+            ("bob", "no class fits (Z)"),
+            ("alice", f"undo of #{log[2][0]}"),
+            ("alice", "unclear (X)"),
+        ]
+        assert log[0][6] == XSS and log[0][3].endswith(".jpg")
+        assert [r[2] for r in handlers.audit_log(studio, "lena", "alice", 1)] == ["alice"]
+        with pytest.raises(ConflictError):
+            handlers.audit_log(studio, "bob")
 
     def test_dashboard_numbers_and_plots(self, studio: Studio) -> None:
         from ui.dashboard_tab import dashboard_values
@@ -233,7 +251,7 @@ class TestUntrustedText:
         handlers.decide(fresh, "alice", card.card_key, "none_fit", note=XSS)
         card2, token = fresh.open_card("bob", image_of(card))
         history = handlers.history(fresh, "alice", f"{image_of(card)}:{token}")
-        assert history[0][5] == XSS
+        assert history[0][6] == XSS
 
     def test_the_card_is_rendered_only_by_text_components(self) -> None:
         import gradio as gr

@@ -114,6 +114,21 @@ class TestFilters:
         assert q.next_image(1, QueueFilter(status="mine")) == image
         assert q.next_image(2, QueueFilter(status="decided")) == image
 
+    def test_category_filter_follows_the_current_consensus(self) -> None:
+        rows = [Evidence(i, original=281) for i in range(1, 6)]
+        rows[0].voters = {1: CAT, 2: CAT}  # A: the original confirmed
+        rows[1].voters = {1: DOG}  # B
+        rows[2].voters = {1: (Verdict.labels, frozenset({281, 207}))}  # M
+        rows[3].voters = {1: (Verdict.none_fit, frozenset())}  # Z
+        rows[4].voters = {1: CAT, 2: DOG}  # disputed: no category ...
+        q = ReviewQueue(rows, overlap=1)
+        decided = {c: q.next_image(9, QueueFilter(status="decided", category=c)) for c in "ABMZX"}
+        assert decided == {"A": 1, "B": 2, "M": 3, "Z": 4, "X": None}
+        q.record(5, 7, (Verdict.unclear, frozenset()), adjudication=True)  # ... until a lead decides: X
+        assert q.next_image(8, QueueFilter(status="decided", category="X")) == 5
+        with pytest.raises(InputError, match="unknown category 'Q'"):
+            QueueFilter(category="Q")
+
     def test_adjudicated_images_leave_the_queue(self) -> None:
         rows = evidence(1)
         rows[0].voters = {1: CAT, 2: DOG}
