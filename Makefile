@@ -25,7 +25,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -m "not slow and not postgres"
+	$(BIN)/python -m pytest -m "not slow and not postgres and not browser"
 
 lint: $(STAMP)
 	$(BIN)/ruff check relabel db evaluator ui tests bench scripts
