@@ -215,8 +215,13 @@ def current_decisions(
     conn: Connection, dataset_id: int, image_ids: list[int] | None = None
 ) -> dict[int, list[Decision]]:
     """Each image's standing decisions: the latest per annotator, minus those retracted (only `image_ids`, if
-    given)."""
-    query = (
+    given). The whole dataset is read through the fast log reader (`relabel.decision_log`)."""
+    if image_ids is None:
+        from relabel.decision_log import cyclic_gc_paused, load_events, standing_decisions
+
+        with cyclic_gc_paused():
+            return standing_decisions(load_events(conn, dataset_id))
+    rows = conn.execute(
         select(
             Annotation.id,
             Annotation.image_id,
@@ -227,12 +232,9 @@ def current_decisions(
             Annotation.retracts_id,
         )
         .join(Image, Image.id == Annotation.image_id)  # type: ignore[arg-type]
-        .where(Image.dataset_id == dataset_id)
+        .where(Image.dataset_id == dataset_id, Annotation.image_id.in_(image_ids))  # type: ignore[attr-defined]
         .order_by(Annotation.id)  # type: ignore[arg-type]
-    )
-    if image_ids is not None:
-        query = query.where(Annotation.image_id.in_(image_ids))  # type: ignore[attr-defined]
-    rows = conn.execute(query).all()
+    ).all()
     retracted = {r.retracts_id for r in rows if r.verdict == Verdict.retract}
     latest: dict[tuple[int, int, bool], Decision] = {}
     for r in rows:

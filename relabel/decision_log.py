@@ -1,0 +1,130 @@
+"""The annotation log read fast: every event of a dataset in one query, and the decisions that stand.
+
+Enums and JSON columns are read as text and decoded through small tables, timestamps are computed by the
+database, and the cyclic garbage collector is paused while some 10^5 small tuples are built: together about four
+times faster than loading ORM rows, which matters on a 50,000-image dataset with 150,000 decisions.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, NamedTuple
+
+from sqlalchemy import Float, String, cast, select
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.functions import FunctionElement
+
+from db.enums import ImageStatus, SuggestionAction, Verdict
+from db.models import Annotation, Image, ModelRun, Prediction
+from relabel.annotations import Decision
+
+
+class Event(NamedTuple):
+    """One row of the annotation log, as the dashboard reads it."""
+
+    id: int
+    image_id: int
+    user_id: int
+    verdict: Verdict
+    classes: tuple[int, ...]
+    is_adjudication: bool
+    retracts_id: int | None
+    at: float  # created_at, in seconds since 1970-01-01 UTC (to the millisecond on SQLite)
+    seconds_on_item: float | None
+    suggestion_action: SuggestionAction
+    run: str | None  # name of the model run whose prediction was on screen, if any
+
+
+@contextmanager
+def cyclic_gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector (reference counting still frees memory), then restore its state.
+
+    Building some 10^5 small objects, none in a reference cycle, set off repeated full collections over the
+    growing heap that found nothing: a third of the dashboard's time on 150,000 events.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def standing_decisions(events: Sequence[Event]) -> dict[int, list[Decision]]:
+    """Each image's standing decisions, from its events in id order: per (image, user, adjudication or not) the
+    latest decision that is not retracted.
+
+    The rule of `relabel.annotations.current_decisions`, applied to the events the other numbers need anyway, so
+    that the log is read once.
+    """
+    retracted = {e.retracts_id for e in events if e.verdict is Verdict.retract}
+    latest: dict[tuple[int, int, bool], Event] = {}
+    for e in events:
+        if e.verdict is Verdict.retract or e.id in retracted:
+            continue  # undoing a decision brings back the one before it
+        latest[e.image_id, e.user_id, e.is_adjudication] = e
+    by_image: defaultdict[int, list[Decision]] = defaultdict(list)
+    for e in latest.values():
+        by_image[e.image_id].append(Decision(e.id, e.user_id, e.verdict, e.classes, e.is_adjudication))
+    return dict(by_image)
+
+
+class _EpochSeconds(FunctionElement[float]):
+    """A timestamp column as seconds since 1970 UTC, computed by the database: decoding 150,000 datetimes in
+    Python took a good part of the dashboard's time."""
+
+    type = Float()
+    inherit_cache = True
+
+
+@compiles(_EpochSeconds)
+def _epoch_standard(element: _EpochSeconds, compiler: Any, **kw: Any) -> str:
+    return f"CAST(EXTRACT(EPOCH FROM {compiler.process(element.clauses, **kw)}) AS DOUBLE PRECISION)"
+
+
+@compiles(_EpochSeconds, "sqlite")
+def _epoch_sqlite(element: _EpochSeconds, compiler: Any, **kw: Any) -> str:
+    # SQLite keeps UTC text; julianday reads it to the millisecond, rounded here so that hours stay exact.
+    return f"(ROUND((julianday({compiler.process(element.clauses, **kw)}) - 2440587.5) * 86400000.0) / 1000.0)"
+
+
+class ParsedLists(dict[str, tuple[int, ...]]):
+    """JSON class lists parsed once per distinct text: a dataset has far fewer label sets than rows."""
+
+    def __missing__(self, text: str) -> tuple[int, ...]:
+        value = self[text] = tuple(json.loads(text))
+        return value
+
+
+_VERDICTS = {v.name: v for v in Verdict}
+_ACTIONS = {a.name: a for a in SuggestionAction}
+IMAGE_STATUSES = {s.name: s for s in ImageStatus}
+
+
+def load_events(conn: Connection, dataset_id: int) -> list[Event]:
+    """Every annotation event of the dataset in id order, with the name of the run each suggestion came from."""
+    e = Annotation  # enums and JSON are read as text and decoded through the small tables above, for speed
+    who = (e.id, e.image_id, e.user_id, cast(e.verdict, String), cast(e.classes, String), e.is_adjudication)
+    how = (e.retracts_id, _EpochSeconds(e.created_at), e.seconds_on_item, cast(e.suggestion_action, String))
+    query = (
+        select(*who, *how, ModelRun.name)
+        .join(Image, Image.id == Annotation.image_id)
+        .outerjoin(Prediction, Prediction.id == Annotation.suggestion_id)
+        .outerjoin(ModelRun, ModelRun.id == Prediction.run_id)
+        .where(Image.dataset_id == dataset_id)
+        .order_by(Annotation.id)
+    )
+    lists = ParsedLists()
+    events: list[Event] = []
+    for rows in conn.execute(query).partitions(10_000):  # fetchmany: much faster than row-by-row iteration
+        events.extend(
+            Event(i, img, u, _VERDICTS[v], lists[c], bool(adj), ret, at, secs, _ACTIONS[act], run)
+            for i, img, u, v, c, adj, ret, at, secs, act, run in rows
+        )
+    return events
