@@ -131,7 +131,11 @@ def dashboard_values(studio: Studio, user: str) -> list[Any]:
 
 
 def build(studio: Studio, guarded: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
-    refresh = gr.Button("Refresh", size="sm", elem_id="dash-refresh")
+    with gr.Row():
+        refresh = gr.Button("Refresh", size="sm", elem_id="dash-refresh")
+        reload = gr.Button("Rebuild the review queue (after imports or new suggestion runs)", size="sm")
+    reloaded = gr.Textbox(show_label=False, interactive=False, lines=1)
+    reload.click(guarded(lambda u: handlers.reload_queue(studio, u)), None, reloaded, api_name="reload_queue")
     summary = gr.Textbox(label="progress", interactive=False, lines=2)
     with gr.Row():
         categories = gr.Plot(label="live categories")

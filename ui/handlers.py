@@ -166,6 +166,17 @@ def history(studio: Studio, user: str, card_key: str) -> list[list[Any]]:
 # -- leads -------------------------------------------------------------------------------------------------------
 
 
+def reload_queue(studio: Studio, user: str) -> str:
+    """Rebuild the queue and the suggestions it weighs from the database (after imports or new suggestion runs)."""
+    studio.require_lead(user)
+    studio.refresh()
+    counts = studio.queue.counts()
+    return (
+        f"queue rebuilt: {counts['images']} images, {counts['disputed']} disputed; suggestions from run "
+        f"{studio.runs.name(studio.runs.suggestion)!r}, classifier run {studio.runs.name(studio.runs.classifier)!r}"
+    )
+
+
 def audit_log(studio: Studio, user: str, who: str | None = None, limit: Any = 200) -> list[list[Any]]:
     """The newest decisions of the dataset (of one user, if `who`), newest first; leads only."""
     from relabel.review.cards import audit_events

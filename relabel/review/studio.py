@@ -77,6 +77,7 @@ class Studio:
             self.dataset_id: int = ds.id  # type: ignore[assignment]
             self.dataset_name, self.root = ds.name, ds.root
             self.runs: RunChoice = pick_runs(conn, self.dataset_id, suggestion_run, classifier_run)
+        self._run_names = (suggestion_run, classifier_run)
         self.display = DisplayCache(cache_dir / "display")
         self._shown: dict[str, Shown] = {}
         self._shown_lock = threading.Lock()
@@ -119,7 +120,11 @@ class Studio:
     # -- queue ---------------------------------------------------------------------------------------------------
 
     def refresh(self) -> None:
-        """Rebuild the queue from the database (after imports or suggestion runs, or on start)."""
+        """Rebuild the queue from the database (after imports or suggestion runs, or on start). Runs picked by
+        default (the newest) are picked again; runs named at start stay."""
+        if hasattr(self, "queue"):
+            with self.engine.connect() as conn:
+                self.runs = pick_runs(conn, self.dataset_id, self._run_names[0], self._run_names[1])
         self.queue = ReviewQueue(self._evidence(), overlap=self.overlap, seed=self.seed)
         self.examples = self._examples()
         with self._cards_lock:

@@ -187,6 +187,32 @@ class TestLeads:
         labels = json.loads(path.read_text())
         assert len(labels) == 6 and [VOCAB.resolve("n04008634")] in labels
 
+    def test_reloading_the_queue_picks_up_a_new_suggestion_run(self, studio: Studio) -> None:
+        assert studio.runs.suggestion is None
+        with Session(studio.engine) as s:
+            run = ModelRun(dataset_id=studio.dataset_id, name="vlm@ow", model="vlm", protocol="ow", params={})
+            s.add(run)
+            s.flush()
+            s.execute(
+                insert(Prediction),
+                [
+                    {
+                        "run_id": run.id,
+                        "image_id": i,
+                        "classes": [0],
+                        "raw_output": "a tench",
+                        "reason": "",
+                        "status": PredictionStatus.ok,
+                    }
+                    for i in range(1, 7)
+                ],
+            )
+            s.commit()
+        with pytest.raises(ConflictError):
+            handlers.reload_queue(studio, "alice")
+        assert "'vlm@ow'" in handlers.reload_queue(studio, "lena")
+        assert "answer: a tench" in handlers.next_card(studio, "alice").suggestion
+
     def test_the_audit_trail_lists_every_event_newest_first(self, studio: Studio) -> None:
         card = handlers.next_card(studio, "alice")
         handlers.decide(studio, "alice", card.card_key, "unclear")
