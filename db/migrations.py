@@ -71,9 +71,14 @@ def _suggestion_support(conn: Connection) -> None:
         conn.execute(text("ALTER TABLE predictions ADD COLUMN details JSON"))
 
 
+def _evaluations(conn: Connection) -> None:
+    SQLModel.metadata.tables["evaluations"].create(conn, checkfirst=True)
+
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "initial schema", _initial_schema),
     Migration(2, "response cache and prediction details for suggestions", _suggestion_support),
+    Migration(3, "stored evaluations", _evaluations),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

@@ -210,3 +210,22 @@ class SnapshotLabel(SQLModel, table=True):
     classes: list[int] = _json()  # empty = excluded from multi-label scoring
     category: Category
     origin: str  # "adjudication", "consensus" or "base"
+
+
+class EvaluationRecord(SQLModel, table=True):
+    """One stored evaluation: model runs scored against references, or a robustness run of a model.
+
+    Never updated. `result` is the self-describing JSON that the report is written from, so a later release can
+    show how each model's score moved across labeling rounds without re-running anything.
+    """
+
+    __tablename__ = "evaluations"
+    __table_args__ = (Index("ix_evaluations_dataset_kind", "dataset_id", "kind", "created_at"),)
+    id: int | None = Field(default=None, primary_key=True)
+    dataset_id: int = Field(foreign_key="datasets.id")
+    kind: str  # "scores" (stored runs against references) or "robustness" (a model run on perturbed images)
+    reference_hashes: dict[str, str] = _json()  # reference name -> content hash (a snapshot's, or of the labels)
+    runs: list[dict[str, Any]] = _json()  # [{"id", "name", "model", "protocol"}]; robustness: the model only
+    result: dict[str, Any] = _json()
+    tool_version: str = ""
+    created_at: datetime = Field(default_factory=utcnow)

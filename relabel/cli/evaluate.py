@@ -1,0 +1,139 @@
+"""`relabel evaluate`: score stored runs against references, robustness runs, and the history of evaluations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from relabel.settings import Settings
+
+OUT_DIR = click.Path(file_okay=False, path_type=Path)
+
+
+@click.group(invoke_without_command=True)
+@click.option("--dataset", help="Dataset name (default: the only one).")
+@click.option("--run", "runs", multiple=True, help="Model run to score; repeat for several (default: every run).")
+@click.option(
+    "--reference",
+    "references",
+    multiple=True,
+    help="imgt, a prior source (real), snapshot:NAME or latest; repeat for several "
+    "(default: imgt and the newest snapshot).",
+)
+@click.option("--weights", default="P=1,CDC=1,RR=1,E=1", show_default=True, help="Weights of the ARGUS overall score.")
+@click.option(
+    "--boot", type=int, default=1000, show_default=True, help="Bootstrap resamples for the 95 % CI (0: none)."
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap.")
+@click.option("--out", type=OUT_DIR, help="Report folder (default: WORKSPACE/reports/<UTC time>).")
+@click.option("--no-report", is_flag=True, help="Print and store only; write no report files.")
+@click.option("--history", is_flag=True, help="Print the stored evaluations and how each run's score moved.")
+@click.pass_context
+def evaluate(
+    ctx: click.Context,
+    dataset: str | None,
+    runs: tuple[str, ...],
+    references: tuple[str, ...],
+    weights: str,
+    boot: int,
+    seed: int,
+    out: Path | None,
+    no_report: bool,
+    history: bool,
+) -> None:
+    """Score stored model runs against ImGT and ReGT references; store the evaluation and write a report.
+
+    Nothing is re-run: the stored predictions are rescored, so run this after every labeling round.
+
+    \b
+    Examples:
+      relabel evaluate                                   # every run vs imgt and the newest snapshot
+      relabel evaluate --reference imgt --reference real --run cv
+      relabel evaluate --weights P=1,CDC=1,RR=2,E=0.5 --out reports/round-3
+      relabel evaluate --history                         # how each run's score moved across rounds
+      relabel evaluate robustness --model efficientnet-lite0 --limit 200
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    from relabel.evaluation import evaluate as evaluate_runs
+    from relabel.evaluation import evaluation_history, text
+    from relabel.evaluation.argus import parse_weights
+    from relabel.evaluation.report import default_report_dir, write_report
+
+    settings: Settings = ctx.obj
+    if history:
+        click.echo(text.render_history(evaluation_history(settings.engine, dataset)))
+        return
+    ev = evaluate_runs(
+        settings.engine, dataset, runs=runs, references=references, weights=parse_weights(weights), n_boot=boot,
+        seed=seed,
+    )  # fmt: skip
+    click.echo(text.render_evaluation(ev))
+    if not no_report:
+        click.echo(f"report: {write_report(ev, out or default_report_dir(settings.workspace)).markdown}")
+
+
+@evaluate.command("robustness")
+@click.option("--model", "model_spec", default="efficientnet-lite0", show_default=True, help="A scoring model spec.")
+@click.option("--dataset", help="Dataset name (default: the only one).")
+@click.option("--limit", type=int, help="At most N images (in the seeded order).")
+@click.option("--perturbations", default="all", show_default=True, help="Comma-separated names, or all.")
+@click.option("--severities", default="1-5", show_default=True, help="A range (1-5) or a list (1,3,5).")
+@click.option("--reference", "references", multiple=True, help="Reference(s) to score against (default: imgt).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the image order and the noise.")
+@click.option("--batch-size", type=int, help="Images per forward pass (default: the model's own).")
+@click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda, mps.")
+@click.option("--out", type=OUT_DIR, help="Report folder (default: WORKSPACE/reports/<UTC time>).")
+@click.option("--no-report", is_flag=True, help="Print and store only; write no report files.")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+@click.pass_obj
+def robustness(
+    settings: Settings,
+    model_spec: str,
+    dataset: str | None,
+    limit: int | None,
+    perturbations: str,
+    severities: str,
+    references: tuple[str, ...],
+    seed: int,
+    batch_size: int | None,
+    device: str,
+    out: Path | None,
+    no_report: bool,
+    quiet: bool,
+) -> None:
+    """Run a scoring model on clean and perturbed images: top-1, robustness retention (RR), latency, memory.
+
+    Perturbations (ImageNet-C style, seeded): gaussian_noise, shot_noise, impulse_noise, gaussian_blur,
+    defocus_blur, motion_blur, jpeg, contrast, brightness, pixelate. The result is stored; `relabel evaluate`
+    folds it into the ARGUS table (RR and E).
+
+    \b
+    Examples:
+      relabel evaluate robustness --limit 100 --perturbations gaussian_noise,jpeg --severities 1-5
+      relabel evaluate robustness --model clip:openai/clip-vit-base-patch32 --reference snapshot:round-2
+    """
+    from relabel.evaluation import text
+    from relabel.evaluation.report import default_report_dir, write_robustness_report
+    from relabel.evaluation.robustness import parse_perturbations, parse_severities, run_robustness
+
+    result = run_robustness(
+        settings.engine,
+        model=model_spec,
+        dataset=dataset,
+        references=references or ("imgt",),
+        perturbations=parse_perturbations(perturbations),
+        severities=parse_severities(severities),
+        limit=limit,
+        seed=seed,
+        adapter_options={"device": device, **({"batch_size": batch_size} if batch_size else {})},
+        show_progress=not quiet,
+    )
+    click.echo(text.render_robustness(result))
+    if not no_report:
+        folder = out or default_report_dir(settings.workspace)
+        click.echo(f"report: {write_robustness_report(result, folder).markdown}")
+
+
+COMMANDS = [evaluate]

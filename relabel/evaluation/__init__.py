@@ -1,0 +1,25 @@
+"""Evaluation: score stored model runs against ImGT and ReGT references, measure robustness and efficiency,
+combine them into the ARGUS reliability table, and write reports.
+
+The modules follow the data: `references` and `runs` read the workspace into arrays, `scoring` hands them to the
+pure `evaluator` package, `argus` builds the reliability table, `service.evaluate` ties them together and
+`storage` keeps every evaluation; `robustness` (with `measure`) runs a scoring model on perturbed images; `report`
+(with `plots` and `text`) renders the results. torch and matplotlib are imported only where they are used.
+"""
+
+from relabel.evaluation.report import latest_report, write_report
+from relabel.evaluation.results import Evaluation, RobustnessResult, RunScore
+from relabel.evaluation.robustness import run_robustness
+from relabel.evaluation.service import evaluate
+from relabel.evaluation.storage import evaluation_history
+
+__all__ = [
+    "Evaluation",
+    "RobustnessResult",
+    "RunScore",
+    "evaluate",
+    "evaluation_history",
+    "latest_report",
+    "run_robustness",
+    "write_report",
+]

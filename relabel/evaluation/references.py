@@ -1,0 +1,149 @@
+"""References to score against, read from the workspace as arrays: ImGT, an imported prior, or a snapshot.
+
+A reference names the images it covers (sorted workspace image ids) and the set of correct classes of each, as
+an `evaluator.LabelSets`; an empty set excludes the image from scoring (ReaL's convention, and Z/X images of a
+ReGT snapshot). Images a source has no row for are outside the reference. Missing images (a label file named
+them, the pixels are not on disk) are inside: predictions made elsewhere may cover them.
+
+A reference is named by a spec:
+
+| spec            | reference                                                                 |
+|-----------------|---------------------------------------------------------------------------|
+| `imgt`          | the original labels (single-label for ImageNet)                           |
+| `source:NAME`   | an imported prior source, e.g. `source:real`                              |
+| `snapshot:NAME` | a frozen ReGT snapshot; its categories give the per-category breakdown    |
+| `latest`        | the newest snapshot of the dataset                                        |
+| `NAME`          | the source or the snapshot called NAME (an error if both exist)           |
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from sqlalchemy import select
+from sqlmodel import Session
+
+from db.enums import Category
+from db.models import Dataset, Image, Label, LabelSource, Snapshot, SnapshotLabel
+from evaluator import EvaluationError, LabelSets
+from relabel.errors import InputError, NotFoundError
+from relabel.snapshots import get_snapshot, snapshot_hash
+from relabel.workspace import IMGT, dataset_vocabulary, get_source
+
+SOURCE, SNAPSHOT, LATEST = "source:", "snapshot:", "latest"
+
+
+@dataclass(frozen=True)
+class ReferenceInfo:
+    """What a reference is, for reports and storage: no arrays."""
+
+    name: str  # as shown in reports: "imgt", "real", "round-2"
+    kind: str  # "original", "prior" or "snapshot"
+    content_hash: str  # a snapshot's own hash; for a source, sha256 over (path, classes) in path order
+    n_images: int  # images the reference covers
+    n_labelled: int  # of those, images with a non-empty set
+    multi_label: bool  # some image has more than one class
+    categories: dict[str, int] | None = None  # snapshot categories (A/B/M/Z/X/U) -> images
+
+
+@dataclass(frozen=True, eq=False)
+class Reference:
+    """Label sets of `image_ids` (sorted, (n,) int64); `categories` (n,) str for a snapshot, else None."""
+
+    info: ReferenceInfo
+    image_ids: np.ndarray
+    labels: LabelSets
+    categories: np.ndarray | None = None
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+
+def default_reference_specs(session: Session, dataset: Dataset) -> list[str]:
+    """ImGT, then the newest snapshot when the dataset has one."""
+    newest = _newest_snapshot(session, dataset)
+    return [IMGT] if newest is None else [IMGT, f"{SNAPSHOT}{newest.name}"]
+
+
+def load_reference(session: Session, dataset: Dataset, spec: str) -> Reference:
+    """The reference named by `spec` (module docstring); raises NotFoundError listing the known names."""
+    spec = spec.strip()
+    if spec == LATEST:
+        newest = _newest_snapshot(session, dataset)
+        if newest is None:
+            raise NotFoundError(f"dataset {dataset.name!r} has no snapshot yet; `relabel snapshot create` makes one")
+        return _snapshot_reference(session, dataset, newest)
+    if spec.startswith(SNAPSHOT):
+        return _snapshot_reference(session, dataset, get_snapshot(session, dataset, spec[len(SNAPSHOT) :]))
+    if spec.startswith(SOURCE):
+        return _source_reference(session, dataset, get_source(session, dataset, spec[len(SOURCE) :]))
+    source = session.scalars(
+        select(LabelSource).where(LabelSource.dataset_id == dataset.id, LabelSource.name == spec)
+    ).first()
+    snap = session.scalars(select(Snapshot).where(Snapshot.dataset_id == dataset.id, Snapshot.name == spec)).first()
+    if source is not None and snap is not None:
+        raise InputError(f"{spec!r} is both a label source and a snapshot; write source:{spec} or snapshot:{spec}")
+    if snap is not None:
+        return _snapshot_reference(session, dataset, snap)
+    return _source_reference(session, dataset, get_source(session, dataset, spec))
+
+
+def _newest_snapshot(session: Session, dataset: Dataset) -> Snapshot | None:
+    query = select(Snapshot).where(Snapshot.dataset_id == dataset.id)
+    return session.scalars(query.order_by(Snapshot.created_at.desc(), Snapshot.id.desc())).first()  # type: ignore[attr-defined]
+
+
+def _source_reference(session: Session, dataset: Dataset, source: LabelSource) -> Reference:
+    rows = session.execute(
+        select(Label.image_id, Image.path, Label.classes)
+        .join(Image, Image.id == Label.image_id)
+        .where(Label.source_id == source.id)
+        .order_by(Label.image_id)
+    ).all()
+    digest = snapshot_hash([(path, list(classes), "") for _, path, classes in rows])
+    kind = "original" if source.name == IMGT else "prior"
+    ids = [image_id for image_id, _, _ in rows]
+    return _build(session, dataset, source.name, kind, digest, ids, [c for _, _, c in rows], None)
+
+
+def _snapshot_reference(session: Session, dataset: Dataset, snap: Snapshot) -> Reference:
+    rows = session.execute(
+        select(SnapshotLabel.image_id, SnapshotLabel.classes, SnapshotLabel.category)
+        .where(SnapshotLabel.snapshot_id == snap.id)
+        .order_by(SnapshotLabel.image_id)
+    ).all()
+    ids = [image_id for image_id, _, _ in rows]
+    categories = np.array([Category(c).value for _, _, c in rows], dtype=str)
+    return _build(session, dataset, snap.name, "snapshot", snap.content_hash, ids, [c for _, c, _ in rows], categories)
+
+
+def _build(
+    session: Session,
+    dataset: Dataset,
+    name: str,
+    kind: str,
+    digest: str,
+    ids: list[int],
+    sets: list[list[int]],
+    categories: np.ndarray | None,
+) -> Reference:
+    """Check and pack one reference. An empty reference is an error: there would be nothing to score against."""
+    n_classes = len(dataset_vocabulary(session, dataset))
+    try:
+        labels = LabelSets.from_lists([list(dict.fromkeys(s)) for s in sets], n_classes)
+    except EvaluationError as exc:
+        raise InputError(f"reference {name!r}: {exc}") from None
+    n_labelled = int(np.count_nonzero(labels.counts)) if ids else 0
+    if n_labelled == 0:
+        raise InputError(
+            f"reference {name!r} labels none of the {len(ids)} image(s) it covers in dataset {dataset.name!r}; "
+            "nothing to score against (import labels or decide some images first)"
+        )
+    counts = None
+    if categories is not None:
+        names, n = np.unique(categories, return_counts=True)
+        counts = {str(k): int(v) for k, v in zip(names, n)}
+    info = ReferenceInfo(name, kind, digest, len(ids), n_labelled, bool((labels.counts > 1).any()), counts)
+    return Reference(info, np.asarray(ids, dtype=np.int64), labels, categories)

@@ -1,0 +1,54 @@
+"""Score one run's aligned predictions against one reference with the `evaluator` functions."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from evaluator import LabelSets
+from evaluator.scoring import accuracy_by_category, mean_per_class_accuracy, multilabel_accuracy
+from relabel.errors import InputError
+from relabel.evaluation.references import Reference
+from relabel.evaluation.results import RunScore
+from relabel.evaluation.runs import RunPredictions, align
+
+TOP5 = 5
+
+
+def score_run(run: RunPredictions, reference: Reference, *, n_boot: int = 1000, seed: int = 0) -> RunScore:
+    """Top-1 (with its bootstrap CI), top-5 when the run ranks 5 classes, mean per-class accuracy and, for a
+    snapshot, top-1 per category, on the images of `reference` that the run predicted.
+
+    Raises InputError when the run predicted none of the reference's labelled images.
+    """
+    aligned = align(run, reference.image_ids)
+    labels = _subset(reference.labels, aligned.rows)
+    if not np.any(labels.counts):
+        raise InputError(
+            f"run {run.info.name!r} has no prediction for any of the {reference.info.n_labelled} labelled image(s) "
+            f"of reference {reference.name!r}; score it against another reference or predict those images"
+        )
+    pred, ok = aligned.classes, aligned.ok
+    top1 = multilabel_accuracy(pred, labels, 1, ok, n_boot=n_boot, seed=seed)
+    top5 = multilabel_accuracy(pred, labels, TOP5, ok, n_boot=n_boot, seed=seed) if pred.shape[1] >= TOP5 else None
+    per_class = mean_per_class_accuracy(pred, labels, 1, ok, n_boot=0)
+    per_category = None
+    if reference.categories is not None:
+        categories = reference.categories[aligned.rows]
+        per_category = accuracy_by_category(pred, labels, categories, 1, ok, n_boot=n_boot, seed=seed)
+    return RunScore(
+        run.info.name,
+        reference.name,
+        reference.info.n_images,
+        len(aligned.rows),
+        top1,
+        top5,
+        per_class.accuracy,
+        per_category,
+    )
+
+
+def _subset(labels: LabelSets, rows: np.ndarray) -> LabelSets:
+    """The label sets of `rows` (all rows: the same object, no copy)."""
+    if len(rows) == labels.n_images:
+        return labels
+    return LabelSets(labels.labels[rows], labels.n_classes)

@@ -1,0 +1,87 @@
+"""Reports: files written whole, self-describing JSON, escaped Markdown, readable figures, the latest report."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from relabel.evaluation import evaluate, latest_report, write_report
+from relabel.evaluation.report import default_report_dir, escape_md
+from tests.evaluation import workspace as ws
+from tests.evaluation.workspace import TENCH
+
+PNG = b"\x89PNG\r\n\x1a\n"
+EVIL_RUN = "<img src=x onerror=alert(1)>|`rm -rf`"
+EVIL_MODEL = "$\\frac{1}{0}$ [click](javascript:alert(1)) **bold** & <script>"
+
+
+@pytest.fixture
+def evaluation(sqlite_engine, tmp_path: Path):
+    ids = ws.build(sqlite_engine, tmp_path)
+    ws.add_run(sqlite_engine, EVIL_RUN, EVIL_MODEL, "ow\n# heading", {"a": ([TENCH], "ok", None)}, ids)
+    ws.add_run(sqlite_engine, "m5-again", "ranker", "mc", ws.M5, ids)  # a second protocol for "ranker"
+    return evaluate(sqlite_engine, references=["imgt", "team"], n_boot=100)
+
+
+def cells(line: str) -> list[str]:
+    """The cells of a Markdown table row, splitting on pipes that are not backslash-escaped."""
+    return re.split(r"(?<!\\)\|", line.strip())[1:-1]
+
+
+def test_report_files_are_written_with_figures(evaluation, tmp_path: Path) -> None:
+    files = write_report(evaluation, tmp_path / "out")
+
+    assert files.markdown.name == "report.md" and files.data.name == "evaluation.json"
+    assert {p.name for p in files.figures} == {"accuracy_by_reference.png", "protocols.png", "argus.png"}
+    assert all(p.read_bytes().startswith(PNG) and p.stat().st_size > 5_000 for p in files.figures)
+    md = files.markdown.read_text()
+    for p in files.figures:
+        assert f"]({p.name})" in md
+    assert not [p for p in (tmp_path / "out").iterdir() if p.name.endswith(".tmp")]
+
+
+def test_json_is_self_describing(evaluation, tmp_path: Path) -> None:
+    data = json.loads(write_report(evaluation, tmp_path / "out").data.read_text())
+
+    assert data["kind"] == "scores" and data["tool"] == "relabel" and data["tool_version"]
+    assert data["dataset"] == "five" and data["id"] == evaluation.id
+    assert [r["name"] for r in data["references"]] == ["imgt", "team"]
+    assert all(len(r["content_hash"]) == 64 for r in data["references"])
+    assert {"top1", "top5", "capability", "consistency", "robustness", "efficiency"} <= set(data["definitions"])
+    assert data["ranking"]["reference_a"] == "imgt" and data["ranking"]["reference_b"] == "team"
+    assert data["argus"]["weights"] == {"P": 1.0, "CDC": 1.0, "RR": 1.0, "E": 1.0}
+
+
+def test_untrusted_names_are_escaped_in_markdown(evaluation, tmp_path: Path) -> None:
+    md = write_report(evaluation, tmp_path / "out").markdown.read_text()
+
+    assert "<img" not in md and "<script" not in md
+    assert not re.search(r"(?<!\\)\]\(javascript:", md)  # no live link: the bracket is escaped
+    assert "&lt;img src=x onerror=alert(1)&gt;\\|\\`rm -rf\\`" in md
+    assert "\\[click\\](javascript:alert(1)) \\*\\*bold\\*\\* &amp; &lt;script&gt;" in md
+    assert "ow # heading" in md  # newlines cannot start a Markdown block
+    table = [line for line in md.splitlines() if line.startswith("| ")]
+    header_width = {len(cells(line)) for line in table if "top-1 %" in line and "95 % CI" in line}
+    rows = [line for line in table if "onerror" in line]
+    assert rows and {len(cells(line)) for line in rows} <= {11, 9, 6, 3}  # every table keeps its columns
+    assert header_width == {11}
+
+
+def test_escape_md() -> None:
+    assert escape_md("a|b`c<d>e&f[g]h*i_j\\k\nl") == "a\\|b\\`c&lt;d&gt;e&amp;f\\[g\\]h\\*i\\_j\\\\k l"
+
+
+def test_latest_report_is_the_newest_complete_one(evaluation, tmp_path: Path) -> None:
+    workspace = tmp_path / "wsdir"
+    assert latest_report(workspace) is None
+    first = write_report(evaluation, default_report_dir(workspace)).markdown
+    second = write_report(evaluation, default_report_dir(workspace)).markdown
+    assert first.parent != second.parent  # the same second gets a suffixed folder
+    os.utime(first, (1, 1))
+    assert latest_report(workspace) == second
+    (workspace / "reports" / "half-written").mkdir()  # a folder without report.md is not a report
+    assert latest_report(workspace) == second
