@@ -123,7 +123,8 @@ def test_an_image_that_cannot_be_decoded_is_an_error_in_every_pass(sqlite_engine
 
     assert result.errors == 3 and result.clean["imgt"].n_errors == 1 and result.clean["imgt"].n_scored == 3
     assert result.retention["imgt"] == 1.0
-    assert all(len(p) == 3 for p in model.pixels)
+    passes = [p for p in model.pixels if "f_flops" not in p]  # the FLOPs probe calls once more when torch is loaded
+    assert len(passes) == 3 and all(len(p) == 3 for p in passes), [sorted(p) for p in model.pixels]
 
 
 def test_grid_options_are_checked() -> None:
