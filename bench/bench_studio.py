@@ -21,7 +21,6 @@ import datetime
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -91,8 +90,13 @@ class Annotator:
         self.card: list = []
 
     def call(self, endpoint: str, data: list) -> list:
-        body = {"data": data, "fn_index": self.fn_index[endpoint], "session_hash": self.session,
-                "event_data": None, "trigger_id": None}
+        body = {
+            "data": data,
+            "fn_index": self.fn_index[endpoint],
+            "session_hash": self.session,
+            "event_data": None,
+            "trigger_id": None,
+        }
         r = self.http.post("/gradio_api/queue/join", json=body)
         r.raise_for_status()
         event_id = r.json()["event_id"]
@@ -270,7 +274,7 @@ def report(args, machine, built, inproc, client, load, db, locked, rss, hwm) -> 
         f"top-5 classifier run, an OW run, 150,000 decisions by 10 past annotators; SQLite (WAL); overlap "
         f"{OVERLAP}; built by bulk inserts in {built:.1f} s; studio start-up (queue and evidence) "
         f"{inproc['startup'][0]:.1f} s",
-        f"- Sequential: {args.rounds} rounds of next card + save (\"original is right\"), 16 annotators in turn "
+        f'- Sequential: {args.rounds} rounds of next card + save ("original is right"), 16 annotators in turn '
         "in-process, one annotator over HTTP (`relabel serve` in its own process)",
         "",
         "| operation | p50 ms | p95 ms | target p95 | met |",
@@ -291,7 +295,7 @@ def report(args, machine, built, inproc, client, load, db, locked, rss, hwm) -> 
         f"| decisions/s | {rate:.1f} | ≥ 50 | {MET[rate >= 50]} |",
         f"| lost (acknowledged, not stored) | {db['lost']} | 0 | {MET[db['lost'] == 0]} |",
         f"| duplicated (same user, same image) | {db['duplicated']} | 0 | {MET[db['duplicated'] == 0]} |",
-        f"| \"database is locked\" errors | {locked} | 0 | {MET[locked == 0]} |",
+        f'| "database is locked" errors | {locked} | 0 | {MET[locked == 0]} |',
         f"| client errors | {len(load['errors'])} | 0 | {MET[not load['errors']]} |",
         f"| server RSS at the end / peak | {rss / 1024:.0f} MiB / {hwm / 1024:.0f} MiB | — | — |",
     ]

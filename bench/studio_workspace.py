@@ -75,9 +75,19 @@ def build(folder: Path, sample: Path, n_users: int, seed: int = 0) -> Engine:
         conn.execute(
             insert(Image),
             [
-                {"dataset_id": dataset_id, "path": n, "stem": n[:-5], "status": ImageStatus.ok,
-                 "sha256": uuid.UUID(int=rng.getrandbits(128)).hex * 2, "width": 500, "height": 375,
-                 "format": "JPEG", "mode": "RGB", "reason": "", "notes": ""}
+                {
+                    "dataset_id": dataset_id,
+                    "path": n,
+                    "stem": n[:-5],
+                    "status": ImageStatus.ok,
+                    "sha256": uuid.UUID(int=rng.getrandbits(128)).hex * 2,
+                    "width": 500,
+                    "height": 375,
+                    "format": "JPEG",
+                    "mode": "RGB",
+                    "reason": "",
+                    "notes": "",
+                }
                 for n in names
             ],
         )
@@ -104,10 +114,20 @@ def _bulk(conn, table, rows: list[dict]) -> None:  # type: ignore[no-untyped-def
 
 def _predictions(conn, dataset_id: int, ids: list[int], originals: list[int], rng: random.Random) -> dict[int, int]:  # type: ignore[no-untyped-def]
     """A top-5 classifier run and an OW run; returns the OW top-1 per image (wrong on ~20 %)."""
-    topk = conn.execute(insert(ModelRun).values(dataset_id=dataset_id, name="efficientnet-lite0@topk",
-                                                model="efficientnet-lite0", protocol="topk", params={})).inserted_primary_key[0]
-    ow = conn.execute(insert(ModelRun).values(dataset_id=dataset_id, name="openai:gpt-4o@ow", model="gpt-4o",
-                                              protocol="ow", params={})).inserted_primary_key[0]
+    topk = conn.execute(
+        insert(ModelRun).values(
+            dataset_id=dataset_id,
+            name="efficientnet-lite0@topk",
+            model="efficientnet-lite0",
+            protocol="topk",
+            params={},
+        )
+    ).inserted_primary_key[0]
+    ow = conn.execute(
+        insert(ModelRun).values(
+            dataset_id=dataset_id, name="openai:gpt-4o@ow", model="gpt-4o", protocol="ow", params={}
+        )
+    ).inserted_primary_key[0]
     top1: dict[int, int] = {}
     cls_rows, ow_rows = [], []
     for i, c in zip(ids, originals):
@@ -116,10 +136,28 @@ def _predictions(conn, dataset_id: int, ids: list[int], originals: list[int], rn
         top1[i] = first
         others = [x for x in rng.sample(range(1000), 6) if x != first][:4]
         p = rng.uniform(0.3, 0.95)
-        cls_rows.append({"run_id": topk, "image_id": i, "classes": [first, *others],
-                         "scores": [p, *[(1 - p) / 4] * 4], "status": PredictionStatus.ok, "raw_output": "", "reason": ""})
-        ow_rows.append({"run_id": ow, "image_id": i, "classes": [first], "raw_output": f"a photo of class {first}",
-                        "status": PredictionStatus.ok, "reason": "", "details": {"mapped": True, "similarity": 0.8}})
+        cls_rows.append(
+            {
+                "run_id": topk,
+                "image_id": i,
+                "classes": [first, *others],
+                "scores": [p, *[(1 - p) / 4] * 4],
+                "status": PredictionStatus.ok,
+                "raw_output": "",
+                "reason": "",
+            }
+        )
+        ow_rows.append(
+            {
+                "run_id": ow,
+                "image_id": i,
+                "classes": [first],
+                "raw_output": f"a photo of class {first}",
+                "status": PredictionStatus.ok,
+                "reason": "",
+                "details": {"mapped": True, "similarity": 0.8},
+            }
+        )
     _bulk(conn, Prediction, cls_rows)
     _bulk(conn, Prediction, ow_rows)
     return top1
@@ -140,8 +178,20 @@ def _decisions(conn, ids: list[int], originals: list[int], suggestion: dict[int,
         disagree = rng.random() < 0.2
         for k, u in enumerate(voters):
             choice = [suggestion[i]] if (disagree and k == 0) else [c]
-            rows.append({"image_id": i, "user_id": u, "verdict": Verdict.labels, "classes": choice, "flags": [],
-                         "note": "", "seconds_on_item": rng.uniform(2, 20), "is_adjudication": False,
-                         "suggestion_action": SuggestionAction.accepted if choice == [suggestion[i]] else SuggestionAction.rejected,
-                         "client_token": uuid.UUID(int=rng.getrandbits(128)).hex})
+            rows.append(
+                {
+                    "image_id": i,
+                    "user_id": u,
+                    "verdict": Verdict.labels,
+                    "classes": choice,
+                    "flags": [],
+                    "note": "",
+                    "seconds_on_item": rng.uniform(2, 20),
+                    "is_adjudication": False,
+                    "suggestion_action": SuggestionAction.accepted
+                    if choice == [suggestion[i]]
+                    else SuggestionAction.rejected,
+                    "client_token": uuid.UUID(int=rng.getrandbits(128)).hex,
+                }
+            )
     _bulk(conn, Annotation, rows)
