@@ -70,13 +70,13 @@ EXPORT_FORMATS: dict[str, Callable[[list[SnapshotRow], Vocabulary], str]] = {
 }
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write to a temporary file beside `path`, then rename: readers never see half a file."""
+def write_atomic(path: Path, content: str | bytes) -> None:
+    """Write text (UTF-8) or bytes to a temporary file beside `path`, then rename: readers never see half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(content.encode("utf-8") if isinstance(content, str) else content)
         # mkstemp makes the file private; give it the mode a plain open() would have.
         umask = os.umask(0)
         os.umask(umask)

@@ -8,8 +8,6 @@ Every file is written to a temporary name and renamed, and `report.md` is writte
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -97,24 +95,9 @@ def _write_figures(folder: Path, figures: dict[str, Callable[[], bytes | None]])
     for name, draw in figures.items():
         png = draw()
         if png is not None:
-            _write_bytes_atomic(folder / name, png)
+            write_atomic(folder / name, png)
             written.append(folder / name)
     return written
-
-
-def _write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Like `exports.write_atomic`, for bytes: a temporary file beside `path`, then a rename."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def scores_markdown(ev: Evaluation, figures: set[str]) -> str:

@@ -18,15 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy import select
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from db.enums import ImageStatus, Role, SourceKind, SuggestionAction, Verdict
-from db.models import Annotation, Image, Label, LabelSource, Prediction, User
+from db.models import Annotation, Image, Label, LabelSource, User
 from relabel.annotations import current_decisions, retract_annotation, store_annotation, verify_password
 from relabel.errors import ConflictError, InputError, NotFoundError
 from relabel.review.cards import Card, RunChoice, load_card, pick_runs, stored_image
 from relabel.review.display import DisplayCache, StoredImage
+from relabel.review.evidence import load_evidence
 from relabel.review.queue import Evidence, QueueFilter, ReviewQueue
 from relabel.vocabulary import Vocabulary
 from relabel.workspace import IMGT, dataset_vocabulary, get_dataset
@@ -372,70 +373,3 @@ def suggestion_action(chosen: list[int], suggested: int | None) -> SuggestionAct
     if chosen == [suggested]:
         return SuggestionAction.accepted
     return SuggestionAction.edited if suggested in chosen else SuggestionAction.rejected
-
-
-def load_evidence(conn: Connection, dataset_id: int, runs: RunChoice) -> list[Evidence]:
-    """Queue evidence for every readable image of the dataset, in a handful of bulk queries."""
-    ids = (
-        conn.execute(
-            select(Image.id).where(Image.dataset_id == dataset_id, Image.status == ImageStatus.ok).order_by(Image.id)
-        )
-        .scalars()
-        .all()
-    )
-    labels = conn.execute(
-        select(Label.image_id, Label.classes, LabelSource.kind)
-        .join(LabelSource, LabelSource.id == Label.source_id)
-        .where(LabelSource.dataset_id == dataset_id)
-    ).all()
-    original: dict[int, int] = {}
-    priors: dict[int, list[list[int]]] = {}
-    for image_id, classes, kind in labels:
-        if kind == SourceKind.original:
-            if classes:
-                original[image_id] = classes[0]
-        else:
-            priors.setdefault(image_id, []).append(list(classes))
-    # without a generative run, the classifier's top-1 is the suggestion (as on the card)
-    suggested = _top1(conn, runs.suggestion if runs.suggestion is not None else runs.classifier)
-    confidence = _confidence(conn, runs.classifier, original)
-    decisions = current_decisions(conn, dataset_id)
-    out = []
-    for image_id in ids:
-        standing = decisions.get(image_id, [])
-        out.append(
-            Evidence(
-                image_id,
-                original.get(image_id),
-                suggested.get(image_id),
-                confidence.get(image_id),
-                priors.get(image_id, []),
-                {d.user_id: d.key for d in standing if not d.is_adjudication},
-                any(d.is_adjudication for d in standing),
-                next((d.key for d in sorted(standing, key=lambda d: -d.annotation_id) if d.is_adjudication), None),
-            )
-        )
-    return out
-
-
-def _top1(conn: Connection, run_id: int | None) -> dict[int, int]:
-    if run_id is None:
-        return {}
-    rows = conn.execute(select(Prediction.image_id, Prediction.classes).where(Prediction.run_id == run_id))
-    return {i: c[0] for i, c in rows if c}
-
-
-def _confidence(conn: Connection, run_id: int | None, original: dict[int, int]) -> dict[int, float]:
-    """The classifier's probability of each image's original class (0 when it is outside the stored top-k)."""
-    if run_id is None:
-        return {}
-    out = {}
-    rows = conn.execute(
-        select(Prediction.image_id, Prediction.classes, Prediction.scores).where(Prediction.run_id == run_id)
-    )
-    for image_id, classes, scores in rows:
-        label = original.get(image_id)
-        if label is None or not classes:
-            continue
-        out[image_id] = float(scores[classes.index(label)]) if scores and label in classes else 0.0
-    return out
