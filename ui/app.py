@@ -8,6 +8,7 @@ script in the page head that clicks the buttons (ids in `ui.views.SHORTCUTS`).
 from __future__ import annotations
 
 import inspect
+import mimetypes
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ import gradio as gr
 
 from relabel.errors import RelabelError
 from relabel.review.studio import Studio
-from ui import dashboard_tab, handlers, views
+from ui import dashboard_tab, handlers, reports_tab, views
 from ui.keyboard import KEYBOARD_JS
 
 CATEGORY_CHOICES = [
@@ -67,6 +68,45 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
     handler.__annotations__ = {"request": gr.Request}
     handler.__name__ = getattr(fn, "__name__", "handler")
     return handler
+
+
+def gallery_data(items: list[tuple[str, str]] | None) -> Any:
+    """(path, caption) pairs as Gradio's gallery payload, built directly: `Gallery.postprocess` starts a thread
+    pool on every call."""
+    from gradio.components.gallery import GalleryData, GalleryImage
+    from gradio.data_classes import ImageData
+
+    return GalleryData(
+        root=[
+            GalleryImage(
+                image=ImageData(path=path, orig_name=Path(path).name, mime_type=mimetypes.guess_type(path)[0]),
+                caption=caption,
+            )
+            for path, caption in items or []
+        ]
+    )
+
+
+def postprocessed(fn: Callable[..., Any], outputs: list[Any]) -> Callable[..., Any]:
+    """`fn` whose values are postprocessed by their components in the handler's own worker thread.
+
+    Events wired with it pass `postprocess=False`: Gradio would otherwise hop to a thread once per output and move
+    every file payload twice, which is most of a card event's cost under concurrent annotators.
+    """
+
+    def handler(*args: Any) -> list[Any]:
+        values = fn(*args)
+        return [gallery_data(v) if isinstance(c, gr.Gallery) else c.postprocess(v) for c, v in zip(outputs, values)]
+
+    handler.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
+    handler.__annotations__ = getattr(fn, "__annotations__", {})
+    handler.__name__ = getattr(fn, "__name__", "handler")
+    return handler
+
+
+def card_event(trigger: Any, fn: Callable[..., Any], inputs: Any, outputs: list[Any], **kwargs: Any) -> None:
+    """Wire a guarded card handler (it returns `card_values`) with its outputs postprocessed in its thread."""
+    trigger.click(postprocessed(guarded(fn), outputs), inputs, outputs, postprocess=False, **kwargs)
 
 
 class ReviewOutputs:
@@ -195,7 +235,7 @@ class DecisionForm:
             self.undo = gr.Button("Undo [U]", elem_id=f"{prefix}-undo", size="sm")
 
 
-def build_app(studio: Studio, *, exports_dir: Path) -> gr.Blocks:
+def build_app(studio: Studio, *, exports_dir: Path, reports_dir: Path) -> gr.Blocks:
     """The studio's Blocks; `launch_app` serves it."""
     vocab_choices = views.picker_choices(studio.vocab)
     with gr.Blocks(title="ReGT studio") as app:
@@ -210,13 +250,17 @@ def build_app(studio: Studio, *, exports_dir: Path) -> gr.Blocks:
             dashboard_tab.build(studio, guarded)
         with gr.Tab("Snapshots", id="snapshots", visible=False) as snap_tab:
             snapshot_tab(studio, exports_dir)
+        with gr.Tab("Reports", id="reports", visible=False) as rep_tab:
+            reports_tab.build(studio, guarded, reports_dir, rep_tab)
 
         def on_load(user: str) -> tuple[Any, ...]:
             _, role = studio.user(user)
             lead = role.value == "lead"
-            return f"signed in as {user} ({role.value})", *(gr.Tab(visible=lead) for _ in range(3))
+            return f"signed in as {user} ({role.value})", *(gr.Tab(visible=lead) for _ in range(4))
 
-        app.load(guarded(on_load), None, [whoami, adjudicate_tab, dash_tab, snap_tab], api_visibility="private")
+        app.load(
+            guarded(on_load), None, [whoami, adjudicate_tab, dash_tab, snap_tab, rep_tab], api_visibility="private"
+        )
     return app
 
 
@@ -245,8 +289,9 @@ def review_tab(studio: Studio, vocab_choices: list[tuple[str, int]]) -> None:
 
     filters = [class_filter, status_filter, category_filter]
     outputs = [*out.components(), form.picker, form.flags, form.note]
-    next_btn.click(
-        guarded(lambda u, c, s, k: card_values(handlers.next_card(studio, u, c, s, k))),
+    card_event(
+        next_btn,
+        lambda u, c, s, k: card_values(handlers.next_card(studio, u, c, s, k)),
         filters,
         outputs,
         api_name="next_card",
@@ -258,19 +303,18 @@ def review_tab(studio: Studio, vocab_choices: list[tuple[str, int]]) -> None:
         ) -> Any:
             return card_values(handlers.decide(studio, u, key, action, picked, flags, note, c, s, k))
 
-        button.click(
-            guarded(decide),
-            [out.card_key, form.picker, form.flags, form.note, *filters],
-            outputs,
+        card_event(
+            button, decide, [out.card_key, form.picker, form.flags, form.note, *filters], outputs,
             api_name=f"decide_{action}",
-        )
-    form.skip.click(
-        guarded(lambda u, key, c, s, k: card_values(handlers.skip(studio, u, key, c, s, k))),
+        )  # fmt: skip
+    card_event(
+        form.skip,
+        lambda u, key, c, s, k: card_values(handlers.skip(studio, u, key, c, s, k)),
         [out.card_key, *filters],
         outputs,
         api_name="skip",
     )
-    form.undo.click(guarded(lambda u: card_values(handlers.undo(studio, u))), None, outputs, api_name="undo")
+    card_event(form.undo, lambda u: card_values(handlers.undo(studio, u)), None, outputs, api_name="undo")
     out.full_btn.click(
         guarded(lambda u, key: handlers.full_resolution(studio, u, key)),
         out.card_key,
@@ -293,8 +337,9 @@ def adjudication_tab(studio: Studio, vocab_choices: list[tuple[str, int]]) -> No
     form = out.form
     outputs = [*out.components(), form.picker, form.flags, form.note]
     list_btn.click(guarded(lambda u: handlers.adjudication_list(studio, u)), None, disputed, api_name="disputed")
-    open_btn.click(
-        guarded(lambda u, i: card_values(handlers.open_for_adjudication(studio, u, i))),
+    card_event(
+        open_btn,
+        lambda u, i: card_values(handlers.open_for_adjudication(studio, u, i)),
         image_id,
         outputs,
         api_name="open_for_adjudication",
@@ -304,19 +349,18 @@ def adjudication_tab(studio: Studio, vocab_choices: list[tuple[str, int]]) -> No
         def adjudicate(u: str, key: str, picked: Any, flags: Any, note: str, action: str = action) -> Any:
             return card_values(handlers.adjudicate(studio, u, key, action, picked, flags, note))
 
-        button.click(
-            guarded(adjudicate),
-            [out.card_key, form.picker, form.flags, form.note],
-            outputs,
+        card_event(
+            button, adjudicate, [out.card_key, form.picker, form.flags, form.note], outputs,
             api_name=f"adjudicate_{action}",
-        )
-    form.skip.click(
-        guarded(lambda u: card_values(handlers.open_for_adjudication(studio, u, None))),
+        )  # fmt: skip
+    card_event(
+        form.skip,
+        lambda u: card_values(handlers.open_for_adjudication(studio, u, None)),
         None,
         outputs,
         api_visibility="private",
     )
-    form.undo.click(guarded(lambda u: card_values(handlers.undo(studio, u))), None, outputs, api_visibility="private")
+    card_event(form.undo, lambda u: card_values(handlers.undo(studio, u)), None, outputs, api_visibility="private")
 
 
 def snapshot_tab(studio: Studio, exports_dir: Path) -> None:
@@ -354,10 +398,16 @@ def launch_app(
     exports_dir: Path,
     block: bool = True,
     concurrency: int = 16,
+    reports_dir: Path | None = None,
 ) -> gr.Blocks:
     """Serve the studio. Never creates a share link; binds 127.0.0.1 unless told otherwise."""
     exports_dir.mkdir(parents=True, exist_ok=True)
-    app = build_app(studio, exports_dir=exports_dir)
+    reports_dir = reports_dir or exports_dir.parent / reports_tab.REPORTS_DIR  # both in the workspace by default
+    reports_dir.mkdir(parents=True, exist_ok=True)
+    # Card images (the display cache, and originals a browser shows as they are) are served where they lie instead
+    # of being copied into Gradio's cache on every card; /file= still requires a signed-in session.
+    gr.set_static_paths([p for p in (studio.display.folder, studio.root) if p])
+    app = build_app(studio, exports_dir=exports_dir, reports_dir=reports_dir)
     app.queue(default_concurrency_limit=concurrency)
     app.launch(
         server_name=host,
@@ -365,8 +415,8 @@ def launch_app(
         share=False,
         auth=studio.login,
         auth_message="ReGT studio: sign in with the name and password a lead gave you (relabel users add).",
-        # the display cache, the exports, and the dataset root (images a browser shows as they are)
-        allowed_paths=[p for p in (str(studio.display.folder), str(exports_dir), studio.root) if p],
+        # the display cache, the exports, the reports, and the dataset root (images a browser shows as they are)
+        allowed_paths=[p for p in (str(studio.display.folder), str(exports_dir), str(reports_dir), studio.root) if p],
         prevent_thread_lock=not block,
         quiet=True,
         show_error=True,

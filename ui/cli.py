@@ -43,6 +43,7 @@ def serve(
       relabel serve --overlap 3                     # three annotators per image
       relabel serve --suggestion-run gpt-4o@cwplus --port 8080
     """
+    from relabel.evaluation.report import REPORTS_DIR
     from relabel.review.studio import Studio
     from ui.app import launch_app
 
@@ -61,4 +62,11 @@ def serve(
         f"classifier run {studio.runs.name(studio.runs.classifier)!r}"
     )
     click.echo(f"studio on http://{host}:{port}  (Ctrl-C stops it)")
-    launch_app(studio, host=host, port=port, exports_dir=settings.workspace / "exports", concurrency=concurrency)
+    launch_app(
+        studio,
+        host=host,
+        port=port,
+        exports_dir=settings.workspace / "exports",
+        reports_dir=settings.workspace / REPORTS_DIR,
+        concurrency=concurrency,
+    )

@@ -148,6 +148,19 @@ def test_an_annotator_labels_three_images_with_the_keyboard(tmp_path: Path) -> N
             page.get_by_role("button", name="Next card").click()
             page.wait_for_function(KEY_CHANGED, arg=[CARD_KEY, ""], timeout=WAIT_MS)
             page.locator("#card-image img").wait_for(timeout=WAIT_MS)
+            # the photo really loads: served from where it lies, to this signed-in session only
+            page.wait_for_function(
+                "() => { const i = document.querySelector('#card-image img'); return i && i.complete && "
+                "i.naturalWidth > 0; }",
+                timeout=WAIT_MS,
+            )
+            src = page.locator("#card-image img").get_attribute("src") or ""
+            assert "/file=" in src
+            assert page.request.get(src).status == 200
+            assert page.context.browser is not None
+            stranger = page.context.browser.new_context()
+            assert stranger.request.get(src).status in (401, 403)
+            stranger.close()
 
             # untrusted model output is shown as text, never parsed as markup
             suggestion = page.locator("#card-suggestion textarea").input_value()
