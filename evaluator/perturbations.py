@@ -29,7 +29,9 @@ corruptions and motion blur's angle use `numpy.random.default_rng(seed)`; the ot
 
 `perturb_text(text, severity, seed)` makes keyboard typos for text-conditioned models: each letter is hit with
 probability TYPO_RATES[severity − 1] by one of swap (with the next letter), drop, insert (a QWERTY neighbour
-before it) or replace (by a QWERTY neighbour), chosen with equal chance.
+before it) or replace (by a QWERTY neighbour), chosen with equal chance. The draws do not depend on the severity,
+so with one seed the letters hit at a severity are also hit at every higher one. Text perturbations have their own
+registry, TEXT_PERTURBATIONS (`typo`), whose names never clash with the image ones in PERTURBATIONS.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ SEVERITIES = (1, 2, 3, 4, 5)
 TYPO_RATES = (0.02, 0.05, 0.10, 0.15, 0.20)
 ImageT = TypeVar("ImageT", Image.Image, np.ndarray)
 Apply = Callable[[np.ndarray, Any, np.random.Generator], np.ndarray]
+ApplyText = Callable[[str, float, np.random.Generator], str]
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,15 @@ class Corruption:
     params: tuple[Any, ...]  # one per severity 1..5
     apply: Apply
     seeded: bool  # whether the result depends on the seed
+
+
+@dataclass(frozen=True)
+class TextPerturbation:
+    """One registered text perturbation: `apply(text, parameter, rng)` → the perturbed text."""
+
+    name: str
+    params: tuple[float, ...]  # one per severity 1..5
+    apply: ApplyText
 
 
 # --------------------------------------------------------------------------------------------- corruptions
@@ -176,6 +188,9 @@ PERTURBATIONS: dict[str, Corruption] = {
 }
 
 
+# TEXT_PERTURBATIONS, the registry of text perturbations, closes the module: after the typo code it refers to.
+
+
 # ------------------------------------------------------------------------------------------------- public API
 
 
@@ -200,13 +215,22 @@ def perturb(image: ImageT, name: str, severity: int, seed: int = 0) -> ImageT:
     return Image.fromarray(out) if isinstance(image, Image.Image) else out
 
 
-def perturb_text(text: str, severity: int, seed: int = 0) -> str:
-    """`text` with keyboard typos at the rate TYPO_RATES[severity − 1] per letter; seeded (module docstring)."""
+def get_text_perturbation(name: str) -> TextPerturbation:
+    """The registered text perturbation called `name`; an unknown name raises an error that lists the known ones."""
+    if name not in TEXT_PERTURBATIONS:
+        raise unknown_name("text perturbation", name, TEXT_PERTURBATIONS)
+    return TEXT_PERTURBATIONS[name]
+
+
+def perturb_text(text: str, severity: int, seed: int = 0, name: str = "typo") -> str:
+    """`text` perturbed by the text perturbation `name` at `severity` 1-5; seeded. The default, `typo`, makes
+    keyboard typos at the rate TYPO_RATES[severity − 1] per letter (module docstring)."""
+    perturbation = get_text_perturbation(name)
     if not isinstance(text, str):
         raise EvaluationError(f"text must be a str, got {type(text).__name__}")
     _check_severity(severity)
     _check_seed(seed)
-    return _compute_typos(text, TYPO_RATES[severity - 1], np.random.default_rng(seed))
+    return perturbation.apply(text, perturbation.params[severity - 1], np.random.default_rng(seed))
 
 
 # ----------------------------------------------------------------------------------- validation and compute
@@ -274,3 +298,8 @@ def _compute_typos(text: str, rate: float, rng: np.random.Generator) -> str:
             out.append(_neighbour(char, draws[i]))
         i += 1
     return "".join(out)
+
+
+TEXT_PERTURBATIONS: dict[str, TextPerturbation] = {
+    t.name: t for t in (TextPerturbation("typo", TYPO_RATES, _compute_typos),)
+}

@@ -75,15 +75,30 @@ def evaluate(
 
 
 @evaluate.command("robustness")
-@click.option("--model", "model_spec", default="efficientnet-lite0", show_default=True, help="A scoring model spec.")
+@click.option(
+    "--model",
+    "model_spec",
+    default="efficientnet-lite0",
+    show_default=True,
+    help="KIND:MODEL: efficientnet-lite0, hf-classifier:ID, clip:ID, hf-vlm:ID, openai:MODEL.",
+)
 @click.option("--dataset", help="Dataset name (default: the only one).")
 @click.option("--limit", type=int, help="At most N images (in the seeded order).")
-@click.option("--perturbations", default="all", show_default=True, help="Comma-separated names, or all.")
+@click.option(
+    "--perturbations", default="all", show_default=True, help="Comma-separated names, or all (those the model reads)."
+)
 @click.option("--severities", default="1-5", show_default=True, help="A range (1-5) or a list (1,3,5).")
 @click.option("--reference", "references", multiple=True, help="Reference(s) to score against (default: imgt).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the image order and the noise.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of image order, noise, typos.")
+@click.option(
+    "--protocol",
+    type=click.Choice(["cw", "cwplus", "ow", "mc"]),
+    help="How a generative model is asked (default cw); scoring models are always read by their ranked scores.",
+)
+@click.option("--encoder", default="minilm", show_default=True, help="Text encoder mapping ow/cwplus answers.")
 @click.option("--batch-size", type=int, help="Images per forward pass (default: the model's own).")
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda, mps.")
+@click.option("--base-url", envvar="OPENAI_BASE_URL", help="OpenAI-compatible server (env OPENAI_BASE_URL).")
 @click.option("--out", type=OUT_DIR, help="Report folder (default: WORKSPACE/reports/<UTC time>).")
 @click.option("--no-report", is_flag=True, help="Print and store only; write no report files.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
@@ -97,26 +112,33 @@ def robustness(
     severities: str,
     references: tuple[str, ...],
     seed: int,
+    protocol: str | None,
+    encoder: str,
     batch_size: int | None,
     device: str,
+    base_url: str | None,
     out: Path | None,
     no_report: bool,
     quiet: bool,
 ) -> None:
-    """Run a scoring model on clean and perturbed images: top-1, robustness retention (RR), latency, memory.
+    """Run a model on clean and perturbed inputs: top-1, robustness retention (RR), latency, memory.
 
-    Perturbations (ImageNet-C style, seeded): gaussian_noise, shot_noise, impulse_noise, gaussian_blur,
-    defocus_blur, motion_blur, jpeg, contrast, brightness, pixelate. The result is stored; `relabel evaluate`
-    folds it into the ARGUS table (RR and E).
+    Image perturbations (ImageNet-C style, seeded): gaussian_noise, shot_noise, impulse_noise, gaussian_blur,
+    defocus_blur, motion_blur, jpeg, contrast, brightness, pixelate. Text perturbation: typo (seeded keyboard
+    typos) in the class names of CLIP/SigLIP or in the prompt of a generative model; image-only classifiers read
+    no text and refuse it. Generative models are asked through --protocol (default cw). The result is stored;
+    `relabel evaluate` folds it into the ARGUS table (RR and E).
 
     \b
     Examples:
       relabel evaluate robustness --limit 100 --perturbations gaussian_noise,jpeg --severities 1-5
-      relabel evaluate robustness --model clip:openai/clip-vit-base-patch32 --reference snapshot:round-2
+      relabel evaluate robustness --model clip:openai/clip-vit-base-patch32 --perturbations typo,jpeg
+      relabel evaluate robustness --model hf-vlm:Qwen/Qwen2.5-VL-3B-Instruct --protocol cw --limit 50 \\
+          --perturbations typo,gaussian_noise --severities 1,3,5
     """
     from relabel.evaluation import text
     from relabel.evaluation.report import default_report_dir, write_robustness_report
-    from relabel.evaluation.robustness import parse_perturbations, parse_severities, run_robustness
+    from relabel.evaluation.robustness import model_options, parse_perturbations, parse_severities, run_robustness
 
     result = run_robustness(
         settings.engine,
@@ -127,7 +149,10 @@ def robustness(
         severities=parse_severities(severities),
         limit=limit,
         seed=seed,
-        adapter_options={"device": device, **({"batch_size": batch_size} if batch_size else {})},
+        protocol=protocol,
+        encoder=encoder,
+        cache_dir=settings.workspace / "cache",
+        adapter_options=model_options(model_spec, device=device, batch_size=batch_size, base_url=base_url),
         show_progress=not quiet,
     )
     click.echo(text.render_robustness(result))

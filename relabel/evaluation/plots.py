@@ -124,7 +124,7 @@ def protocol_comparison(ev: Evaluation) -> bytes | None:
 
 @_plain_text
 def robustness_curves(results: Sequence[RobustnessResult], reference: str = "imgt") -> bytes:
-    """Top-1 % against severity (0 = clean) for each perturbation; one panel per model."""
+    """Top-1 % against severity (0 = clean) for each perturbation (text ones dashed); one panel per model."""
     fig = _figure(6.8 * len(results), 4.2)
     axes = fig.subplots(1, len(results), squeeze=False)[0]
     for ax, result in zip(axes, results):
@@ -132,7 +132,10 @@ def robustness_curves(results: Sequence[RobustnessResult], reference: str = "img
         clean = 100 * result.clean[ref].accuracy
         x = [0, *result.severities]
         for name, values in zip(result.perturbations, result.grid[ref]):
-            ax.plot(x, [clean, *(100 * v for v in values)], marker="o", markersize=3, label=name)
+            text = name in result.text_perturbations  # dashed: the text changed, not the image
+            label = f"{name} ({result.text_target})" if text else name
+            ax.plot(x, [clean, *(100 * v for v in values)], marker="o", markersize=3, label=label,
+                    linestyle="--" if text else "-")  # fmt: skip
         ax.set_xticks(x, ["clean", *map(str, result.severities)])
         ax.set_xlabel("severity")
         ax.set_ylabel(f"top-1 accuracy (%) against {_short(ref)}")

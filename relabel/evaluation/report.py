@@ -165,6 +165,7 @@ def robustness_markdown(r: RobustnessResult, figures: set[str]) -> str:
         f"- Date: {r.created_at:%Y-%m-%d %H:%M:%S} UTC\n- Tool: relabel {escape_md(r.tool_version)} "
         f"({'robustness run #' + str(r.id) if r.id is not None else 'not stored'})\n"
         f"- Images: {r.n_images} (seed {r.seed}); failed outputs over all passes: {r.errors}\n"
+        f"- Read through: {escape_md(_protocol_line(r))}\n"
         f"- Time: {r.seconds:.1f} s\n- Data: `{ROBUSTNESS_JSON}` beside this file",
     ]
     for ref in r.grid:
@@ -179,6 +180,16 @@ def robustness_markdown(r: RobustnessResult, figures: set[str]) -> str:
         "\n".join(f"- **{k}**: {escape_md(v)}" for k, v in ROBUSTNESS_DEFINITIONS.items()),
     ]  # fmt: skip
     return "\n\n".join(p for p in parts if p) + "\n"
+
+
+def _protocol_line(r: RobustnessResult) -> str:
+    name = text.protocol_name(r)
+    line = "ranked scores (topk)" if name == "topk" else f"protocol {name}"
+    if "prompt_version" in r.protocol and name != "topk":
+        line += f", prompt version {r.protocol['prompt_version']}"
+    if r.text_perturbations:
+        line += f"; text perturbations change the {r.text_target}, the images stay clean"
+    return line
 
 
 def _figure(figures: set[str], name: str, alt: str) -> str:

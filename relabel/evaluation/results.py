@@ -136,7 +136,14 @@ class RobustnessResult:
     created_at: datetime
     tool_version: str
     adapter: dict[str, Any] = field(default_factory=dict)
+    protocol: dict[str, Any] = field(default_factory=dict)  # how the model was read: topk, or a generative protocol
+    text_perturbations: tuple[str, ...] = ()  # those of `perturbations` that change text (class names, prompts)
     id: int | None = None
+
+    @property
+    def text_target(self) -> str:
+        """What the text perturbations (typo) changed: the class names a scoring model reads, or each prompt."""
+        return "class names" if self.protocol.get("protocol", "topk") == "topk" else "prompts"
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": "robustness", **jsonable(self), "definitions": ROBUSTNESS_DEFINITIONS}
@@ -145,6 +152,11 @@ class RobustnessResult:
 ROBUSTNESS_DEFINITIONS = {
     "clean": "top-1 on the unperturbed images (each resized to 256 px on the shorter side, as perturbed ones)",
     "grid": "top-1 per perturbation (rows, in `perturbations` order) and severity (columns, in `severities`)",
+    "typo": "text perturbation: seeded keyboard typos (swap, drop, insert or replace by a QWERTY neighbour) hitting "
+    "2, 5, 10, 15, 20 % of letters at severities 1-5, in the class names a text-conditioned scoring model reads "
+    "(seeded per class) or in each prompt of a generative model (seeded per request); the images stay clean",
+    "protocol": "how the model was read: topk (ranked scores) or a generative protocol (cw, cwplus, ow, mc) whose "
+    "parsed answer is the top-1; an out-of-prompt answer is wrong, a failed or unparseable reply an error",
     "retention": "RR: mean over the grid of min(perturbed / clean, 1)",
     "latency": "model time per image: each batch's forward pass divided by its images (decoding not included)",
     "throughput": "images per second through the adapter's score() (decode, preprocess, forward)",

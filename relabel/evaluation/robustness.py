@@ -1,14 +1,22 @@
-"""Robustness and efficiency of a scoring model: run it on clean and perturbed images, score, measure, store.
+"""Robustness and efficiency of a model: run it on clean and perturbed inputs, score, measure, store.
 
-Each image is decoded once and resized to BASE_SHORT_SIDE pixels on its shorter side (ImageNet-C's "resize 256"
-step, without its crop, so the model's own preprocessing still crops as usual). That base view is what the model
-sees clean, and what every perturbation × severity of `evaluator.perturbations` corrupts, seeded per image
-(seed · 2³² + image id), so two runs with the same seed see the same pixels. The views go to the adapter through
-its ordinary `score()` as lossless BMP files in a temporary folder, so any scoring adapter (EfficientNet-Lite0,
-HF classifiers, CLIP) runs unchanged.
+The conditions are the clean pass and every perturbation × severity asked for (`--perturbations`, `--severities`):
+the ten ImageNet-C-style image corruptions of `evaluator.perturbations.PERTURBATIONS`, and the text perturbations
+of `TEXT_PERTURBATIONS` (`typo`: seeded keyboard typos). How each condition reaches the model is in
+`relabel.evaluation.passes`; in short, images are perturbed from a 256 px base view, and a text perturbation
+misspells the class names a text-conditioned scoring model (CLIP, SigLIP) reads, or the prompt of each request of a
+generative model.
 
-Text perturbations (prompt typos, `evaluator.perturbations.perturb_text`) apply to generative models, whose
-prompts are built by the suggestion protocols; they are not wired into this command yet.
+Which models take which perturbations:
+
+- scoring models (EfficientNet-Lite0, HF classifiers, CLIP/SigLIP) are read by their ranked scores (`topk`);
+  `--protocol` is for generative models only and anything but `topk` is refused for a scoring model;
+- image-only classifiers read no text: `all` means the image perturbations, and naming a text one is an error;
+- generative models (`hf-vlm:...`, `openai:...`) are asked through a suggestion protocol, `cw` by default (`ow` and
+  `cwplus` map free answers with `--encoder`, `mc` builds options around the ImGT label); the top-1 is the parsed
+  answer's class, an out-of-prompt answer is wrong and a failed call or unparseable reply is an error.
+
+Two runs with the same seed see the same pixels and the same typos.
 """
 
 from __future__ import annotations
@@ -16,48 +24,55 @@ from __future__ import annotations
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PIL import Image
 from sqlalchemy.engine import Engine
 
 from db.engine import session_scope
 from db.models import utcnow
-from evaluator import EvaluationError
-from evaluator.perturbations import PERTURBATIONS, SEVERITIES, get_perturbation, perturb
+from evaluator.errors import unknown_name
+from evaluator.perturbations import PERTURBATIONS, SEVERITIES, TEXT_PERTURBATIONS
 from evaluator.reliability import robustness_retention, summarize_latencies
 from relabel import __version__
-from relabel.errors import InputError, RelabelError
+from relabel.errors import InputError
 from relabel.evaluation.measure import PeakMemory, count_flops, describe_adapter
+from relabel.evaluation.passes import (
+    BASE_SHORT_SIDE,
+    AskingModel,
+    Condition,
+    Passes,
+    ScoringModel,
+    base_view,
+    reads_text,
+    run_passes,
+)
 from relabel.evaluation.references import Reference, load_reference
 from relabel.evaluation.results import EfficiencyReport, RobustnessResult
 from relabel.evaluation.runs import MAX_K, RunInfo, RunPredictions
 from relabel.evaluation.scoring import score_run
 from relabel.evaluation.storage import store_robustness
-from relabel.progress import progress_bar
-from relabel.suggest.adapters import load_adapter
-from relabel.suggest.adapters.imaging import load_rgb
-from relabel.suggest.runner import select_images
+from relabel.suggest.adapters import load_adapter, parse_spec
+from relabel.suggest.protocols import Protocol, ProtocolContext, get_protocol
+from relabel.suggest.runner import SuggestJob, reference_labels, select_images
+from relabel.suggest.textmap import DEFAULT_ENCODER, ClassNameIndex, TextEncoder, load_encoder
 from relabel.suggest.types import ImageRef
+from relabel.vocabulary import Vocabulary
 from relabel.workspace import IMGT, dataset_vocabulary, get_dataset
 
-BASE_SHORT_SIDE = 256
-CHUNK = 32  # images decoded and perturbed together; each chunk goes through the adapter once per condition
-Condition = tuple[str, int] | None  # (perturbation, severity); None is the clean pass
-
-
-@dataclass
-class _Passes:
-    """Ranked classes (n, MAX_K) and ok (n,) per condition, and what the adapter calls took."""
-
-    classes: dict[Condition, np.ndarray]
-    ok: dict[Condition, np.ndarray]
-    latencies: list[float] = field(default_factory=list)
-    score_seconds: float = 0.0
-    n_inputs: int = 0
+__all__ = [
+    "BASE_SHORT_SIDE",
+    "DEFAULT_PROTOCOL",
+    "model_options",
+    "parse_perturbations",
+    "parse_severities",
+    "run_robustness",
+    "select_perturbations",
+]
+DEFAULT_PROTOCOL = "cw"  # generative models: choose among the dataset's class names
+SCORES = "topk"  # how scoring models are read
 
 
 def parse_severities(text: str) -> tuple[int, ...]:
@@ -74,19 +89,44 @@ def parse_severities(text: str) -> tuple[int, ...]:
     return tuple(sorted(values))
 
 
-def parse_perturbations(text: str | None) -> tuple[str, ...]:
-    """`all` (or None) or comma-separated registered names; an unknown name lists the known ones."""
+def parse_perturbations(text: str | None) -> tuple[str, ...] | None:
+    """Comma-separated registered names (image or text perturbations), in the order given; `all` (or None) gives
+    None: every perturbation that reaches the model (`select_perturbations`). An unknown name lists the known ones."""
     if text is None or text.strip() == "all":
-        return tuple(PERTURBATIONS)
+        return None
     names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
-    try:
-        for name in names:
-            get_perturbation(name)
-    except EvaluationError as exc:
-        raise InputError(str(exc)) from None
+    known = [*PERTURBATIONS, *TEXT_PERTURBATIONS]
+    for name in names:
+        if name not in known:
+            raise InputError(str(unknown_name("perturbation", name, known)))
     if not names:
-        raise InputError("no perturbation named; give names like gaussian_noise,jpeg or 'all'")
+        raise InputError("no perturbation named; give names like gaussian_noise,jpeg,typo or 'all'")
     return names
+
+
+def select_perturbations(names: Sequence[str] | None, adapter: Any) -> tuple[str, ...]:
+    """`names`, or when None every image perturbation and, for a model that reads text, every text one. A text
+    perturbation named for an image-only classifier is refused: nothing would change what the model sees."""
+    text_ok = reads_text(adapter)
+    if names is None:
+        return (*PERTURBATIONS, *(TEXT_PERTURBATIONS if text_ok else ()))
+    text = [n for n in names if n in TEXT_PERTURBATIONS]
+    if text and not text_ok:
+        raise InputError(
+            f"{getattr(adapter, 'name', 'the model')!r} is an image-only classifier: it reads no text, so the text "
+            f"perturbation {', '.join(text)} cannot reach it; use image perturbations, or a CLIP/SigLIP or generative "
+            "model"
+        )
+    return tuple(names)
+
+
+def model_options(
+    model: str, *, device: str = "auto", batch_size: int | None = None, base_url: str | None = None
+) -> dict[str, Any]:
+    """Constructor options of `model`'s adapter: API models take a server, local models a device and batch size."""
+    if parse_spec(model)[0] == "openai":
+        return {"base_url": base_url}
+    return {"device": device, **({"batch_size": batch_size} if batch_size else {})}
 
 
 def run_robustness(
@@ -100,122 +140,97 @@ def run_robustness(
     severities: Sequence[int] = SEVERITIES,
     limit: int | None = None,
     seed: int = 0,
+    protocol: str | None = None,
+    encoder: str | TextEncoder = DEFAULT_ENCODER,
+    cache_dir: Path | None = None,
     adapter_options: dict[str, Any] | None = None,
     show_progress: bool = True,
     store: bool = True,
 ) -> RobustnessResult:
-    """Top-1 of `model` on clean and perturbed images of the dataset (the first `limit` in the seeded order)
+    """Top-1 of `model` on clean and perturbed inputs of the dataset (the first `limit` images in the seeded order)
     against each reference, RR per reference, and the efficiency measurements; stored unless `store` is False.
 
-    `adapter` replaces the model named by `model` (tests, or an adapter built by the caller).
+    `perturbations` None (or `all`): every one that reaches the model. `protocol` asks a generative model (default
+    cw); `encoder` (a spec or a TextEncoder) maps ow/cwplus answers, with its class embeddings cached in
+    `cache_dir`. `adapter` replaces the model named by `model` (tests, or an adapter built by the caller).
     """
-    names = parse_perturbations(",".join(perturbations) if perturbations else None)
+    requested = parse_perturbations(",".join(perturbations) if perturbations else None)
     sevs = parse_severities(",".join(map(str, severities)))
     if limit is not None and limit < 1:
         raise InputError(f"--limit must be at least 1, got {limit}")
+    adapter = adapter or load_adapter(model, **(adapter_options or {}))
+    asked = _protocol(adapter, protocol)
+    names = select_perturbations(requested, adapter)
     with session_scope(engine) as s:
         ds = get_dataset(s, dataset)
         refs = [load_reference(s, ds, spec) for spec in dict.fromkeys(references)]
         images = sorted(select_images(s, ds, "all", limit, seed), key=lambda im: im.image_id)
-        class_names = [c.name for c in dataset_vocabulary(s, ds).classes]
+        vocab = dataset_vocabulary(s, ds)
+        labels = reference_labels(s, ds) if asked.needs_reference else {}
         dataset_name = ds.name
     if not images:
         raise InputError(f"dataset {dataset_name!r} has no readable image to run {model!r} on")
-    adapter = adapter or load_adapter(model, **(adapter_options or {}))
-    if not hasattr(adapter, "score"):
-        name = getattr(adapter, "name", model)
-        raise InputError(f"{name!r} is a generative model; robustness runs need a scoring model (classifier, CLIP)")
     adapter.check()
+    ctx = ProtocolContext(vocab, reference=labels, seed=seed)
+    runner, described = _model(engine, adapter, asked, ctx, encoder, cache_dir)
     conditions: list[Condition] = [None, *((n, v) for n in names for v in sevs)]
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="relabel-robustness-") as tmp, PeakMemory() as memory:
-        passes = _run_passes(adapter, images, class_names, conditions, seed, Path(tmp), show_progress)
-        flops, flops_note = _flops(adapter, images, class_names, Path(tmp))
+        passes = run_passes(runner, images, conditions, seed, Path(tmp), show_progress)
+        flops = _flops(adapter, images, ctx.class_names, Path(tmp)) if asked.name == SCORES else _NOT_COUNTED
     seconds = time.perf_counter() - started
-    result = _result(adapter, dataset_name, images, refs, names, sevs, seed, passes, memory, (flops, flops_note))
-    result = replace(result, seconds=round(seconds, 3))
+    result = _result(adapter, dataset_name, images, refs, names, sevs, seed, passes, memory, flops)
+    text_names = tuple(n for n in names if n in TEXT_PERTURBATIONS)
+    result = replace(result, seconds=round(seconds, 3), protocol=described, text_perturbations=text_names)
     if store:
         with session_scope(engine) as s:
             result = replace(result, id=store_robustness(s, get_dataset(s, dataset_name), result))
     return result
 
 
-def _run_passes(
+_NOT_COUNTED = (None, "not counted: a generative model's FLOPs per answer depend on the answer's length")
+
+
+def _protocol(adapter: Any, name: str | None) -> Protocol:
+    """The protocol `adapter` is read through: topk for a scoring model, `name` (default cw) for a generative one."""
+    generative = not hasattr(adapter, "score")
+    label = getattr(adapter, "name", "the model")
+    if not generative and name not in (None, SCORES):
+        raise InputError(
+            f"--protocol {name} is for generative models; {label!r} is a scoring model, always read by its ranked "
+            "scores (leave --protocol out)"
+        )
+    chosen = get_protocol(name or (DEFAULT_PROTOCOL if generative else SCORES))
+    if generative and not chosen.generative:
+        raise InputError(f"protocol {name!r} reads scores; {label!r} is a generative model: use cw, cwplus, ow or mc")
+    return chosen
+
+
+def _model(
+    engine: Engine,
     adapter: Any,
-    images: list[ImageRef],
-    class_names: list[str],
-    conditions: list[Condition],
-    seed: int,
-    tmp: Path,
-    show_progress: bool,
-) -> _Passes:
-    n = len(images)
-    passes = _Passes(
-        {c: np.full((n, MAX_K), -1, np.int64) for c in conditions}, {c: np.zeros(n, bool) for c in conditions}
-    )
-    bar = progress_bar(n * len(conditions), "robustness", enabled=show_progress)
-    try:
-        for start in range(0, n, CHUNK):
-            chunk = images[start : start + CHUNK]
-            views = [_base_view(im) for im in chunk]
-            for condition in conditions:
-                bar.set_postfix_str("clean" if condition is None else f"{condition[0]} s{condition[1]}")
-                _score_condition(adapter, chunk, views, start, condition, seed, class_names, tmp, passes)
-                bar.update(len(chunk))
-    finally:
-        bar.close()
-    return passes
+    protocol: Protocol,
+    ctx: ProtocolContext,
+    encoder: str | TextEncoder,
+    cache_dir: Path | None,
+) -> tuple[ScoringModel | AskingModel, dict[str, Any]]:
+    """The adapter ready for the passes, and the protocol's description (stored with the result)."""
+    described = protocol.describe(ctx)
+    if not protocol.generative:
+        return ScoringModel(adapter, ctx.class_names, ctx.seed), described
+    mapper = _mapper(encoder, ctx.vocab, cache_dir) if protocol.needs_mapper else None
+    if mapper is not None:
+        described["mapper"] = mapper.describe()
+    return AskingModel(SuggestJob(engine, adapter, protocol, ctx, mapper), ctx.seed), described
 
 
-def _base_view(ref: ImageRef) -> Image.Image | None:
-    """The image at BASE_SHORT_SIDE on its shorter side (bicubic), or None when it cannot be decoded."""
-    try:
-        img = load_rgb(ref.path, min_side=BASE_SHORT_SIDE)
-    except RelabelError:
-        return None
-    scale = BASE_SHORT_SIDE / min(img.size)
-    size = (max(1, round(img.width * scale)), max(1, round(img.height * scale)))
-    return img.resize(size, Image.Resampling.BICUBIC)
-
-
-def _score_condition(
-    adapter: Any,
-    chunk: list[ImageRef],
-    views: list[Image.Image | None],
-    start: int,
-    condition: Condition,
-    seed: int,
-    class_names: list[str],
-    tmp: Path,
-    passes: _Passes,
-) -> None:
-    """Perturb the chunk's views for `condition`, score them through the adapter, record classes and timings."""
-    refs, rows = [], []
-    for offset, (ref, view) in enumerate(zip(chunk, views)):
-        if view is None:
-            continue  # undecodable: stays ok=False (an error) in every pass
-        img = view if condition is None else perturb(view, condition[0], condition[1], (seed << 32) + ref.image_id)
-        path = tmp / f"{offset}.bmp"
-        img.save(path, format="BMP")
-        refs.append(ImageRef(ref.image_id, path, "", ref.key))
-        rows.append(start + offset)
-    if not refs:
-        return
-    began = time.perf_counter()
-    outputs = adapter.score(refs, class_names)
-    passes.score_seconds += time.perf_counter() - began
-    passes.n_inputs += len(refs)
-    for row, out in zip(rows, outputs):
-        if out.error is None and out.scores is not None:
-            top = np.argsort(-np.asarray(out.scores), kind="stable")[:MAX_K]
-            passes.classes[condition][row, : len(top)] = top
-            passes.ok[condition][row] = True
-            passes.latencies.append(float(out.latency_s))
+def _mapper(encoder: str | TextEncoder, vocab: Vocabulary, cache_dir: Path | None) -> ClassNameIndex:
+    return ClassNameIndex(load_encoder(encoder) if isinstance(encoder, str) else encoder, vocab, cache_dir)
 
 
 def _flops(adapter: Any, images: list[ImageRef], class_names: list[str], tmp: Path) -> tuple[float | None, str]:
     """FLOPs of one image through `adapter.score`, after the timed passes (any per-class cache is warm)."""
-    view = next((v for v in map(_base_view, images[:8]) if v is not None), None)
+    view = next((v for v in map(base_view, images[:8]) if v is not None), None)
     if view is None:
         return None, "not counted: no decodable image"
     path = tmp / "flops.bmp"
@@ -231,7 +246,7 @@ def _result(
     names: tuple[str, ...],
     sevs: tuple[int, ...],
     seed: int,
-    passes: _Passes,
+    passes: Passes,
     memory: PeakMemory,
     flops: tuple[float | None, str],
 ) -> RobustnessResult:
@@ -271,7 +286,7 @@ def _result(
 
 
 def _efficiency(
-    description: dict[str, Any], passes: _Passes, memory: PeakMemory, flops: tuple[float | None, str]
+    description: dict[str, Any], passes: Passes, memory: PeakMemory, flops: tuple[float | None, str]
 ) -> EfficiencyReport:
     latency = summarize_latencies(passes.latencies) if passes.latencies else None
     params = description.get("parameters")

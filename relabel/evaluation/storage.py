@@ -97,6 +97,8 @@ def robustness_from_dict(d: dict[str, Any], record_id: int | None = None) -> Rob
         created_at=datetime.fromisoformat(d["created_at"]),
         tool_version=d["tool_version"],
         adapter=d.get("adapter") or {},
+        protocol=d.get("protocol") or {},
+        text_perturbations=tuple(d.get("text_perturbations") or ()),
         id=record_id,
     )
 

@@ -129,13 +129,15 @@ def weights_line(table: ArgusTable) -> str:
 
 
 def robustness_table(result: RobustnessResult, reference: str) -> Table:
-    """Top-1 % per perturbation (rows) and severity (columns), the clean score first."""
+    """Top-1 % per perturbation (rows) and severity (columns), the clean score first; a text perturbation's row
+    says what it changed, e.g. "typo (class names)"."""
     header = ["perturbation", "clean", *(f"s{s}" for s in result.severities), "RR"]
     base = result.clean[reference].accuracy
     clean = pct(base)
     rows = []
     for name, values in zip(result.perturbations, result.grid[reference]):
-        rows.append([name, clean, *(pct(v) for v in values), num(_retention(base, values))])
+        label = f"{name} ({result.text_target})" if name in result.text_perturbations else name
+        rows.append([label, clean, *(pct(v) for v in values), num(_retention(base, values))])
     rows.append(["(all)", clean, *([""] * len(result.severities)), num(result.retention[reference])])
     return header, rows
 
@@ -218,7 +220,8 @@ def render_evaluation(ev: Evaluation) -> str:
 def render_robustness(r: RobustnessResult) -> str:
     """A robustness run as terminal text: the grid per reference, RR, and the efficiency measurements."""
     stored = f"stored as robustness run #{r.id}" if r.id is not None else "not stored"
-    parts = [f"{r.model} on {r.n_images} image(s) of {r.dataset!r} in {r.seconds:.1f} s, {stored}; "
+    asked = f" asked with protocol {protocol_name(r)}" if protocol_name(r) != "topk" else ""
+    parts = [f"{r.model}{asked} on {r.n_images} image(s) of {r.dataset!r} in {r.seconds:.1f} s, {stored}; "
              f"failed outputs {r.errors}"]  # fmt: skip
     for ref in r.grid:
         parts += [f"top-1 % against {ref} (RR {num(r.retention[ref])})", columns(robustness_table(r, ref), "  ")]
@@ -226,6 +229,11 @@ def render_robustness(r: RobustnessResult) -> str:
     if r.efficiency.flops_per_image is None:
         parts.append(f"  FLOPs {r.efficiency.flops_note}")
     return "\n".join(parts)
+
+
+def protocol_name(r: RobustnessResult) -> str:
+    """How the model was read: topk (ranked scores) or the generative protocol that asked it."""
+    return str(r.protocol.get("protocol", "topk"))
 
 
 def render_history(entries: Sequence[HistoryEntry]) -> str:

@@ -161,7 +161,7 @@ def run_suggestions(
     try:
         for start in range(0, len(todo), job.chunk_size):
             chunk = todo[start : start + job.chunk_size]
-            answers = _answer_chunk(job, chunk)
+            answers = answer_chunk(job, chunk)
             _store(job.engine, run_id, chunk, answers, summary)
             bar.update(len(chunk))
             bar.set_postfix_str(_postfix(job.adapter, summary))
@@ -172,7 +172,8 @@ def run_suggestions(
     return summary
 
 
-def _answer_chunk(job: SuggestJob, chunk: list[ImageRef]) -> dict[int, Answer]:
+def answer_chunk(job: SuggestJob, chunk: list[ImageRef]) -> dict[int, Answer]:
+    """The parsed (and mapped) answer of `job`'s model for each image of `chunk`, by image id; nothing stored."""
     if not job.protocol.generative:
         outputs = job.adapter.score(chunk, job.ctx.class_names)
         return {im.image_id: job.protocol.scores_to_answer(o) for im, o in zip(chunk, outputs)}  # type: ignore[attr-defined]

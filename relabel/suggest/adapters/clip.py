@@ -5,12 +5,16 @@ text embedding is the mean of the templates' L2-normalised embeddings, normalise
 in memory per (model, class list, templates). An image scores softmax(logit_scale * cosine) over the classes for
 CLIP; SigLIP models were trained with a sigmoid loss, so each class gets sigmoid(logit_scale * cosine + bias) on
 its own and the scores do not sum to 1.
+
+The adapter reads the class names (`text_conditioned`), so robustness runs can perturb them (`typo`). Each
+perturbed list is a new cache key; the cache keeps the CLASS_CACHE_SIZE most recently used lists.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections import OrderedDict
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +36,7 @@ if TYPE_CHECKING:
 
 TEMPLATES_FILE = "clip_templates.txt"
 TEXT_BATCH = 256  # prompts per text-encoder forward pass
+CLASS_CACHE_SIZE = 16  # class lists kept: a robustness run cycles through 1 clean + 5 typo lists per image chunk
 
 
 def load_templates(text: str | None = None) -> list[str]:
@@ -68,6 +73,8 @@ def _normalize(x: torch.Tensor) -> torch.Tensor:
 class ZeroShotAdapter(BatchedImageScorer):
     """CLIP-family zero-shot classifier over any list of class names (`AutoModel` + `AutoProcessor`)."""
 
+    text_conditioned = True  # the scores depend on the class names given: robustness runs may perturb them
+
     def __init__(
         self, model_id: str, *, templates: list[str] | None = None, batch_size: int = 32, device: str = "auto"
     ) -> None:
@@ -80,7 +87,7 @@ class ZeroShotAdapter(BatchedImageScorer):
         self.image_processor: Any = None
         self.dtype: torch.dtype | None = None
         self.sigmoid = False  # SigLIP: independent sigmoid per class
-        self._class_cache: dict[str, np.ndarray] = {}
+        self._class_cache: OrderedDict[str, np.ndarray] = OrderedDict()  # least recently used first
 
     def _load(self) -> None:
         from transformers import AutoModel, AutoProcessor
@@ -125,13 +132,19 @@ class ZeroShotAdapter(BatchedImageScorer):
         return int(getattr(config, "projection_dim", None) or config.text_config.hidden_size)
 
     def class_embeddings(self, class_names: list[str]) -> np.ndarray:
-        """(C, D) float32: per class, the normalised mean of its templates' normalised text embeddings."""
-        key = hashlib.sha256(json.dumps([class_names, self.templates]).encode()).hexdigest()
-        if key not in self._class_cache:
-            prompts = [t.replace("{}", name) for name in class_names for t in self.templates]
-            per_prompt = self.encode_texts(prompts).reshape(len(class_names), len(self.templates), -1)
-            mean = per_prompt.mean(axis=1)
-            self._class_cache[key] = mean / np.maximum(np.linalg.norm(mean, axis=1, keepdims=True), 1e-12)
+        """(C, D) float32: per class, the normalised mean of its templates' normalised text embeddings.
+
+        Cached per (class names, templates), the CLASS_CACHE_SIZE most recently used lists."""
+        key = hashlib.sha256(json.dumps([list(class_names), self.templates]).encode()).hexdigest()
+        if key in self._class_cache:
+            self._class_cache.move_to_end(key)
+            return self._class_cache[key]
+        prompts = [t.replace("{}", name) for name in class_names for t in self.templates]
+        per_prompt = self.encode_texts(prompts).reshape(len(class_names), len(self.templates), -1)
+        mean = per_prompt.mean(axis=1)
+        self._class_cache[key] = mean / np.maximum(np.linalg.norm(mean, axis=1, keepdims=True), 1e-12)
+        while len(self._class_cache) > CLASS_CACHE_SIZE:
+            self._class_cache.popitem(last=False)
         return self._class_cache[key]
 
     def encode_images(self, images: list[Any]) -> np.ndarray:
