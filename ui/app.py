@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import mimetypes
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -408,6 +409,10 @@ def launch_app(
     # of being copied into Gradio's cache on every card; /file= still requires a signed-in session.
     gr.set_static_paths([p for p in (studio.display.folder, studio.root) if p])
     app = build_app(studio, exports_dir=exports_dir, reports_dir=reports_dir)
+    # Gradio rebuilds a pandas summary of up to 10,000 past events after every event by default: O(events) work
+    # per decision that only its monitoring page reads. Summarise every 1000 events over the last 2000 instead.
+    os.environ.setdefault("GRADIO_ANALYTICS_CACHE_FREQUENCY", "1000")
+    os.environ.setdefault("GRADIO_ANALYTICS_MAX_EVENTS", "2000")
     app.queue(default_concurrency_limit=concurrency)
     app.launch(
         server_name=host,
