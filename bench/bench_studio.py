@@ -3,10 +3,12 @@ concurrent annotators, server memory.
 
 1. Server side: the review handlers called in-process (`ui.handlers.next_card`, and `Studio.decide`, the save
    alone), rotating over 16 annotators; p50 / p95 in ms.
-2. Client observed: `relabel serve` in its own process; one annotator over HTTP on 127.0.0.1 (login, then
-   Gradio's `/gradio_api/call/<endpoint>` POST + event-stream GET, as a script would), timing "next card" and
-   "save" (which answers with the next card), plus fetching the card's image file.
-3. Load: 16 simulated annotators in threads, 200 decisions each, as fast as the server answers; decisions/s, then
+2. Client observed: `relabel serve` in its own process; one annotator over HTTP on 127.0.0.1 (login, then each
+   event sent as the web page sends it: `/gradio_api/queue/join` POST, then the session's event stream until the
+   event completes), timing "next card" and "save" (which answers with the next card), plus fetching the card's
+   image file.
+3. Load: 16 simulated annotators in threads, 200 decisions each, as fast as the server answers, timed from when all
+   of them are signed in with their first card on screen (sign-in is reported apart); decisions/s, then
    the database is checked: every acknowledged decision stored once (0 lost, 0 duplicated), and no "database is
    locked" error anywhere. The server's peak RSS (VmHWM) is read from /proc.
 
@@ -302,7 +304,9 @@ def report(args, machine, built, inproc, client, load, db, locked, rss, hwm) -> 
     lines += [
         "",
         f"Load: {args.users} annotators × {args.per_user} decisions over HTTP, each saving as fast as the server "
-        f"answers (every save returns the next card).",
+        f"answers (every save returns the next card), timed once all were signed in with their first card "
+        f"(signing in, loading the page and the first card took {load['sign_in_seconds']:.1f} s for all "
+        f"{args.users}).",
         "",
         "| measure | value | target | met |",
         "|---|---:|---|---|",

@@ -11,15 +11,16 @@ import hmac
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, insert, select
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
 from db.engine import session_scope
 from db.enums import Role, SuggestionAction, Verdict
-from db.models import Annotation, Dataset, Image, User
+from db.models import Annotation, Dataset, Image, User, utcnow
 from relabel.errors import ConflictError, InputError, NotFoundError
 from relabel.workspace import dataset_vocabulary
 
@@ -82,41 +83,19 @@ def _by_token(session: Session, client_token: str | None) -> int | None:
     return session.scalars(select(Annotation.id).where(Annotation.client_token == client_token)).first()
 
 
-def record_annotation(
-    engine: Engine,
-    *,
-    image_id: int,
-    user: str,
-    verdict: Verdict,
-    classes: Iterable[int] = (),
-    flags: Iterable[str] = (),
-    note: str = "",
-    seconds_on_item: float | None = None,
-    suggestion_id: int | None = None,
-    suggestion_action: SuggestionAction = SuggestionAction.none,
-    adjudicate: bool = False,
-    client_token: str | None = None,
-    n_classes: int | None = None,
-) -> int:
+# the lookups made for every saved decision, built once
+_TOKEN = select(Annotation.id).where(Annotation.client_token == bindparam("token"))
+_USER = select(User.id, User.role).where(User.name == bindparam("name"))
+_IMAGE_DATASET = select(Image.dataset_id).where(Image.id == bindparam("image_id"))
+
+
+def record_annotation(engine: Engine, **decision: Any) -> int:
     """Append one decision and return its id; a resent `client_token` returns the first id and stores nothing.
 
-    `n_classes` (the vocabulary size, when the caller knows it) saves reading the vocabulary to check `classes`.
+    Takes `store_annotation`'s keywords. `n_classes` (the vocabulary size, when the caller knows it) saves reading
+    the vocabulary to check `classes`.
     """
-    return store_annotation(
-        engine,
-        image_id=image_id,
-        user=user,
-        verdict=verdict,
-        classes=classes,
-        flags=flags,
-        note=note,
-        seconds_on_item=seconds_on_item,
-        suggestion_id=suggestion_id,
-        suggestion_action=suggestion_action,
-        adjudicate=adjudicate,
-        client_token=client_token,
-        n_classes=n_classes,
-    )[0]
+    return store_annotation(engine, **decision)[0]
 
 
 def store_annotation(
@@ -135,7 +114,11 @@ def store_annotation(
     client_token: str | None = None,
     n_classes: int | None = None,
 ) -> tuple[int, bool]:
-    """`record_annotation`, also saying whether this call stored the row (False: its token had been used)."""
+    """`record_annotation`, also saying whether this call stored the row (False: its token had been used).
+
+    Runs on SQLAlchemy Core (three keyed lookups and one INSERT ... RETURNING in one transaction): it is on the path
+    of every decision an annotator saves.
+    """
     classes, flags = list(dict.fromkeys(classes)), list(dict.fromkeys(flags))
     if verdict is Verdict.labels and not classes:
         raise InputError("a 'labels' decision needs at least one class")
@@ -144,44 +127,53 @@ def store_annotation(
     bad_flags = [f for f in flags if f not in FLAGS]
     if bad_flags:
         raise InputError(f"unknown flag(s) {bad_flags}; known: {', '.join(FLAGS)}")
-    with session_scope(engine) as s:
-        prior = _by_token(s, client_token)
-        if prior is not None:
-            return prior, False
-        u = get_user(s, user)
-        if adjudicate and u.role is not Role.lead:
-            raise ConflictError(f"user {user!r} is an annotator; only leads adjudicate")
-        image = s.get(Image, image_id)
-        if image is None:
-            raise NotFoundError(f"image id {image_id} does not exist")
-        if n_classes is None:
-            n_classes = len(dataset_vocabulary(s, s.get(Dataset, image.dataset_id)))  # type: ignore[arg-type]
-        out_of_range = [c for c in classes if not 0 <= c < n_classes]
-        if out_of_range:
-            raise InputError(f"classes {out_of_range} are outside 0..{n_classes - 1}")
-        row = Annotation(
-            image_id=image_id,
-            user_id=u.id,
-            verdict=verdict,
-            classes=classes,
-            flags=flags,
-            note=note,  # type: ignore[arg-type]
-            seconds_on_item=seconds_on_item,
-            suggestion_id=suggestion_id,
-            suggestion_action=suggestion_action,
-            is_adjudication=adjudicate,
-            client_token=client_token,
-        )
-        s.add(row)
-        try:
-            s.flush()
-        except IntegrityError:  # the same token raced in from another request
-            s.rollback()
-            existing = _by_token(s, client_token)
-            if existing is None:
-                raise
-            return existing, False
-        return row.id, True  # type: ignore[return-value]
+    try:
+        with engine.begin() as conn:
+            prior = _token_id(conn, client_token)
+            if prior is not None:
+                return prior, False
+            u = conn.execute(_USER, {"name": user}).first()
+            if u is None:
+                raise NotFoundError(f"unknown user {user!r}; add one with `relabel users add NAME --role annotator`")
+            if adjudicate and u.role is not Role.lead:
+                raise ConflictError(f"user {user!r} is an annotator; only leads adjudicate")
+            dataset_id = conn.execute(_IMAGE_DATASET, {"image_id": image_id}).scalar()
+            if dataset_id is None:
+                raise NotFoundError(f"image id {image_id} does not exist")
+            if n_classes is None:
+                with Session(bind=conn) as s:
+                    n_classes = len(dataset_vocabulary(s, s.get(Dataset, dataset_id)))  # type: ignore[arg-type]
+            out_of_range = [c for c in classes if not 0 <= c < n_classes]
+            if out_of_range:
+                raise InputError(f"classes {out_of_range} are outside 0..{n_classes - 1}")
+            row = {
+                "image_id": image_id,
+                "user_id": u.id,
+                "verdict": verdict,
+                "classes": classes,
+                "flags": flags,
+                "note": note,
+                "seconds_on_item": seconds_on_item,
+                "suggestion_id": suggestion_id,
+                "suggestion_action": suggestion_action,
+                "is_adjudication": adjudicate,
+                "client_token": client_token,
+                "created_at": utcnow(),
+            }
+            new_id = conn.execute(insert(Annotation).values(row).returning(Annotation.id)).scalar_one()  # type: ignore[arg-type]
+            return int(new_id), True
+    except IntegrityError:  # the same token raced in from another request: that request's row stands
+        with engine.connect() as conn:
+            existing = _token_id(conn, client_token)
+        if existing is None:
+            raise
+        return existing, False
+
+
+def _token_id(conn: Connection, client_token: str | None) -> int | None:
+    if not client_token:
+        return None
+    return conn.execute(_TOKEN, {"token": client_token}).scalar()
 
 
 def retract_annotation(engine: Engine, annotation_id: int, *, user: str, client_token: str | None = None) -> int:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection
 from sqlmodel import Session
 
@@ -162,9 +162,9 @@ def load_card(conn: Connection, image_id: int, runs: RunChoice, viewer: str, cac
     With `cached` (an earlier card of the same image), only the decision history is read again: the image, its
     labels and its suggestions do not change while the studio runs (`Studio.refresh` drops the cache).
     """
+    if cached is not None:
+        return replace(cached, history=tuple(image_history(conn, image_id)), viewer=viewer)
     with Session(bind=conn) as session:
-        if cached is not None:
-            return replace(cached, history=tuple(image_history(session, image_id)), viewer=viewer)
         return _load_card(session, image_id, runs, viewer)
 
 
@@ -234,18 +234,29 @@ def _suggestions(conn: Session, image_id: int, runs: RunChoice) -> tuple[Suggest
     return found.get(runs.suggestion or -1), found.get(runs.classifier or -1)
 
 
+_HISTORY = (
+    select(
+        Annotation.id,
+        Annotation.verdict,
+        Annotation.classes,
+        Annotation.flags,
+        Annotation.note,
+        Annotation.suggestion_action,
+        Annotation.is_adjudication,
+        Annotation.retracts_id,
+        Annotation.seconds_on_item,
+        Annotation.created_at,
+        User.name,
+    )
+    .join(User, User.id == Annotation.user_id)  # type: ignore[arg-type]
+    .where(Annotation.image_id == bindparam("image_id"))
+    .order_by(Annotation.id)  # type: ignore[arg-type]
+)  # built once: it runs for every card shown
+
+
 def image_history(conn: Connection | Session, image_id: int) -> list[Event]:
     """Every decision event on the image, oldest first."""
-    if isinstance(conn, Connection):
-        with Session(bind=conn) as session:
-            return image_history(session, image_id)
-    rows = conn.execute(
-        select(Annotation, User.name)
-        .join(User, User.id == Annotation.user_id)
-        .where(Annotation.image_id == image_id)
-        .order_by(Annotation.id)  # type: ignore[arg-type]
-    ).all()
-    return [event(a, name) for a, name in rows]
+    return [event(row, row.name) for row in conn.execute(_HISTORY, {"image_id": image_id})]
 
 
 def audit_events(
@@ -265,7 +276,8 @@ def audit_events(
         return [(event(a, name), path) for a, name, path in rows]
 
 
-def event(a: Annotation, user: str) -> Event:
+def event(a: Any, user: str) -> Event:
+    """An Annotation (or a row of its columns) as an Event."""
     return Event(
         annotation_id=a.id,  # type: ignore[arg-type]
         user=user,

@@ -9,6 +9,7 @@ that changes on disk gets a new file, and two datasets holding the same photo sh
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 from dataclasses import dataclass
@@ -55,12 +56,18 @@ class StoredImage:
         )
 
 
+@functools.lru_cache(maxsize=8192)
+def _resolved(root: str, path: str) -> tuple[Path, Path]:
+    """The dataset root and the image's file with their links resolved (asked for on every card shown)."""
+    real_root = Path(root).resolve()
+    return real_root, (real_root / path).resolve()
+
+
 def source_path(image: StoredImage) -> Path:
     """The image file on disk; refuses anything that resolves outside its dataset root."""
     if not image.root:
         raise NotFoundError(f"image {image.image_id} has no dataset root on this machine")
-    root = Path(image.root).resolve()
-    full = (root / image.path).resolve()
+    root, full = _resolved(image.root, image.path)
     if not full.is_relative_to(root):
         raise InputError(f"image {image.image_id}: {image.path!r} resolves outside the dataset root {str(root)!r}")
     if not full.is_file():
