@@ -20,8 +20,8 @@ from db.engine import session_scope
 from db.enums import PredictionStatus
 from db.models import Image, ModelRun, Prediction
 from relabel import __version__
-from relabel.errors import ConflictError, InputError, unknown_name
-from relabel.sources import LabelRow, resolve_rows, split_labels
+from relabel.errors import InputError, unknown_name
+from relabel.sources import LabelRow, drop_for_reimport, resolve_rows, split_labels
 from relabel.tables import read_records
 from relabel.vocabulary import Vocabulary
 from relabel.workspace import dataset_vocabulary, get_dataset, image_index
@@ -175,12 +175,9 @@ def import_predictions(
         rows = list(PREDICTION_FORMATS[fmt](path, vocab, read_order(order, paths)))
         ids, skipped = resolve_rows(rows, image_index(s, ds), len(vocab), skip_unknown=skip_unknown, what=str(path))
         old = s.exec(select(ModelRun).where(ModelRun.dataset_id == ds.id, ModelRun.name == run)).first()
-        if old is not None and not replace:
-            raise ConflictError(f"dataset {ds.name!r} already has a run {run!r}; pass --replace to re-import")
         if old is not None:
-            s.execute(delete(Prediction).where(Prediction.run_id == old.id))
-            s.delete(old)
-            s.flush()
+            what = f"dataset {ds.name!r} already has a run {run!r}"
+            drop_for_reimport(s, old, delete(Prediction).where(Prediction.run_id == old.id), what, replace)
         mr = ModelRun(
             dataset_id=ds.id,
             name=run,

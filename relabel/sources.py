@@ -182,6 +182,16 @@ class SourceReport:
     categories: dict[str, int]
 
 
+def drop_for_reimport(s: Any, old: Any, children: Any, conflict: str, replace: bool) -> None:
+    """Delete `old` (an imported source or run) and its rows (the `children` DELETE) before it is imported again;
+    without `replace`, refuse with the one-line `conflict` and the flag that allows it."""
+    if not replace:
+        raise ConflictError(f"{conflict}; pass --replace to re-import")
+    s.execute(children)
+    s.delete(old)
+    s.flush()
+
+
 def resolve_rows(
     rows: list[LabelRow], index: ImageIndex, n_classes: int, *, skip_unknown: bool, what: str
 ) -> tuple[list[int], int]:
@@ -233,12 +243,9 @@ def import_source(
         rows = list(SOURCE_FORMATS[fmt](path, vocab))
         ids, skipped = resolve_rows(rows, image_index(s, ds), len(vocab), skip_unknown=skip_unknown, what=str(path))
         old = s.exec(select(LabelSource).where(LabelSource.dataset_id == ds.id, LabelSource.name == name)).first()
-        if old is not None and not replace:
-            raise ConflictError(f"dataset {ds.name!r} already has a label source {name!r}; pass --replace to re-import")
         if old is not None:
-            s.execute(delete(Label).where(Label.source_id == old.id))
-            s.delete(old)
-            s.flush()
+            what = f"dataset {ds.name!r} already has a label source {name!r}"
+            drop_for_reimport(s, old, delete(Label).where(Label.source_id == old.id), what, replace)
         source = LabelSource(
             dataset_id=ds.id,
             name=name,

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from relabel.cli.suggest import model_option
 from relabel.settings import Settings
 
 OUT_DIR = click.Path(file_okay=False, path_type=Path)
@@ -75,13 +76,7 @@ def evaluate(
 
 
 @evaluate.command("robustness")
-@click.option(
-    "--model",
-    "model_spec",
-    default="efficientnet-lite0",
-    show_default=True,
-    help="KIND:MODEL: efficientnet-lite0, hf-classifier:ID, clip:ID, hf-vlm:ID, openai:MODEL.",
-)
+@model_option
 @click.option("--dataset", help="Dataset name (default: the only one).")
 @click.option("--limit", type=int, help="At most N images (in the seeded order).")
 @click.option(

@@ -7,16 +7,17 @@ import click
 from relabel.settings import Settings
 
 pass_settings = click.make_pass_decorator(Settings)
-
-
-@click.command()
-@click.option(
+model_option = click.option(
     "--model",
     "model_spec",
     default="efficientnet-lite0",
     show_default=True,
     help="KIND:MODEL: efficientnet-lite0, hf-classifier:ID, clip:ID, hf-vlm:ID, openai:MODEL.",
 )
+
+
+@click.command()
+@model_option
 @click.option(
     "--protocol",
     type=click.Choice(["ow", "mc", "cw", "cwplus", "topk"]),
