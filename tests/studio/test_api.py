@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
+import httpx
 import pytest
 from sqlalchemy import func, select
 from sqlmodel import Session
 
+from db import create_db_engine
 from db.models import Annotation
 from relabel.review.studio import Studio
 from tests.studio.workspace import PASSWORD, build_workspace, serving
@@ -72,3 +80,54 @@ def test_the_user_is_the_session_user(server: tuple[str, Studio]) -> None:
     with Session(studio.engine) as s:
         last = s.scalars(select(Annotation).order_by(Annotation.id.desc())).first()  # type: ignore[attr-defined]
     assert last is not None and last.user_id == studio.user("bob")[0]
+
+
+def test_a_killed_server_loses_no_acknowledged_decision(tmp_path: Path) -> None:
+    """`relabel serve` in its own process, killed with SIGKILL right after answering: every decision it
+    acknowledged is in the database, once, and a restarted server goes on from there."""
+    engine = build_workspace(tmp_path)
+    engine.dispose()
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    relabel = Path(sys.executable).with_name("relabel")
+    command = [str(relabel), "--workspace", str(tmp_path), "serve", "--overlap", "1", "--port", str(port)]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ})
+    try:
+        wait_until_serving(url, proc)
+        alice = client(url, "alice")
+        card = alice.predict(*FILTERS, api_name="/next_card")
+        acknowledged = []
+        for _ in range(3):
+            acknowledged.append(card[8].split(":")[1])
+            card = alice.predict(card[8], [], [], "", *FILTERS, api_name="/decide_original")
+            assert "saved" in card[9]
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    engine = create_db_engine(f"sqlite:///{tmp_path / 'relabel.db'}")
+    with Session(engine) as s:
+        tokens = list(s.scalars(select(Annotation.client_token)))
+    assert sorted(tokens) == sorted(acknowledged)
+    restarted = Studio(engine, cache_dir=tmp_path / "cache", overlap=1)
+    assert restarted.decided_by("alice") == 3
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_until_serving(url: str, proc: subprocess.Popen[bytes], seconds: float = 90) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            output = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+            raise AssertionError(f"relabel serve exited with {proc.returncode}: {output[-2000:]}")
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    raise AssertionError(f"relabel serve did not answer on {url} within {seconds} s")
