@@ -81,9 +81,13 @@ def test_demo_builds_a_workspace_and_says_what_next(tmp_path: Path) -> None:
     r = run(["demo", "--quiet", "--no-serve"], tmp_path)
     assert r.returncode == 0, r.stderr
     assert "dataset 'demo' (manifest): 8 image(s): ok 8" in r.stdout and "Next steps" in r.stdout
+    # a first evaluation report, so the studio's Reports tab has one to show; kept when the demo runs again
+    reports = sorted((tmp_path / "ws" / "reports").glob("*/report.md"))
+    assert len(reports) == 1 and "efficientnet-lite0@topk" in reports[0].read_text()
     again = run(["demo", "--quiet", "--no-serve"], tmp_path)
     assert "unchanged since last ingest 8" in again.stdout
     assert (tmp_path / "ws" / "relabel.db").exists()
+    assert sorted((tmp_path / "ws" / "reports").glob("*/report.md")) == reports
 
 
 def test_workflow_through_the_cli(tmp_path: Path) -> None:

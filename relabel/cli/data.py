@@ -141,6 +141,7 @@ def demo(ctx: click.Context, quiet: bool, serve: bool, port: int) -> None:
         else:
             click.echo(f"suggestions {sug.run}: {sug.ok} image(s), {sug.errors} error(s)")
     users = ensure_demo_users(settings.engine)
+    first_report(settings)
     render.stats([s for s in workspace_stats(settings.engine) if s.name == report.dataset])
     ws = settings.workspace
     logins = ", ".join(f"{name} ({role})" for name, role in users)
@@ -150,11 +151,30 @@ def demo(ctx: click.Context, quiet: bool, serve: bool, port: int) -> None:
     click.echo(f"""Next steps (workspace {ws}):
   relabel --workspace {ws} serve                              # the studio again, later
   relabel --workspace {ws} snapshot create round-0          # freeze the current labels
-  relabel --workspace {ws} snapshot export round-0 --format jsonl --out round-0.jsonl""")
+  relabel --workspace {ws} snapshot export round-0 --format jsonl --out round-0.jsonl
+  relabel --workspace {ws} evaluate                         # rescore the runs (Reports tab)""")
     serve_command = ctx.parent.command.get_command(ctx.parent, "serve") if ctx.parent else None  # type: ignore[attr-defined]
     if serve and serve_command is not None:
         click.echo(f"\nOpening the studio on http://127.0.0.1:{port} ...")
         ctx.invoke(serve_command, port=port)
+
+
+def first_report(settings: Settings) -> None:
+    """Score the demo's runs against ImGT once, so the studio's Reports tab has a report to show (kept when one
+    exists: `relabel evaluate` writes the next)."""
+    from relabel.errors import RelabelError
+    from relabel.evaluation import evaluate as evaluate_runs
+    from relabel.evaluation.report import default_report_dir, latest_report, write_report
+
+    if latest_report(settings.workspace) is not None:
+        return
+    try:
+        evaluation = evaluate_runs(settings.engine, None, references=["imgt"], n_boot=200)
+    except RelabelError as exc:
+        click.echo(f"warning: no first evaluation report: {exc}", err=True)
+        return
+    files = write_report(evaluation, default_report_dir(settings.workspace))
+    click.echo(f"evaluation of the suggestion runs against ImGT: {files.markdown}")
 
 
 @click.group()

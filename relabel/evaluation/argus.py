@@ -114,7 +114,9 @@ def _efficiency_parts(
     models: list[str], robustness: Mapping[str, RobustnessResult]
 ) -> tuple[dict[str, float], list[str]]:
     if not models:
-        return {}, ["E and RR: no model of this evaluation has a robustness run (`relabel evaluate robustness`)"]
+        return {}, [
+            "E and RR: no model of this evaluation has a robustness run yet (relabel evaluate robustness measures them)"
+        ]
     try:
         values = efficiency([measurement(robustness[m].efficiency) for m in models])
     except EvaluationError as exc:
