@@ -70,6 +70,7 @@ def build_argus(
     for r in runs:
         by_model.setdefault(r.model, []).append(r.name)
     e_parts, notes = _efficiency_parts([m for m in by_model if m in robustness], robustness)
+    notes += _grid_notes({m: robustness[m] for m in by_model if m in robustness})
     rows = []
     for model, run_names in by_model.items():
         p, cdc, cells = _capability_parts(run_names, scores)
@@ -89,6 +90,19 @@ def _capability_parts(run_names: list[str], scores: Sequence[RunScore]) -> tuple
         return None, None, len(cells)
     means = [float(np.mean(v)) for v in per_reference.values()]
     return capability(cells), cross_dataset_consistency(means), len(cells)
+
+
+def _grid_notes(results: Mapping[str, RobustnessResult]) -> list[str]:
+    """A note when the compared models' RR comes from different grids (a CLIP model's includes class-name typos,
+    an image-only classifier's cannot), so the RR column is read with that in mind."""
+    grids = {model: (tuple(r.perturbations), tuple(r.severities), r.n_images) for model, r in results.items()}
+    if len(set(grids.values())) <= 1:
+        return []
+    described = "; ".join(
+        f"{model}: {', '.join(names)} at severities {','.join(map(str, sevs))} on {n} images"
+        for model, (names, sevs, n) in grids.items()
+    )
+    return [f"RR compares robustness runs over different grids ({described})"]
 
 
 def _retention(result: RobustnessResult | None) -> float | None:

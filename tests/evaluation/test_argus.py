@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timezone
 
 import pytest
@@ -88,3 +89,11 @@ def test_weights() -> None:
     ]:
         with pytest.raises(InputError, match=message):
             parse_weights(bad)
+
+
+def test_rr_over_different_grids_is_noted() -> None:
+    assert not any("different grids" in n for n in build_argus(RUNS, SCORES, ROBUST).notes)
+    typo = replace(ROBUST["B"], perturbations=("jpeg", "typo"), text_perturbations=("typo",))
+    notes = build_argus(RUNS, SCORES, {"A": ROBUST["A"], "B": typo}).notes
+    [note] = [n for n in notes if "different grids" in n]
+    assert "A: jpeg at severities 1 on 100 images" in note and "B: jpeg, typo" in note
