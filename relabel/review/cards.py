@@ -293,6 +293,11 @@ def event(a: Any, user: str) -> Event:
     )
 
 
+# StoredImage's fields after `root`, in order, as columns: read without loading Image objects
+IMAGE_COLUMNS = (Image.id, Image.path, Image.sha256, Image.format, Image.mode, Image.width, Image.height,
+                 Image.exif_orientation)  # fmt: skip
+
+
 def stored_image(image: Image, root: str | None) -> StoredImage:
     return StoredImage(
         image.id,  # type: ignore[arg-type]

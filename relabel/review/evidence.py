@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from sqlalchemy import null, select
 from sqlalchemy.engine import Connection
 
 from db.enums import ImageStatus, SourceKind
@@ -34,9 +34,10 @@ def load_evidence(conn: Connection, dataset_id: int, runs: RunChoice) -> list[Ev
                 original[image_id] = classes[0]
         else:
             priors.setdefault(image_id, []).append(list(classes))
-    # without a generative run, the classifier's top-1 is the suggestion (as on the card)
-    suggested = _top1(conn, runs.suggestion if runs.suggestion is not None else runs.classifier)
-    confidence = _confidence(conn, runs.classifier, original)
+    # without a generative run, the classifier's top-1 is the suggestion (as on the card): its rows are read once
+    classifier = _predictions(conn, runs.classifier)
+    suggested = _top1(_predictions(conn, runs.suggestion, scores=False) if runs.suggestion is not None else classifier)
+    confidence = _confidence(classifier, original)
     decisions = current_decisions(conn, dataset_id)
     out = []
     for image_id in ids:
@@ -56,21 +57,24 @@ def load_evidence(conn: Connection, dataset_id: int, runs: RunChoice) -> list[Ev
     return out
 
 
-def _top1(conn: Connection, run_id: int | None) -> dict[int, int]:
+def _predictions(
+    conn: Connection, run_id: int | None, scores: bool = True
+) -> list[tuple[int, list[int], list[float] | None]]:
+    """(image id, ranked classes, scores or None) of every prediction of a run; empty without a run."""
     if run_id is None:
-        return {}
-    rows = conn.execute(select(Prediction.image_id, Prediction.classes).where(Prediction.run_id == run_id))
-    return {i: c[0] for i, c in rows if c}
+        return []
+    wanted = Prediction.scores if scores else null()
+    rows = conn.execute(select(Prediction.image_id, Prediction.classes, wanted).where(Prediction.run_id == run_id))
+    return [(i, c, sc) for i, c, sc in rows]
 
 
-def _confidence(conn: Connection, run_id: int | None, original: dict[int, int]) -> dict[int, float]:
+def _top1(rows: list[tuple[int, list[int], list[float] | None]]) -> dict[int, int]:
+    return {i: c[0] for i, c, _ in rows if c}
+
+
+def _confidence(rows: list[tuple[int, list[int], list[float] | None]], original: dict[int, int]) -> dict[int, float]:
     """The classifier's probability of each image's original class (0 when it is outside the stored top-k)."""
-    if run_id is None:
-        return {}
     out = {}
-    rows = conn.execute(
-        select(Prediction.image_id, Prediction.classes, Prediction.scores).where(Prediction.run_id == run_id)
-    )
     for image_id, classes, scores in rows:
         label = original.get(image_id)
         if label is None or not classes:

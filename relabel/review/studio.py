@@ -25,7 +25,7 @@ from db.enums import ImageStatus, Role, SourceKind, SuggestionAction, Verdict
 from db.models import Annotation, Image, Label, LabelSource, User
 from relabel.annotations import current_decisions, retract_annotation, store_annotation, verify_password
 from relabel.errors import ConflictError, InputError, NotFoundError
-from relabel.review.cards import Card, RunChoice, load_card, pick_runs, stored_image
+from relabel.review.cards import IMAGE_COLUMNS, Card, RunChoice, load_card, pick_runs
 from relabel.review.display import DisplayCache, StoredImage
 from relabel.review.evidence import load_evidence
 from relabel.review.queue import Evidence, QueueFilter, ReviewQueue
@@ -350,19 +350,19 @@ class Studio:
 
     def _examples(self) -> dict[int, StoredImage]:
         """A reference image per original class: the first readable image (by id) labelled with it."""
-        with Session(self.engine) as conn:
+        with self.engine.connect() as conn:
             rows = conn.execute(
-                select(Label.classes, Image)
+                select(Label.classes, *IMAGE_COLUMNS)
                 .join(LabelSource, LabelSource.id == Label.source_id)
-                .join(Image, Image.id == Label.image_id)
+                .join(Image, Image.id == Label.image_id)  # type: ignore[arg-type]
                 .where(LabelSource.dataset_id == self.dataset_id, LabelSource.name == IMGT)
                 .where(Image.status == ImageStatus.ok)
                 .order_by(Label.image_id)
-            ).all()
-        out: dict[int, StoredImage] = {}
-        for classes, image in rows:
-            if classes and classes[0] not in out:
-                out[classes[0]] = stored_image(image, self.root)
+            )
+            out: dict[int, StoredImage] = {}
+            for classes, *image in rows:
+                if classes and classes[0] not in out:
+                    out[classes[0]] = StoredImage(image[0], self.root, *image[1:])
         return out
 
 
