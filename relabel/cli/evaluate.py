@@ -120,7 +120,8 @@ def robustness(
 
     Image perturbations (ImageNet-C style, seeded): gaussian_noise, shot_noise, impulse_noise, gaussian_blur,
     defocus_blur, motion_blur, jpeg, contrast, brightness, pixelate. Text perturbation: typo (seeded keyboard
-    typos) in the class names of CLIP/SigLIP or in the prompt of a generative model; image-only classifiers read
+    typos) in the class names of CLIP/SigLIP or in the instructions of a generative model's prompt (the
+    listed classes and options stay as written); image-only classifiers read
     no text and refuse it. Generative models are asked through --protocol (default cw). The result is stored;
     `relabel evaluate` folds it into the ARGUS table (RR and E).
 

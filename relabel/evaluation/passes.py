@@ -10,7 +10,9 @@ A text perturbation (`typo`) keeps the clean view and changes what the model rea
 
 - a text-conditioned scoring model (`text_conditioned = True`: CLIP, SigLIP) gets perturbed class names, each
   seeded by seed · 2³² + class index, so a class is misspelt the same way for every image;
-- a generative model gets each request's prompt perturbed, seeded by seed · 2³² + the id of its first image.
+- a generative model gets the instructions of each request's prompt perturbed, seeded by seed · 2³² + the id of
+  its first image; the lines listing the answer key (CW's class names, MC's lettered options) stay as written, so
+  the answers are still read against the key the model was shown.
 
 The seed does not depend on the severity, so a letter misspelt at one severity stays misspelt at every higher one.
 Image-only classifiers read no text and take no text perturbation.
@@ -19,6 +21,7 @@ Image-only classifiers read no text and take no text perturbation.
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -110,6 +113,7 @@ class AskingModel:
 
     def __init__(self, job: SuggestJob, seed: int) -> None:
         self.job, self.seed = job, seed
+        self.listed = frozenset(job.ctx.class_names)  # lines of a prompt that list the answer key
 
     def predict(self, refs: list[ImageRef], condition: Condition) -> list[Prediction]:
         model = PromptEditor(self.job.adapter, self._typos(condition))
@@ -128,9 +132,29 @@ class AskingModel:
         name, severity = condition
 
         def edit(request: ChatRequest) -> str:
-            return perturb_text(request.prompt, severity, text_seed(self.seed, request.images[0].image_id), name)
+            return perturb_instructions(
+                request.prompt, severity, text_seed(self.seed, request.images[0].image_id), name, self.listed
+            )
 
         return edit
+
+
+_OPTION = re.compile(r"^[A-Z]\. ")
+
+
+def perturb_instructions(prompt: str, severity: int, seed: int, name: str, listed: frozenset[str]) -> str:
+    """`prompt` with typos in its instructions only: the lines that list the answer key (a class name on its own
+    line, as CW lists them, or an MC option "A. name") stay as written, so an answer copied from the list is still
+    read as that class. Each instruction line is seeded by `seed` and its place among them."""
+    lines = prompt.split("\n")
+    edited, k = [], 0
+    for line in lines:
+        if line in listed or _OPTION.match(line):
+            edited.append(line)
+            continue
+        edited.append(perturb_text(line, severity, (seed << 16) + k, name))
+        k += 1
+    return "\n".join(edited)
 
 
 def _timed(out: ModelOutput) -> bool:

@@ -154,7 +154,8 @@ ROBUSTNESS_DEFINITIONS = {
     "grid": "top-1 per perturbation (rows, in `perturbations` order) and severity (columns, in `severities`)",
     "typo": "text perturbation: seeded keyboard typos (swap, drop, insert or replace by a QWERTY neighbour) hitting "
     "2, 5, 10, 15, 20 % of letters at severities 1-5, in the class names a text-conditioned scoring model reads "
-    "(seeded per class) or in each prompt of a generative model (seeded per request); the images stay clean",
+    "(seeded per class) or in the instructions of each prompt of a generative model (seeded per request; the "
+    "lines listing the classes or options stay as written); the images stay clean",
     "protocol": "how the model was read: topk (ranked scores) or a generative protocol (cw, cwplus, ow, mc) whose "
     "parsed answer is the top-1; an out-of-prompt answer is wrong, a failed or unparseable reply an error",
     "retention": "RR: mean over the grid of min(perturbed / clean, 1)",

@@ -17,6 +17,7 @@ from evaluator.errors import EvaluationError
 from evaluator.perturbations import PERTURBATIONS, TEXT_PERTURBATIONS, get_text_perturbation, perturb_text
 from relabel.cli import main
 from relabel.errors import InputError
+from relabel.evaluation.passes import perturb_instructions
 from relabel.evaluation.report import write_robustness_report
 from relabel.evaluation.robustness import run_robustness
 from relabel.evaluation.storage import robustness_from_dict
@@ -165,10 +166,15 @@ class TestImageOnlyClassifiers:
             run_robustness(sqlite_engine, adapter=ImageOnly(), protocol="cw", show_progress=False)
 
 
+INSTRUCTION = "Classify the main object in this image into exactly one of the following categories:"
+
+
 def cw_reader(request: ChatRequest) -> str:
-    """Answers the image's true class when the prompt lists it spelt right, else a name that is no class."""
+    """Answers the image's true class as listed when the prompt's first instruction reads right, else a name
+    that is no class (a model confused by a misspelt question)."""
     name = NAMES[TRUTH[letter(request.images[0])]]
-    return name if f"\n{name}\n" in request.prompt else "no idea"
+    listed = f"\n{name}\n" in request.prompt
+    return name if listed and request.prompt.startswith(INSTRUCTION + "\n") else "no idea"
 
 
 def timed(model: ScriptedChatModel, seconds: float) -> ScriptedChatModel:
@@ -195,11 +201,16 @@ class TestGenerativeModels:
         assert all(p == clean["a"] and p.startswith("Classify the main object") for p in clean.values())
         typo = {(letter(r.images[0]), i // 5): r.prompt for i, r in enumerate(model.requests[5:])}
         assert all(p != clean["a"] for p in typo.values()) and typo[("a", 0)] != typo[("b", 0)]  # seeded per request
-        assert typo[("a", 0)] == perturb_text(clean["a"], 2, (1 << 32) + five["a"])
-        # e failed in every pass: an error, never wrong; a, b, c, d are right when their name survived the typos
-        listed = [[f"\n{NAMES[TRUTH[k]]}\n" in perturb_text(clean[k], s, (1 << 32) + five[k]) for k in "abcd"]
-                  for s in (2, 5)]  # fmt: skip
-        expected = [np.mean(row) for row in listed]
+        names = frozenset(NAMES)
+        assert typo[("a", 0)] == perturb_instructions(clean["a"], 2, (1 << 32) + five["a"], "typo", names)
+        # only the instructions were misspelt: the class list, the answer key, reads as it was shown
+        for prompt in typo.values():
+            assert [ln for ln in prompt.splitlines() if ln in names] == [ln for ln in clean["a"].splitlines()
+                                                                        if ln in names]  # fmt: skip
+        # e failed in every pass: an error, never wrong; a, b, c, d are right when the question survived the typos
+        intact = [[perturb_instructions(clean[k], s, (1 << 32) + five[k], "typo", names).startswith(INSTRUCTION + "\n")
+                   for k in "abcd"] for s in (2, 5)]  # fmt: skip
+        expected = [np.mean(row) for row in intact]
         assert result.clean["imgt"].accuracy == 1.0 and result.clean["imgt"].n_errors == 1
         assert result.grid["imgt"] == [pytest.approx(expected)] and expected[1] < 1
         assert result.errors == 3 and result.efficiency.latency_p50_s == 0.25 and result.efficiency.n_images == 15
@@ -228,7 +239,7 @@ class TestGenerativeModels:
         assert result.protocol["mapper"]["encoder"] == "test:trigram"
         assert model.requests[5].prompt != model.requests[0].prompt  # the question was misspelt, not the answer
 
-    def test_multiple_choice_options_are_misspelt_too(self, sqlite_engine, five) -> None:
+    def test_multiple_choice_options_stay_as_written(self, sqlite_engine, five) -> None:
         def choose(request: ChatRequest) -> str:
             name = NAMES[TRUTH[letter(request.images[0])]]
             hits = [ln[0] for ln in request.prompt.splitlines() if ln[3:] == name and ln[1:3] == ". "]
@@ -237,7 +248,11 @@ class TestGenerativeModels:
         model = ScriptedChatModel(choose, name="chat")
         result = run_robustness(sqlite_engine, adapter=model, protocol="mc", perturbations=["typo"], severities=[5],
                                 show_progress=False, store=False)  # fmt: skip
-        assert result.clean["imgt"].accuracy == 1.0 and result.grid["imgt"][0][0] < 1.0
+        assert result.clean["imgt"].accuracy == 1.0 and result.grid["imgt"] == [[1.0]]  # every option still read
+        clean, misspelt = model.requests[0].prompt, model.requests[5].prompt
+        assert misspelt.splitlines()[0] != clean.splitlines()[0]  # the question was misspelt
+        assert [ln for ln in misspelt.splitlines() if ln[1:3] == ". "] == [ln for ln in clean.splitlines()
+                                                                             if ln[1:3] == ". "]  # fmt: skip
 
     def test_a_scoring_protocol_is_refused(self, sqlite_engine, five) -> None:
         with pytest.raises(InputError, match="protocol 'topk' reads scores; 'chat' is a generative model"):
