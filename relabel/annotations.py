@@ -120,6 +120,7 @@ def store_annotation(
     of every decision an annotator saves.
     """
     classes, flags = list(dict.fromkeys(classes)), list(dict.fromkeys(flags))
+    client_token = client_token or None  # an empty token is no token: it must not collide with another
     if verdict is Verdict.labels and not classes:
         raise InputError("a 'labels' decision needs at least one class")
     if verdict in (Verdict.none_fit, Verdict.unclear, Verdict.retract) and classes:
@@ -162,11 +163,12 @@ def store_annotation(
             }
             new_id = conn.execute(insert(Annotation).values(row).returning(Annotation.id)).scalar_one()  # type: ignore[arg-type]
             return int(new_id), True
-    except IntegrityError:  # the same token raced in from another request: that request's row stands
+    except IntegrityError as exc:  # the same token raced in from another request: that request's row stands
         with engine.connect() as conn:
             existing = _token_id(conn, client_token)
-        if existing is None:
-            raise
+        if existing is None:  # not a token race: a reference that does not exist (a suggestion id)
+            reason = str(exc.orig).splitlines()[0] if exc.orig else "integrity error"
+            raise InputError(f"decision on image {image_id} refused by the database: {reason}") from exc
         return existing, False
 
 

@@ -64,6 +64,17 @@ def test_resent_decision_is_stored_once(engine, image_ids) -> None:
     assert first == again and n_annotations(engine) == 1
 
 
+def test_empty_tokens_are_no_tokens_and_a_missing_suggestion_is_a_one_line_error(engine, image_ids) -> None:
+    for image_id in image_ids:  # two decisions without a token: both stored, no unique-constraint clash
+        record_annotation(engine, image_id=image_id, user="ann", verdict=Verdict.unclear, client_token="")
+    assert n_annotations(engine) == 2
+    with pytest.raises(InputError, match=rf"^decision on image {image_ids[0]} refused by the database: ") as err:
+        record_annotation(
+            engine, image_id=image_ids[0], user="bob", verdict=Verdict.labels, classes=[1], suggestion_id=987654
+        )
+    assert "\n" not in str(err.value) and n_annotations(engine) == 2
+
+
 def test_undo_is_a_new_event_and_brings_back_the_previous_decision(engine, image_ids) -> None:
     img = image_ids[0]
     record_annotation(engine, image_id=img, user="ann", verdict=Verdict.labels, classes=[0])

@@ -19,6 +19,7 @@ import gradio as gr
 from relabel.errors import RelabelError
 from relabel.review.studio import Studio
 from ui import dashboard_tab, handlers, reports_tab, views
+from ui.files import served_copy
 from ui.keyboard import KEYBOARD_JS
 
 CATEGORY_CHOICES = [
@@ -384,7 +385,7 @@ def snapshot_tab(studio: Studio, exports_dir: Path) -> None:
         api_name="create_snapshot",
     )
     export_btn.click(
-        guarded(lambda u, n, f: handlers.export_snapshot(studio, u, n, f, exports_dir)),
+        guarded(lambda u, n, f: served_copy(handlers.export_snapshot(studio, u, n, f, exports_dir))),
         [export_name, fmt],
         exported,
         api_name="export_snapshot",
@@ -405,9 +406,11 @@ def launch_app(
     exports_dir.mkdir(parents=True, exist_ok=True)
     reports_dir = reports_dir or exports_dir.parent / reports_tab.REPORTS_DIR  # both in the workspace by default
     reports_dir.mkdir(parents=True, exist_ok=True)
-    # Card images (the display cache, and originals a browser shows as they are) are served where they lie instead
-    # of being copied into Gradio's cache on every card; /file= still requires a signed-in session.
-    gr.set_static_paths([p for p in (studio.display.folder, studio.root) if p])
+    # Card images are served from the display cache where they lie instead of being copied into Gradio's cache on
+    # every card; /file= still requires a signed-in session. The cache holds only images the studio wrote or
+    # linked in under an image suffix; dataset roots, exports and reports are never served as they are (lead-only
+    # downloads go out as copies, ui.files).
+    gr.set_static_paths([studio.display.folder])
     app = build_app(studio, exports_dir=exports_dir, reports_dir=reports_dir)
     # Gradio rebuilds a pandas summary of up to 10,000 past events after every event by default: O(events) work
     # per decision that only its monitoring page reads. Summarise every 1000 events over the last 2000 instead.
@@ -420,8 +423,7 @@ def launch_app(
         share=False,
         auth=studio.login,
         auth_message="ReGT studio: sign in with the name and password a lead gave you (relabel users add).",
-        # the display cache, the exports, the reports, and the dataset root (images a browser shows as they are)
-        allowed_paths=[p for p in (str(studio.display.folder), str(exports_dir), str(reports_dir), studio.root) if p],
+        allowed_paths=[str(studio.display.folder)],
         prevent_thread_lock=not block,
         quiet=True,
         show_error=True,

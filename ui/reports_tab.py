@@ -27,6 +27,7 @@ from relabel.errors import InputError
 from relabel.evaluation import evaluation_history, text
 from relabel.evaluation.report import EVALUATION_JSON, REPORT_MD, REPORTS_DIR, ROBUSTNESS_JSON
 from relabel.review.studio import Studio
+from ui.files import served_copy
 
 __all__ = [
     "REPORTS_DIR",
@@ -199,10 +200,20 @@ def build(
         evaluations = gr.Dataframe(label="stored evaluations (oldest first)", interactive=False, wrap=True)
         moved = gr.Dataframe(label="top-1 % by run and reference version (name@hash)", interactive=False, wrap=True)
     outputs = [chooser, summary, files, figures, body, evaluations, moved]
-    newest = guarded(lambda u: tab_values(studio, u, reports_dir))
+
+    def served(values: list[Any]) -> list[Any]:
+        """The report's files and figures as copies Gradio may serve (the reports folder itself is not)."""
+        values[2] = [served_copy(f) for f in values[2] or []] or None
+        values[3] = [(served_copy(path), caption) for path, caption in values[3] or []] or None
+        return values
+
+    newest = guarded(lambda u: served(tab_values(studio, u, reports_dir)))
     refresh.click(newest, None, outputs, api_name="report")
     tab.select(newest, None, outputs, api_visibility="private")
     # .input, not .change: setting the list on Refresh must not load the report a second time
     chooser.input(
-        guarded(lambda u, name: tab_values(studio, u, reports_dir, name)), chooser, outputs, api_name="report_named"
+        guarded(lambda u, name: served(tab_values(studio, u, reports_dir, name))),
+        chooser,
+        outputs,
+        api_name="report_named",
     )

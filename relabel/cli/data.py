@@ -141,7 +141,7 @@ def demo(ctx: click.Context, quiet: bool, serve: bool, port: int) -> None:
         else:
             click.echo(f"suggestions {sug.run}: {sug.ok} image(s), {sug.errors} error(s)")
     users = ensure_demo_users(settings.engine)
-    first_report(settings)
+    first_report(settings, report.dataset)
     render.stats([s for s in workspace_stats(settings.engine) if s.name == report.dataset])
     ws = settings.workspace
     logins = ", ".join(f"{name} ({role})" for name, role in users)
@@ -159,7 +159,7 @@ def demo(ctx: click.Context, quiet: bool, serve: bool, port: int) -> None:
         ctx.invoke(serve_command, port=port)
 
 
-def first_report(settings: Settings) -> None:
+def first_report(settings: Settings, dataset: str) -> None:
     """Score the demo's runs against ImGT once, so the studio's Reports tab has a report to show (kept when one
     exists: `relabel evaluate` writes the next)."""
     from relabel.errors import RelabelError
@@ -169,11 +169,11 @@ def first_report(settings: Settings) -> None:
     if latest_report(settings.workspace) is not None:
         return
     try:
-        evaluation = evaluate_runs(settings.engine, None, references=["imgt"], n_boot=200)
-    except RelabelError as exc:
+        evaluation = evaluate_runs(settings.engine, dataset, references=["imgt"], n_boot=200)
+        files = write_report(evaluation, default_report_dir(settings.workspace))
+    except (RelabelError, OSError) as exc:  # the demo goes on to the studio without it
         click.echo(f"warning: no first evaluation report: {exc}", err=True)
         return
-    files = write_report(evaluation, default_report_dir(settings.workspace))
     click.echo(f"evaluation of the suggestion runs against ImGT: {files.markdown}")
 
 

@@ -2,16 +2,20 @@
 
 Only images recorded in the workspace are served, and only from inside their dataset root: a path that resolves
 outside it (a link planted after ingest) is refused. A file a browser shows correctly as it is (JPEG, PNG or WebP,
-RGB or grey, not rotated by EXIF, within the display size) is served from the dataset root unchanged. Cached
-files are named by content hash and size, so an image
-that changes on disk gets a new file, and two datasets holding the same photo share one.
+RGB or grey, not rotated by EXIF, within the display size) is hard-linked into the cache unchanged (copied across
+file systems), so the studio serves files from the cache only, each under an image suffix, and never a dataset
+root. Cached files are named by content hash and size, so an image that changes on disk gets a new file, and two
+datasets holding the same photo share one. Resolved paths are remembered per process; `forget_resolved_paths`
+(called when the studio refreshes) drops them.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import shutil
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +29,7 @@ FULL = 0
 
 
 BROWSER_FORMATS = {"JPEG", "PNG", "WEBP"}
+SUFFIXES = {"JPEG": ".jpg", "PNG": ".png", "WEBP": ".webp"}  # of originals linked into the cache
 BROWSER_MODES = {"RGB", "L"}
 
 
@@ -63,6 +68,11 @@ def _resolved(root: str, path: str) -> tuple[Path, Path]:
     return real_root, (real_root / path).resolve()
 
 
+def forget_resolved_paths() -> None:
+    """Resolve dataset paths afresh from now on (after a dataset root or its links changed)."""
+    _resolved.cache_clear()
+
+
 def source_path(image: StoredImage) -> Path:
     """The image file on disk; refuses anything that resolves outside its dataset root."""
     if not image.root:
@@ -85,13 +95,31 @@ class DisplayCache:
     def path_for(self, image: StoredImage, side: int | None = None) -> Path:
         """The cached copy of `image` (longer side at most `side`, 0 = full size), made on first use."""
         side = self.side if side is None else side
-        if image.shows_as_is(side):
-            return source_path(image)
         key = image.sha256 or f"id{image.image_id}"
+        if image.shows_as_is(side):  # the file itself, linked in: the dataset root is never served
+            target = self.folder / key[:2] / f"{key}_orig{SUFFIXES[image.format or '']}"
+            if not target.exists():
+                self._link(image, target)
+            return target
         target = self.folder / key[:2] / f"{key}_{side or 'full'}.jpg"
         if not target.exists():
             self._render(image, side, target)
         return target
+
+    def _link(self, image: StoredImage, target: Path) -> None:
+        """A hard link to the original in the cache (a copy across file systems), under an image suffix."""
+        source = source_path(image)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.part")
+        try:
+            try:
+                os.link(source, tmp)
+            except OSError:
+                shutil.copyfile(source, tmp)
+            os.replace(tmp, target)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
 
     def _render(self, image: StoredImage, side: int, target: Path) -> None:
         img = load_rgb(source_path(image), min_side=side // 2 if side else None)

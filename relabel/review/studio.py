@@ -26,7 +26,7 @@ from db.models import Annotation, Image, Label, LabelSource, User
 from relabel.annotations import current_decisions, retract_annotation, store_annotation, verify_password
 from relabel.errors import ConflictError, InputError, NotFoundError
 from relabel.review.cards import IMAGE_COLUMNS, Card, RunChoice, load_card, pick_runs
-from relabel.review.display import DisplayCache, StoredImage
+from relabel.review.display import DisplayCache, StoredImage, forget_resolved_paths
 from relabel.review.evidence import load_evidence
 from relabel.review.queue import Evidence, QueueFilter, ReviewQueue
 from relabel.vocabulary import Vocabulary
@@ -130,6 +130,7 @@ class Studio:
         self.examples = self._examples()
         with self._cards_lock:
             self._cards.clear()
+        forget_resolved_paths()
 
     def next_card(self, user: str, flt: QueueFilter = QueueFilter()) -> tuple[Card | None, str]:
         """The next card for `user` and its token; (None, "") when nothing is left under `flt`."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -80,6 +81,29 @@ def test_the_user_is_the_session_user(server: tuple[str, Studio]) -> None:
     with Session(studio.engine) as s:
         last = s.scalars(select(Annotation).order_by(Annotation.id.desc())).first()  # type: ignore[attr-defined]
     assert last is not None and last.user_id == studio.user("bob")[0]
+
+
+def test_only_card_images_are_served_and_lead_downloads_go_out_as_copies(server: tuple[str, Studio]) -> None:
+    url, studio = server
+    folder = Path(studio.engine.url.database or "").parent  # the workspace: relabel.db, exports, reports
+    root = Path(studio.root or "")
+    (root / "evil.html").write_text("<script>window.pwned = 1</script>")
+    report = folder / "reports" / "20260101T000000" / "report.md"
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.write_text("# lead-only report\n")
+    lena = client(url, "lena")
+    lena.predict("files-x", "keep", 1, api_name="/create_snapshot")
+    export = Path(lena.predict("files-x", "real", api_name="/export_snapshot"))
+    assert json.loads(export.read_text())  # the lead got the export
+    written = next((folder / "exports").glob("files-x-*.real.json"))
+    assert export.read_bytes() == written.read_bytes()
+
+    alice = httpx.Client(base_url=url, timeout=30)
+    alice.post("/login", data={"username": "alice", "password": PASSWORD}).raise_for_status()
+    card = client(url, "alice").predict(*FILTERS, api_name="/next_card")
+    assert Path(card[0]).is_file()  # the card's image was served to the signed-in client
+    for path in (root / "evil.html", *sorted(root.glob("*.jpg"))[:1], report, written, folder / "relabel.db"):
+        assert alice.get(f"/gradio_api/file={path}").status_code == 403, path
 
 
 def test_a_killed_server_loses_no_acknowledged_decision(tmp_path: Path) -> None:

@@ -301,7 +301,7 @@ class TestImages:
         full = handlers.full_resolution(studio, "alice", card.card_key)
         assert full and Path(full).exists()
 
-    def test_files_a_browser_shows_correctly_are_served_as_they_are_others_are_converted(self, tmp_path: Path) -> None:
+    def test_files_a_browser_shows_correctly_are_linked_as_they_are_others_are_converted(self, tmp_path: Path) -> None:
         from PIL import Image
 
         from relabel.review.display import DisplayCache
@@ -312,7 +312,11 @@ class TestImages:
         Image.new("CMYK", (300, 200)).save(root / "cmyk.jpg")
         cache = DisplayCache(tmp_path / "cache", side=256)
         plain = StoredImage(1, str(root), "plain.jpg", "a" * 64, "JPEG", "RGB", 300, 200, None)
-        assert cache.path_for(plain, side=0) == (root / "plain.jpg").resolve()  # full resolution: the file itself
+        # full resolution: the file itself, linked into the cache under an image suffix (the root is never served)
+        original = cache.path_for(plain, side=0)
+        assert original.is_relative_to(tmp_path / "cache") and original.suffix == ".jpg"
+        assert original.read_bytes() == (root / "plain.jpg").read_bytes()
+        assert cache.path_for(plain, side=0) == original  # made once
         shrunk = cache.path_for(plain)  # larger than the display side: a resized copy
         cmyk = cache.path_for(StoredImage(2, str(root), "cmyk.jpg", "b" * 64, "JPEG", "CMYK", 300, 200, None), side=0)
         rotated = cache.path_for(StoredImage(3, str(root), "plain.jpg", "c" * 64, "JPEG", "RGB", 200, 300, 6), side=0)

@@ -1,0 +1,38 @@
+"""Files a lead downloads from the studio (snapshot exports, evaluation reports), handed to Gradio as copies.
+
+Gradio serves what `launch(allowed_paths=...)` names to every signed-in user, whatever their role, so the exports
+and reports folders are not named there. A lead-only handler hands out a copy instead: `served_copy` puts it in a
+folder of the system temp directory named by the file's content hash, and Gradio moves it into its own cache
+under another content-hash name that no one can guess without the content.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+SERVE_DIR = Path(tempfile.gettempdir()) / "relabel-studio-files"
+
+
+def served_copy(path: str | Path) -> str:
+    """A copy of `path` that Gradio may hand to the browser that asked for it (same name, content-addressed)."""
+    source = Path(path)
+    digest = hashlib.sha256()
+    with source.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    target = SERVE_DIR / digest.hexdigest()[:32] / source.name
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".part-")
+        os.close(fd)
+        try:
+            shutil.copyfile(source, tmp)
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    return str(target)
