@@ -195,7 +195,7 @@ def build(
     summary = gr.Markdown(NOT_LOADED, latex_delimiters=[], sanitize_html=True)
     files = gr.File(label="report files (Markdown and JSON)", file_count="multiple", interactive=False)
     body = gr.Markdown(latex_delimiters=[], sanitize_html=True, elem_id="report-body")
-    figures = gr.Gallery(label="figures", columns=2, object_fit="contain", height="auto", interactive=False)
+    figures = gr.Gallery(label="figures", columns=2, object_fit="contain", height=440, interactive=False)
     with gr.Accordion("Stored evaluations: how each run's score moved across rounds", open=False):
         evaluations = gr.Dataframe(label="stored evaluations (oldest first)", interactive=False, wrap=True)
         moved = gr.Dataframe(label="top-1 % by run and reference version (name@hash)", interactive=False, wrap=True)
