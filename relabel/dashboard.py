@@ -38,6 +38,10 @@ from relabel.snapshots import categorize
 from relabel.workspace import IMGT, get_dataset
 
 ACTIVE_GAP_CAP_S = 300.0  # a longer pause between two events of one user is a break, counted as 5 minutes
+# An images/hour rate is shown only from 10 minutes of active time on: below that it extrapolates a handful of
+# decisions (3 decisions in 5 s read as 2,160 per hour) and says nothing about a working pace. Ten minutes is
+# twice the break cap, so a single capped pause cannot make up most of the time the rate is taken over.
+RATE_MIN_ACTIVE_S = 600.0
 HOUR_S = 3600.0
 NO_RUN = "(no run)"  # `by_run` key of suggestions whose prediction row is not recorded
 Settled = Mapping[int, tuple[Decision | None, str]]  # image id -> what `consensus` returned for it
@@ -128,9 +132,13 @@ class AnnotatorThroughput:
     undos: int
     images_decided: int
     median_seconds: float  # NaN when none of the user's decisions recorded its time on item
-    active_hours: float
-    images_per_hour: float  # decisions / active_hours; NaN when active_hours is 0
+    active_seconds: float  # see `active_seconds`
+    images_per_hour: float  # decisions per active hour; NaN below RATE_MIN_ACTIVE_S of active time
     hourly: list[tuple[datetime, int]]  # the user's decisions per clock hour, see `hourly_decisions`
+
+    @property
+    def active_minutes(self) -> float:
+        return self.active_seconds / 60
 
 
 @dataclass(frozen=True)
@@ -266,6 +274,11 @@ def active_seconds(events: Sequence[Event]) -> float:
     return total
 
 
+def hourly_rate(count: int, active_s: float) -> float:
+    """`count` per active hour, or NaN while `active_s` (seconds) is under `RATE_MIN_ACTIVE_S`."""
+    return count / (active_s / HOUR_S) if active_s >= RATE_MIN_ACTIVE_S else math.nan
+
+
 def annotator_throughput(
     events: Iterable[Event],
     decisions: Mapping[int, Sequence[Decision]],
@@ -279,8 +292,8 @@ def annotator_throughput(
     * undos: the user's `retract` events;
     * images_decided: images on which a decision of the user stands now;
     * median_seconds: median `seconds_on_item` of the user's decisions that recorded it;
-    * images_per_hour: decisions / active hours, the active time being `active_seconds` of all the user's events
-      in time order (undos included: they are work too);
+    * active_seconds: `active_seconds` of all the user's events in time order (undos included: they are work too);
+    * images_per_hour: decisions / active hours, NaN while the active time is under `RATE_MIN_ACTIVE_S`;
     * hourly: `hourly_decisions` of the user's events.
     """
     by_user: defaultdict[int, list[Event]] = defaultdict(list)
@@ -301,7 +314,7 @@ def _throughput(
 ) -> AnnotatorThroughput:
     made = [e for e in own if e.verdict is not Verdict.retract]
     timed = [e.seconds_on_item for e in made if e.seconds_on_item is not None]
-    hours = active_seconds(own) / HOUR_S
+    active = active_seconds(own)
     name, role = user or (f"user {user_id}", Role.annotator)
     return AnnotatorThroughput(
         user_id=user_id,
@@ -311,8 +324,8 @@ def _throughput(
         undos=len(own) - len(made),
         images_decided=images_decided,
         median_seconds=statistics.median(timed) if timed else math.nan,
-        active_hours=hours,
-        images_per_hour=len(made) / hours if hours > 0 else math.nan,
+        active_seconds=active,
+        images_per_hour=hourly_rate(len(made), active),
         hourly=hourly_decisions(own, now=now),
     )
 

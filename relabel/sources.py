@@ -9,9 +9,10 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
-from collections.abc import Callable, Iterable
+import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from sqlalchemy import delete, insert
@@ -38,9 +39,13 @@ class LabelRow:
     where: str = ""  # file:line, for error messages
 
 
+VAL_PREFIX = "ILSVRC2012_val_"
+VAL_KEY = re.compile(rf"{VAL_PREFIX}\d{{8}}")  # the stem `val_key` writes
+
+
 def val_key(number: int) -> str:
     """File stem of ImageNet validation image `number` (1-based)."""
-    return f"ILSVRC2012_val_{number:08d}"
+    return f"{VAL_PREFIX}{number:08d}"
 
 
 def _read_json(path: Path) -> Any:
@@ -195,7 +200,12 @@ def drop_for_reimport(s: Any, old: Any, children: Any, conflict: str, replace: b
 def resolve_rows(
     rows: list[LabelRow], index: ImageIndex, n_classes: int, *, skip_unknown: bool, what: str
 ) -> tuple[list[int], int]:
-    """Image ids for `rows`; raises one InputError that counts every unknown image and bad class."""
+    """Image ids for `rows` (-1 for an unknown image) and the number of unknown images.
+
+    Raises one InputError: why no row matches an image at all (even with `skip_unknown`: an import of nothing is
+    never what was meant, and a file keyed for another dataset is the usual cause); else one that counts every
+    bad class; else, without `skip_unknown`, one that counts the unknown images.
+    """
     ids: list[int] = []
     unknown: list[str] = []
     bad_class: list[str] = []
@@ -206,6 +216,8 @@ def resolve_rows(
         if any(not 0 <= c < n_classes for c in r.classes):
             bad_class.append(f"{r.where}: {r.classes}")
         ids.append(image_id if image_id is not None else -1)
+    if len(unknown) == len(rows):
+        raise InputError(no_match_message(rows, index, what))
     if bad_class:
         raise InputError(
             f"{what}: {len(bad_class)} row(s) have classes outside 0..{n_classes - 1}: "
@@ -217,6 +229,28 @@ def resolve_rows(
             "nothing written (ingest them first, or pass --skip-unknown)"
         )
     return ids, len(unknown)
+
+
+def no_match_message(rows: Sequence[LabelRow], index: ImageIndex, what: str) -> str:
+    """Why none of `rows` matches an image of the dataset, one line with an example key and an example file of the
+    dataset. Rows keyed by ImageNet validation numbers (ReaL, MTurk, Shankar) get their own explanation."""
+    if not rows:
+        return f"{what}: holds no rows; nothing written"
+    paths = sorted(index.ids_by_path)
+    if not paths:
+        return f"{what}: the dataset has no images to match its {len(rows)} row(s); ingest them first; nothing written"
+    head = f"{what}: none of its {len(rows)} row(s) matches an image of the dataset; nothing written"
+    dataset_file, key = repr(paths[0]), rows[0].key
+    if all(VAL_KEY.fullmatch(PurePosixPath(r.key).stem) for r in rows):
+        return (
+            f"{head}: its rows are keyed by ImageNet validation numbers ({VAL_PREFIX}NNNNNNNN, e.g. {key!r}) and "
+            f"the dataset's file names do not match (e.g. {dataset_file}); import it into a dataset of the "
+            f"{VAL_PREFIX}* images"
+        )
+    return (
+        f"{head}: a key must be an image's relative path, file name or file stem (e.g. key {key!r}, "
+        f"dataset file {dataset_file})"
+    )
 
 
 def import_source(

@@ -67,6 +67,26 @@ def test_errors_are_one_line_on_stderr_with_nonzero_exit(tmp_path: Path) -> None
         assert "Traceback" not in r.stderr
 
 
+def test_an_import_that_matches_no_image_fails_even_with_skip_unknown(tmp_path: Path) -> None:
+    """ReaL labels are keyed by ImageNet val numbers: on a dataset of other file names nothing matches, and the
+    command says so instead of importing 0 labels and exiting 0."""
+    images.photo(tmp_path / "data" / "n01440764_a.jpg")
+    (tmp_path / "real.json").write_text("[[0], [1]]")
+    (tmp_path / "preds.csv").write_text("image,label\nILSVRC2012_val_00000001,tench\n")
+    assert run(["ingest", str(tmp_path / "data"), "--dataset", "mini", "--quiet"], tmp_path).returncode == 0
+    for args in (
+        ["labels", "import", str(tmp_path / "real.json"), "--format", "real", "--skip-unknown"],
+        ["predictions", "import", str(tmp_path / "preds.csv"), "--run", "m", "--skip-unknown"],
+    ):
+        r = run(args, tmp_path)
+        assert r.returncode == 2, (args, r.stdout)
+        assert r.stderr.count("\n") == 1 and r.stderr.startswith("error: ") and "nothing written" in r.stderr
+        assert "keyed by ImageNet validation numbers" in r.stderr and "'ILSVRC2012_val_00000001'" in r.stderr
+        assert "'n01440764_a.jpg'" in r.stderr and "Traceback" not in r.stderr
+    stats = run(["stats"], tmp_path).stdout  # no empty source or run was left behind
+    assert "labels:      imgt 1\n" in stats and "model runs:  none\n" in stats
+
+
 def test_unreachable_database_is_one_line(tmp_path: Path) -> None:
     r = subprocess.run(
         [sys.executable, "-m", "relabel", "--db", "postgresql+psycopg://nobody@127.0.0.1:1/x", "stats"],

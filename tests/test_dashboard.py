@@ -40,12 +40,14 @@ from db.models import Annotation, Dataset, Image, ModelRun, Prediction, User
 from relabel.annotations import add_user, current_decisions
 from relabel.dashboard import (
     NO_RUN,
+    RATE_MIN_ACTIVE_S,
     ClassProgress,
     Event,
     LiveCategories,
     Progress,
     SuggestionUse,
     active_seconds,
+    annotator_throughput,
     dashboard,
     hourly_decisions,
     load_events,
@@ -232,15 +234,16 @@ def test_annotator_throughput(studio: Studio) -> None:
     # ann: 6 decisions and 1 undo; standing on a b c d e. Times 20 25 40 15 10 12 -> median (15 + 20) / 2.
     # Active: first item 20 s + gaps 30 60 30 20, then 27:40 and 1:40:00 capped at 5 min each = 760 s.
     assert (ann.decisions, ann.undos, ann.images_decided, ann.median_seconds) == (6, 1, 5, 17.5)
-    assert ann.active_hours == pytest.approx(760 / 3600)
-    assert ann.images_per_hour == pytest.approx(6 / (760 / 3600))
+    assert ann.active_seconds == pytest.approx(760) and ann.active_minutes == pytest.approx(760 / 60)
+    assert ann.images_per_hour == pytest.approx(6 / (760 / 3600))  # 12.7 active minutes: enough for a rate
     # bob, in time order a b c d g f: times 30 50 — 20 5 8 -> median 20. Active: 30 s + gaps 60 60 120 60, then
     # 2:05:00 capped at 5 min = 630 s (g was stored after f but happened before it).
     assert (bob.decisions, bob.undos, bob.images_decided, bob.median_seconds) == (6, 0, 6, 20)
-    assert bob.active_hours == pytest.approx(630 / 3600)
+    assert bob.active_seconds == pytest.approx(630)
     assert bob.images_per_hour == pytest.approx(6 / (630 / 3600))
     assert (lead.role, lead.decisions, lead.images_decided, lead.median_seconds) == (Role.lead, 1, 1, 60)
-    assert lead.images_per_hour == pytest.approx(60.0)  # one decision in its own 60 s
+    # one decision in its own 60 s: 60 per hour would be an extrapolation, so no rate
+    assert lead.active_seconds == 60 and math.isnan(lead.images_per_hour)
     assert dict(ann.hourly)[at("09:00:00")] == 5 and dict(ann.hourly)[at("11:00:00")] == 1
     assert sum(n for _, n in ann.hourly) == 6
 
@@ -285,6 +288,20 @@ def test_a_workspace_without_decisions(engine: Engine, vocab: Vocabulary, tmp_pa
 
 def event(i: int, when: datetime, verdict: Verdict = Verdict.labels, secs: float | None = None) -> Event:
     return Event(i, 1, 1, verdict, (0,), False, None, when.timestamp(), secs, SuggestionAction.none, None)
+
+
+def test_a_rate_needs_ten_minutes_of_active_time() -> None:
+    t0 = at("09:00:00")
+    users = {1: ("ann", Role.annotator)}
+    # 3 decisions in 5 s, the first timed at 1 s: 2,160 per hour if extrapolated
+    quick = [event(i, t0 + timedelta(seconds=2 * i), secs=1) for i in range(3)]
+    [row] = annotator_throughput(quick, {}, users, now=NOW)
+    assert (row.decisions, row.active_seconds) == (3, 5) and math.isnan(row.images_per_hour)
+    # 11 decisions a minute apart, the first timed at 0 s: exactly 10 active minutes, 66 per hour
+    steady = [event(i, t0 + timedelta(minutes=i), secs=0) for i in range(11)]
+    [row] = annotator_throughput(steady, {}, users, now=NOW)
+    assert row.active_seconds == RATE_MIN_ACTIVE_S == 600 and row.images_per_hour == pytest.approx(66)
+    assert math.isnan(annotator_throughput(steady[:-1], {}, users, now=NOW)[0].images_per_hour)  # 9 minutes
 
 
 def test_hourly_buckets_are_the_24_clock_hours_up_to_now() -> None:

@@ -163,3 +163,25 @@ def test_format_option_wins_over_the_extension(engine, vocab, tmp_path: Path) ->
     small_dataset(engine, vocab, tmp_path)
     (tmp_path / "p.json").write_text('{"image": "n01440764_a.jpg", "label": "tench"}\n')
     assert import_predictions(engine, tmp_path / "p.json", run="x", fmt="jsonl").ok == 1
+
+
+@pytest.mark.parametrize("skip_unknown", [False, True])
+def test_predictions_matching_no_image_are_refused_with_the_reason(
+    engine, vocab, tmp_path: Path, skip_unknown: bool
+) -> None:
+    small_dataset(engine, vocab, tmp_path)
+    (tmp_path / "val.csv").write_text(
+        "image,label\nILSVRC2012_val_00000001.JPEG,tench\nILSVRC2012_val_00000002,tabby\n"
+    )
+    with pytest.raises(
+        InputError,
+        match=r"val.csv: none of its 2 row\(s\) matches an image of the dataset; nothing written: its rows are keyed "
+        r"by ImageNet validation numbers \(ILSVRC2012_val_NNNNNNNN, e.g. 'ILSVRC2012_val_00000001.JPEG'\) and the "
+        r"dataset's file names do not match \(e.g. 'n01440764_a.jpg'\)",
+    ):
+        import_predictions(engine, tmp_path / "val.csv", run="x", skip_unknown=skip_unknown)
+    (tmp_path / "other.jsonl").write_text('{"image": "ghost.jpg", "label": "tench"}\n')
+    with pytest.raises(InputError, match=r"none of its 1 row\(s\) matches.*e.g. key 'ghost.jpg', dataset file"):
+        import_predictions(engine, tmp_path / "other.jsonl", run="x", skip_unknown=skip_unknown)
+    with Session(engine) as s:
+        assert s.execute(select(func.count()).select_from(ModelRun)).scalar_one() == 0

@@ -143,3 +143,83 @@ def test_malformed_mturk_record_is_one_clear_error(vocab, tmp_path: Path) -> Non
     (tmp_path / "m.json").write_text(json.dumps(rec))
     with pytest.raises(InputError, match="record 0 lacks"):
         list(parse_mturk(tmp_path / "m.json", vocab))
+
+
+def photo_dataset(engine, vocab, tmp_path: Path) -> None:
+    """A dataset whose files are named by wnid, not by ImageNet val number."""
+    root = tmp_path / "photos"
+    for i, name in enumerate(("n01440764_a.jpg", "n02123045_b.jpg")):
+        images.photo(root / name, color=(i * 90, 3, 3))
+    ingest_dataset(
+        engine, plan_ingest(root, vocab), dataset="p", root=root, vocab=vocab, show_progress=False, workers=1
+    )
+
+
+def prior_count(engine) -> int:
+    """Label sources other than the ImGT labels that ingest writes."""
+    with Session(engine) as s:
+        return s.execute(select(func.count()).where(LabelSource.name != "imgt")).scalar_one()
+
+
+VAL_KEYED = {  # format -> a file of two rows keyed by val numbers 1 and 2
+    "real": ("real.json", "[[1], [2]]"),
+    "mturk": (
+        "mturk.json",
+        json.dumps(
+            [{"id": n, "given_original_label": 3, "our_guessed_label": 9, "mturk": {"given": 5}} for n in (1, 2)]
+        ),
+    ),
+    "shankar": (
+        "shankar.csv",
+        "id,category,proposed_labels\nILSVRC2012_val_00000001.JPEG,A,1\nILSVRC2012_val_00000002.JPEG,A,2\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("fmt", sorted(VAL_KEYED))
+@pytest.mark.parametrize("skip_unknown", [False, True])
+def test_a_val_keyed_file_on_other_file_names_says_why_nothing_matches(
+    engine, vocab, tmp_path: Path, fmt: str, skip_unknown: bool
+) -> None:
+    photo_dataset(engine, vocab, tmp_path)
+    name, content = VAL_KEYED[fmt]
+    (tmp_path / name).write_text(content)
+    with pytest.raises(InputError) as caught:
+        import_source(engine, tmp_path / name, fmt=fmt, skip_unknown=skip_unknown)
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith(f"{tmp_path / name}: none of its 2 row(s) matches")
+    assert "nothing written" in message
+    assert "keyed by ImageNet validation numbers (ILSVRC2012_val_NNNNNNNN, e.g. 'ILSVRC2012_val_00000001" in message
+    assert "the dataset's file names do not match (e.g. 'n01440764_a.jpg')" in message
+    assert prior_count(engine) == 0
+
+
+def test_a_table_matching_no_image_and_an_empty_file_are_refused(engine, vocab, tmp_path: Path) -> None:
+    photo_dataset(engine, vocab, tmp_path)
+    (tmp_path / "t.csv").write_text("image,labels\nghost.jpg,tench\nn09999999_z.jpg,tabby\n")
+    with pytest.raises(
+        InputError,
+        match=r"t.csv: none of its 2 row\(s\) matches an image of the dataset; nothing written: a key must be an "
+        r"image's relative path, file name or file stem \(e.g. key 'ghost.jpg', dataset file "
+        r"'n01440764_a.jpg'\)$",
+    ):
+        import_source(engine, tmp_path / "t.csv", fmt="csv", skip_unknown=True)
+    (tmp_path / "real.json").write_text("[]")
+    with pytest.raises(InputError, match=r"real.json: holds no rows; nothing written"):
+        import_source(engine, tmp_path / "real.json", fmt="real", skip_unknown=True)
+    assert prior_count(engine) == 0
+
+
+def test_skip_unknown_still_imports_a_partial_match(engine, vocab, tmp_path: Path) -> None:
+    photo_dataset(engine, vocab, tmp_path)
+    (tmp_path / "t.csv").write_text("image,labels\nn01440764_a.jpg,tench\nghost.jpg,tabby\n")
+    report = import_source(engine, tmp_path / "t.csv", fmt="csv", skip_unknown=True)
+    assert (report.written, report.skipped_unknown) == (1, 1)
+
+
+def test_no_match_message_for_a_dataset_without_images() -> None:
+    from relabel.sources import LabelRow, no_match_message
+    from relabel.workspace import ImageIndex
+
+    message = no_match_message([LabelRow("a.jpg", [1])], ImageIndex({}), "t.csv")
+    assert message == "t.csv: the dataset has no images to match its 1 row(s); ingest them first; nothing written"
