@@ -9,11 +9,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import bindparam, insert, select
+from sqlalchemy import bindparam, func, insert, select
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
@@ -87,6 +87,15 @@ def _by_token(session: Session, client_token: str | None) -> int | None:
 _TOKEN = select(Annotation.id).where(Annotation.client_token == bindparam("token"))
 _USER = select(User.id, User.role).where(User.name == bindparam("name"))
 _IMAGE_DATASET = select(Image.dataset_id).where(Image.id == bindparam("image_id"))
+_LAST_EVENT = select(func.max(Annotation.id)).where(
+    Annotation.image_id == bindparam("image_id"), Annotation.user_id == bindparam("user_id")
+)
+
+
+def last_event_id(conn: Connection, image_id: int, user_id: int) -> int | None:
+    """The id of `user_id`'s newest decision or undo on `image_id` (None: they never acted on it)."""
+    found = conn.execute(_LAST_EVENT, {"image_id": image_id, "user_id": user_id}).scalar()
+    return None if found is None else int(found)
 
 
 def record_annotation(engine: Engine, **decision: Any) -> int:
@@ -113,8 +122,12 @@ def store_annotation(
     adjudicate: bool = False,
     client_token: str | None = None,
     n_classes: int | None = None,
+    stale_check: Callable[[int | None], None] | None = None,
 ) -> tuple[int, bool]:
     """`record_annotation`, also saying whether this call stored the row (False: its token had been used).
+
+    `stale_check`, when given, is called inside the transaction with the id of the user's newest event on the
+    image (None: none) and raises to refuse the decision (a card answered since in another tab).
 
     Runs on SQLAlchemy Core (three keyed lookups and one INSERT ... RETURNING in one transaction): it is on the path
     of every decision an annotator saves.
@@ -138,6 +151,8 @@ def store_annotation(
                 raise NotFoundError(f"unknown user {user!r}; add one with `relabel users add NAME --role annotator`")
             if adjudicate and u.role is not Role.lead:
                 raise ConflictError(f"user {user!r} is an annotator; only leads adjudicate")
+            if stale_check is not None:
+                stale_check(last_event_id(conn, image_id, u.id))
             dataset_id = conn.execute(_IMAGE_DATASET, {"image_id": image_id}).scalar()
             if dataset_id is None:
                 raise NotFoundError(f"image id {image_id} does not exist")

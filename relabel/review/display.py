@@ -95,16 +95,27 @@ class DisplayCache:
     def path_for(self, image: StoredImage, side: int | None = None) -> Path:
         """The cached copy of `image` (longer side at most `side`, 0 = full size), made on first use."""
         side = self.side if side is None else side
-        key = image.sha256 or f"id{image.image_id}"
-        if image.shows_as_is(side):  # the file itself, linked in: the dataset root is never served
-            target = self.folder / key[:2] / f"{key}_orig{SUFFIXES[image.format or '']}"
-            if not target.exists():
-                self._link(image, target)
-            return target
-        target = self.folder / key[:2] / f"{key}_{side or 'full'}.jpg"
+        target = self._target(image, side)
         if not target.exists():
-            self._render(image, side, target)
+            if image.shows_as_is(side):  # the file itself, linked in: the dataset root is never served
+                self._link(image, target)
+            else:
+                self._render(image, side, target)
         return target
+
+    def ready_path(self, image: StoredImage, side: int | None = None) -> Path | None:
+        """The cached copy when it exists or costs only a link; None when it would have to be rendered first."""
+        side = self.side if side is None else side
+        target = self._target(image, side)
+        if target.exists():
+            return target
+        return self.path_for(image, side) if image.shows_as_is(side) else None
+
+    def _target(self, image: StoredImage, side: int) -> Path:
+        key = image.sha256 or f"id{image.image_id}"
+        if image.shows_as_is(side):
+            return self.folder / key[:2] / f"{key}_orig{SUFFIXES[image.format or '']}"
+        return self.folder / key[:2] / f"{key}_{side or 'full'}.jpg"
 
     def _link(self, image: StoredImage, target: Path) -> None:
         """A hard link to the original in the cache (a copy across file systems), under an image suffix."""

@@ -185,6 +185,18 @@ class ReviewQueue:
                     return image_id
             return None
 
+    def may_serve(self, image_id: int, user_id: int) -> bool:
+        """Whether `user_id` may open `image_id` out of queue order (a shared link, Back): they decided it or hold
+        it, or the queue would serve it to them now as an image to review or a disputed one."""
+        with self._lock:
+            e = self.evidence.get(image_id)
+            if e is None:
+                return False
+            if user_id in e.voters or self._current.get(user_id) == image_id:
+                return True
+            now = self.clock()
+            return any(self._eligible(image_id, user_id, QueueFilter(status=s), now) for s in ("open", "disputed"))
+
     def remaining(self, user_id: int, flt: QueueFilter = QueueFilter()) -> int:
         """Images still eligible for `user_id` under `flt` (a full pass: for progress displays, not per card)."""
         with self._lock:

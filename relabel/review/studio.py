@@ -7,7 +7,6 @@ and the server measures the time on the item from when it served the card.
 
 from __future__ import annotations
 
-import secrets
 import threading
 import time
 from collections import OrderedDict
@@ -21,16 +20,18 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from db.enums import ImageStatus, Role, SourceKind, SuggestionAction, Verdict
-from db.models import Annotation, Image, Label, LabelSource, User
-from relabel.annotations import current_decisions, retract_annotation, store_annotation, verify_password
+from db.enums import Role, SuggestionAction, Verdict
+from db.models import Annotation, Image, User
+from relabel.annotations import Decision, current_decisions, retract_annotation, store_annotation, verify_password
 from relabel.errors import ConflictError, InputError, NotFoundError
 from relabel.review.cards import IMAGE_COLUMNS, Card, RunChoice, load_card, pick_runs
 from relabel.review.display import DisplayCache, StoredImage, forget_resolved_paths
 from relabel.review.evidence import load_evidence
+from relabel.review.examples import load_examples
 from relabel.review.queue import Evidence, QueueFilter, ReviewQueue
+from relabel.review.tokens import CardTokens, Shown, StaleCardError
 from relabel.vocabulary import Vocabulary
-from relabel.workspace import IMGT, dataset_vocabulary, get_dataset
+from relabel.workspace import dataset_vocabulary, get_dataset
 
 CARD_CACHE_SIZE = 4096  # cards kept in memory; with N-way overlap each image is served N times
 ACTIONS = ("original", "suggestion", "both", "labels", "none_fit", "unclear")
@@ -38,15 +39,23 @@ MAX_NOTE = 2000
 
 
 @dataclass(frozen=True)
-class Shown:
-    """A card as it was served: who saw which image when, and what it suggested."""
+class Answer:
+    """One annotator's standing answer on a disputed image."""
 
-    user_id: int
+    annotation_id: int
+    user: str
+    verdict: Verdict
+    classes: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Disputed:
+    """A disputed image: its path, original classes and every annotator's answer, oldest first."""
+
     image_id: int
-    at: float
-    suggestion_id: int | None
-    suggested_class: int | None
+    path: str
     original: tuple[int, ...]
+    answers: tuple[Answer, ...]
 
 
 @dataclass(frozen=True)
@@ -80,8 +89,8 @@ class Studio:
             self.runs: RunChoice = pick_runs(conn, self.dataset_id, suggestion_run, classifier_run)
         self._run_names = (suggestion_run, classifier_run)
         self.display = DisplayCache(cache_dir / "display")
-        self._shown: dict[str, Shown] = {}
-        self._shown_lock = threading.Lock()
+        self.tokens = CardTokens()
+        self._user_locks: dict[int, threading.Lock] = {}
         self._users: dict[str, tuple[int, Role]] = {}
         self._prefetch = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefetch")
         self._cards: OrderedDict[int, Card] = OrderedDict()  # recent cards: their labels and suggestions
@@ -127,7 +136,8 @@ class Studio:
             with self.engine.connect() as conn:
                 self.runs = pick_runs(conn, self.dataset_id, self._run_names[0], self._run_names[1])
         self.queue = ReviewQueue(self._evidence(), overlap=self.overlap, seed=self.seed)
-        self.examples = self._examples()
+        with self.engine.connect() as conn:
+            self.examples = load_examples(conn, self.dataset_id, self.root)
         with self._cards_lock:
             self._cards.clear()
         forget_resolved_paths()
@@ -142,6 +152,14 @@ class Studio:
         self._prefetch_next(user_id, flt)
         return card, token
 
+    def may_open(self, user: str, image_id: int) -> bool:
+        """Whether `user` may open `image_id` directly (a shared link, Back): a lead any image of the dataset; an
+        annotator an image they decided, hold, or that the queue would serve them now."""
+        user_id, role = self.user(user)
+        if role is Role.lead:
+            return image_id in self.queue.evidence or self._in_dataset(image_id)
+        return self.queue.may_serve(image_id, user_id)
+
     def open_card(self, user: str, image_id: int, *, hold: bool = False) -> tuple[Card, str]:
         """The card of one image as `user` sees it, with a fresh token for the decision on it."""
         user_id, _ = self.user(user)
@@ -149,6 +167,8 @@ class Studio:
             cached = self._cards.get(image_id)
         with self.engine.connect() as conn:
             card = load_card(conn, image_id, self.runs, user, cached)
+        if card.dataset != self.dataset_name:
+            raise NotFoundError(f"image id {image_id} is not in dataset {self.dataset_name!r}")
         with self._cards_lock:
             self._cards[image_id] = card
             self._cards.move_to_end(image_id)
@@ -157,44 +177,67 @@ class Studio:
         if hold:
             self.queue.hold(image_id, user_id)
         used = card.suggestion_used
-        token = secrets.token_hex(12)
-        with self._shown_lock:
-            self._shown[token] = Shown(
-                user_id,
-                image_id,
-                time.monotonic(),
-                used.prediction_id if used else None,
-                card.suggested_class,
-                card.original,
-            )
+        token = self.tokens.issue(
+            user_id,
+            image_id,
+            suggestion_id=used.prediction_id if used else None,
+            suggested_class=card.suggested_class,
+            original=card.original,
+            last_event=max((e.annotation_id for e in card.history if e.user == user), default=None),
+        )
         return card, token
 
     def stored_image(self, image_id: int) -> StoredImage:
         with self.engine.connect() as conn:
             row = conn.execute(
-                select(Image.id, Image.path, Image.sha256).where(
-                    Image.id == image_id, Image.dataset_id == self.dataset_id
-                )
+                select(*IMAGE_COLUMNS).where(Image.id == image_id, Image.dataset_id == self.dataset_id)
             ).first()
         if row is None:
             raise NotFoundError(f"image id {image_id} is not in dataset {self.dataset_name!r}")
-        return StoredImage(row.id, self.root, row.path, row.sha256)
+        return StoredImage(row[0], self.root, *row[1:])
+
+    def upcoming_display(self, user: str, flt: QueueFilter = QueueFilter()) -> Path | None:
+        """The display file of the card likely to come after the one `user` holds, if it is ready (the page
+        fetches it ahead, so the next card's image shows at once); None when there is none or it is not ready."""
+        image_id = self.queue.peek(self.user(user)[0], flt)
+        if image_id is None:
+            return None
+        try:
+            return self.display.ready_path(self.stored_image(image_id))
+        except Exception:  # a bad file shows its error when its card is opened; nothing to fetch ahead
+            return None
+
+    def standing_answer(self, image_id: int, annotation_id: int) -> Decision:
+        """An annotator's standing (not undone, not superseded) answer on `image_id`, by its id."""
+        with self.engine.connect() as conn:
+            standing = current_decisions(conn, self.dataset_id, image_ids=[image_id]).get(image_id, [])
+        found = next((d for d in standing if d.annotation_id == annotation_id and not d.is_adjudication), None)
+        if found is None:
+            raise NotFoundError(f"decision #{annotation_id} is not a standing answer on image {image_id}")
+        return found
 
     def decided_by(self, user: str) -> int:
         return self.queue.decided_by(self.user(user)[0])
 
-    def disputed_images(self, limit: int = 500) -> list[tuple[int, str, tuple[int, ...], int]]:
-        """(image id, path, original classes, decisions) of disputed images, in priority order."""
+    def disputed_images(self, limit: int = 500) -> list[Disputed]:
+        """Disputed images in priority order, each with every annotator's standing answer."""
         ids = self.queue.disputed()[:limit]
         if not ids:
             return []
         with self.engine.connect() as conn:
             rows = conn.execute(select(Image.id, Image.path).where(Image.id.in_(ids))).all()  # type: ignore[attr-defined]
+            standing = current_decisions(conn, self.dataset_id, image_ids=ids)
+            names: dict[int, str] = {r.id: r.name for r in conn.execute(select(User.id, User.name))}
         paths: dict[int, str] = {r.id: r.path for r in rows}
-        out: list[tuple[int, str, tuple[int, ...], int]] = []
+        out: list[Disputed] = []
         for i in ids:
             e = self.queue.evidence[i]
-            out.append((i, paths.get(i, ""), () if e.original is None else (e.original,), len(e.voters)))
+            answers = tuple(
+                Answer(d.annotation_id, names.get(d.user_id, f"user {d.user_id}"), d.verdict, d.classes)
+                for d in sorted(standing.get(i, []), key=lambda d: d.annotation_id)
+                if not d.is_adjudication
+            )
+            out.append(Disputed(i, paths.get(i, ""), () if e.original is None else (e.original,), answers))
         return out
 
     def skip(self, user: str, image_id: int) -> None:
@@ -221,12 +264,20 @@ class Studio:
         user_id, _ = self.user(user)
         if adjudicate:
             self.require_lead(user)
-        shown = self._shown_for(token, user_id, image_id)
+        shown = self.tokens.check(token, user_id, image_id)
         verdict, chosen = self._resolve_action(action, list(classes), shown)
         if len(note) > MAX_NOTE:
             raise InputError(f"the note has {len(note)} characters; at most {MAX_NOTE} are kept")
-        seconds = round(time.monotonic() - shown.at, 3) if shown.at else None
-        with self._write_lock:
+        seconds = round(time.monotonic() - shown.at, 3)
+
+        def refuse_if_stale(latest: int | None) -> None:
+            if latest != shown.last_event:
+                raise StaleCardError(
+                    f"you answered image {image_id} again since this card was shown (another tab or window); "
+                    "the card has been reloaded with your newest answer"
+                )
+
+        with self._user_lock(user_id), self._write_lock:
             annotation_id, created = store_annotation(
                 self.engine,
                 image_id=image_id,
@@ -241,6 +292,7 @@ class Studio:
                 adjudicate=adjudicate,
                 client_token=token,
                 n_classes=len(self.vocab),
+                stale_check=refuse_if_stale,
             )
         if created:
             self.queue.record(image_id, user_id, (verdict, frozenset(chosen)), adjudication=adjudicate)
@@ -275,24 +327,17 @@ class Studio:
 
     # -- internals -----------------------------------------------------------------------------------------------
 
-    def _shown_for(self, token: str, user_id: int, image_id: int) -> Shown:
-        if not token or len(token) > 64:
-            raise InputError("a decision needs the token of the card it answers; reload the card")
-        with self._shown_lock:
-            shown = self._shown.get(token)
-        if shown is None:  # served before a restart: still a valid decision, without time on item
-            with self.engine.connect() as conn:
-                if conn.execute(select(Image.id).where(Image.id == image_id)).first() is None:
-                    raise NotFoundError(f"image id {image_id} does not exist")
-                original = conn.execute(
-                    select(Label.classes)
-                    .join(LabelSource, LabelSource.id == Label.source_id)
-                    .where(Label.image_id == image_id, LabelSource.kind == SourceKind.original)
-                ).scalar()
-            return Shown(user_id, image_id, 0.0, None, None, tuple(original or ()))
-        if shown.user_id != user_id or shown.image_id != image_id:
-            raise ConflictError(f"token was issued for another card than image {image_id}; reload the card")
-        return shown
+    def _user_lock(self, user_id: int) -> threading.Lock:
+        """One lock per user: two tabs of one user save one after the other, so the stale check holds."""
+        with self._cards_lock:
+            return self._user_locks.setdefault(user_id, threading.Lock())
+
+    def _in_dataset(self, image_id: int) -> bool:
+        with self.engine.connect() as conn:
+            found = conn.execute(
+                select(Image.id).where(Image.id == image_id, Image.dataset_id == self.dataset_id)
+            ).first()
+        return found is not None
 
     def _resolve_action(self, action: str, classes: list[int], shown: Shown) -> tuple[Verdict, list[int]]:
         if action not in ACTIONS:
@@ -328,18 +373,13 @@ class Studio:
                 self.queue.record(image_id, user_id, d.key, adjudication=d.is_adjudication)
 
     def _prefetch_next(self, user_id: int, flt: QueueFilter) -> None:
-        """Render the display image of the card likely to come next, off the request path."""
+        """Prepare the display image of the card likely to come next, off the request path."""
 
         def warm() -> None:
             try:
                 image_id = self.queue.peek(user_id, flt)
                 if image_id is not None:
-                    with self.engine.connect() as conn:
-                        row = conn.execute(
-                            select(Image.id, Image.path, Image.sha256).where(Image.id == image_id)
-                        ).first()
-                    if row is not None:
-                        self.display.path_for(StoredImage(row.id, self.root, row.path, row.sha256))
+                    self.display.path_for(self.stored_image(image_id))
             except Exception:  # a bad file shows its error when its card is opened; nothing to do here
                 pass
 
@@ -348,23 +388,6 @@ class Studio:
     def _evidence(self) -> list[Evidence]:
         with self.engine.connect() as conn:
             return load_evidence(conn, self.dataset_id, self.runs)
-
-    def _examples(self) -> dict[int, StoredImage]:
-        """A reference image per original class: the first readable image (by id) labelled with it."""
-        with self.engine.connect() as conn:
-            rows = conn.execute(
-                select(Label.classes, *IMAGE_COLUMNS)
-                .join(LabelSource, LabelSource.id == Label.source_id)
-                .join(Image, Image.id == Label.image_id)  # type: ignore[arg-type]
-                .where(LabelSource.dataset_id == self.dataset_id, LabelSource.name == IMGT)
-                .where(Image.status == ImageStatus.ok)
-                .order_by(Label.image_id)
-            )
-            out: dict[int, StoredImage] = {}
-            for classes, *image in rows:
-                if classes and classes[0] not in out:
-                    out[classes[0]] = StoredImage(image[0], self.root, *image[1:])
-        return out
 
 
 def suggestion_action(chosen: list[int], suggested: int | None) -> SuggestionAction:
