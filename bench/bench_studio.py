@@ -1,12 +1,11 @@
 """The annotation studio on a 50,000-image workspace with 150,000 decisions: handler time, HTTP round trips,
 concurrent annotators, server memory.
 
-1. Server side: the review handlers called in-process (`ui.handlers.next_card`, and `Studio.decide`, the save
+1. Server side: the review handlers called in-process (`ui.card_api.next_card`, and `Studio.decide`, the save
    alone), rotating over 16 annotators; p50 / p95 in ms.
 2. Client observed: `relabel serve` in its own process; one annotator over HTTP on 127.0.0.1 (login, then each
-   event sent as the web page sends it: `/gradio_api/queue/join` POST, then the session's event stream until the
-   event completes), timing "next card" and "save" (which answers with the next card), plus fetching the card's
-   image file.
+   action sent as the card's page script sends it: one POST to Gradio's `/component_server` route), timing "next
+   card" and "save" (which answers with the next card), plus fetching the card's image file.
 3. Load: 16 simulated annotators in threads, 200 decisions each, as fast as the server answers, timed from when all
    of them are signed in with their first card on screen (sign-in is reported apart); decisions/s, then
    the database is checked: every acknowledged decision stored once (0 lost, 0 duplicated), and no "database is
@@ -20,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import shutil
 import subprocess
@@ -28,20 +26,21 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from pathlib import Path
 
 import httpx
-from benchlib import MET, SHARED, command_line, machine_line, write_section
+from benchlib import MET, REPO, SHARED, command_line, machine_line, write_section
 from sqlalchemy import text
 from studio_workspace import N_IMAGES, PASSWORD, build
 
 from db import create_db_engine
 from relabel.review.studio import Studio
-from ui import handlers
+from ui import card_api
+
+sys.path.insert(0, str(REPO))  # the HTTP card client lives in tests/, which is not an installed package
+from tests.studio.workspace import CardClient  # noqa: E402
 
 SECTION = "## Studio: 50,000 images, 150,000 decisions"
-FILTERS = ["all classes", "open", "any"]
 OVERLAP = 5  # the workspace's images already hold 3 decisions each; 2 more opinions per image are wanted
 
 
@@ -65,9 +64,9 @@ def server_side(folder: Path, rounds: int) -> dict[str, list[float]]:
     for i in range(rounds):
         user = f"bench{i % 16:02d}"
         t0 = time.perf_counter()
-        view = handlers.next_card(studio, user)
+        card = card_api.next_card(studio, user, {})["card"]
         t1 = time.perf_counter()
-        image_id, token = handlers.parse_card_key(view.card_key)
+        image_id, token = card_api.parse_key(card)
         studio.decide(user, token, image_id, "original")
         out["next"].append(t1 - t0)
         out["save"].append(time.perf_counter() - t1)
@@ -79,52 +78,28 @@ def server_side(folder: Path, rounds: int) -> dict[str, list[float]]:
 
 
 class Annotator:
-    """One signed-in browser-like HTTP client of the studio: one Gradio session, events sent the way the web page
-    sends them (`queue/join`, then the session's event stream until the event completes)."""
+    """One signed-in browser session of the studio, sending each action as the card's page script does."""
 
     def __init__(self, url: str, user: str) -> None:
-        self.http = httpx.Client(base_url=url, timeout=60)
-        r = self.http.post("/login", data={"username": user, "password": PASSWORD})
-        r.raise_for_status()
-        config = self.http.get("/config").json()
-        self.fn_index = {d["api_name"]: d["id"] for d in config["dependencies"] if d.get("api_name")}
-        self.session = uuid.uuid4().hex[:11]
-        self.card: list = []
+        self.client = CardClient(url, user, PASSWORD)
+        self.card: dict = {}
 
-    def call(self, endpoint: str, data: list) -> list:
-        body = {
-            "data": data,
-            "fn_index": self.fn_index[endpoint],
-            "session_hash": self.session,
-            "event_data": None,
-            "trigger_id": None,
-        }
-        r = self.http.post("/gradio_api/queue/join", json=body)
-        r.raise_for_status()
-        event_id = r.json()["event_id"]
-        with self.http.stream("GET", "/gradio_api/queue/data", params={"session_hash": self.session}) as stream:
-            for line in stream.iter_lines():
-                if not line.startswith("data:"):
-                    continue
-                msg = json.loads(line[5:])
-                if msg.get("event_id") == event_id and msg.get("msg") == "process_completed":
-                    if not msg.get("success"):
-                        raise RuntimeError(f"{endpoint}: {str(msg.get('output'))[:300]}")
-                    return msg["output"]["data"]
-        raise RuntimeError(f"{endpoint}: the event stream ended before event {event_id} completed")
+    def call(self, fn: str, data: dict) -> dict:
+        reply = self.client.call(fn, data)
+        if reply.get("error"):
+            raise RuntimeError(f"{fn}: {reply['error'][:300]}")
+        self.card = reply.get("card") or {}
+        return reply
 
-    def next_card(self) -> list:
-        self.card = self.call("next_card", FILTERS)
-        return self.card
+    def next_card(self) -> dict:
+        return self.call("next", {})
 
-    def save(self, action: str = "original") -> list:
-        self.card = self.call(f"decide_{action}", [self.card[8], [], [], "", *FILTERS])
-        return self.card
+    def save(self, action: str = "original") -> dict:
+        return self.call("decide", {"key": self.card["key"], "action": action})
 
     def fetch_image(self) -> None:
-        image = self.card[0]
-        if image and image.get("url"):
-            self.http.get(httpx.URL(image["url"]).raw_path.decode()).raise_for_status()
+        if self.card.get("url"):
+            self.client.http.get("/" + self.card["url"]).raise_for_status()
 
 
 def start_server(folder: Path, port: int) -> subprocess.Popen:
@@ -173,7 +148,7 @@ def load_test(url: str, users: int, per_user: int) -> dict[str, object]:
         user = f"bench{k:02d}"
         try:
             a = Annotator(url, user)
-            a.next_card()
+            a.call("boot", {})
         except Exception as exc:
             with lock:
                 errors.append(f"{user}: {exc}")
@@ -183,7 +158,7 @@ def load_test(url: str, users: int, per_user: int) -> dict[str, object]:
             return
         try:
             for _ in range(per_user):
-                key = a.card[8]
+                key = a.card.get("key")
                 if not key:
                     break
                 a.save("original" if k % 3 else "none_fit")

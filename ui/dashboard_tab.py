@@ -1,30 +1,42 @@
 """The leads' dashboard: progress, live categories, suggestion acceptance, throughput and agreement, with plots.
 
-`dashboard_values` is a plain function (tests call it); `build` lays out the tab and wires the refresh button.
+`dashboard_values` is a plain function (tests call it), as are the figure builders; `build` lays out the tab and
+loads its values when the tab is opened and on Refresh.
+
+Figures are plain `matplotlib.figure.Figure`s, never pyplot ones: handlers run in worker threads and pyplot's
+figure registry is global. Annotator names are drawn with `parse_math=False`, so a `$` in a name stays a character.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 import gradio as gr
-import matplotlib
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-from matplotlib import pyplot as plt  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+from relabel.agreement import agreement_report
+from relabel.dashboard import RATE_MIN_ACTIVE_S, AnnotatorThroughput, Dashboard, LiveCategories, dashboard
+from relabel.review.studio import Studio
+from ui import handlers
 
-from relabel.agreement import agreement_report  # noqa: E402
-from relabel.dashboard import Dashboard, dashboard  # noqa: E402
-from relabel.review.studio import Studio  # noqa: E402
-from ui import handlers  # noqa: E402
+DECIDED_CATEGORIES = {
+    "A": "A original",
+    "B": "B other class",
+    "M": "M several",
+    "Z": "Z none fits",
+    "X": "X unclear",
+}
+DISPUTED_LABEL = "U disputed"
+BAR, DISPUTED_BAR, NO_RATE_BAR = "#4c72b0", "#dd8452", "#bbbbbb"
+RATE_FROM_MIN = int(RATE_MIN_ACTIVE_S // 60)
+RATE_HEADER = f"images/h (from {RATE_FROM_MIN} active min)"
 
-CATEGORY_ORDER = ("A", "B", "M", "Z", "X", "U")
 
-
-def _num(x: float, digits: int = 3) -> str:
+def _num(x: float | None, digits: int = 3) -> str:
     return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
 
 
@@ -37,29 +49,62 @@ def summary_text(d: Dashboard) -> str:
     )
 
 
-def category_figure(d: Dashboard) -> Figure:
-    counts = d.categories.counts
-    fig, ax = plt.subplots(figsize=(5, 3))
-    keys = [k for k in CATEGORY_ORDER if k in counts] + ["disputed"]
-    values = [counts.get(k, 0) for k in keys[:-1]] + [d.categories.disputed]
-    ax.bar(keys, values, color=["#4c72b0"] * (len(keys) - 1) + ["#dd8452"])
-    ax.set_title("what a snapshot taken now would hold")
-    ax.set_ylabel("images")
-    fig.tight_layout()
+def category_figure(categories: LiveCategories) -> Figure:
+    """Horizontal bars of the decided categories (A B M Z X) and of the disputed part of U, each with its count
+    written beside it. U itself is stated in the title, not drawn: early in a round it holds nearly every image and
+    would flatten every other bar to nothing."""
+    counts = categories.counts
+    total = sum(counts.values())
+    undecided = counts.get("U", 0)
+    labels = [*DECIDED_CATEGORIES.values(), DISPUTED_LABEL]
+    values = [counts.get(k, 0) for k in DECIDED_CATEGORIES] + [categories.disputed]
+    fig = Figure(figsize=(5, 3.2), layout="constrained")
+    ax = fig.subplots()
+    _count_bars(ax, labels, values, [BAR] * len(DECIDED_CATEGORIES) + [DISPUTED_BAR], [str(v) for v in values])
+    share = f" ({100 * undecided / total:.1f} %)" if total else ""
+    ax.set_title(
+        f"a snapshot taken now: {total} images\nU undecided {undecided}{share}, not drawn; "
+        f"{categories.disputed} of them disputed",
+        fontsize=9,
+    )
+    ax.set_xlabel("images")
     return fig
 
 
-def throughput_figure(d: Dashboard) -> Figure:
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3))
-    names = [a.name for a in d.annotators]
-    left.bar(names, [0 if math.isnan(a.images_per_hour) else a.images_per_hour for a in d.annotators])
-    left.set_title("images per active hour")
-    left.tick_params(axis="x", rotation=30)
-    hours = [h.strftime("%H:00") for h, _ in d.hourly]
-    right.plot(hours, [n for _, n in d.hourly], marker="o")
-    right.set_title("decisions per hour, last 24 h (UTC)")
+def _count_bars(
+    ax: Axes, labels: Sequence[str], values: Sequence[float], colors: Sequence[str], texts: Sequence[str]
+) -> None:
+    """Horizontal bars, first label on top, each with its text beside it; room is left on the right for the text."""
+    positions = list(range(len(labels)))
+    bars = ax.barh(positions, values, color=colors)
+    ax.set_yticks(positions, labels=labels, parse_math=False)
+    ax.invert_yaxis()
+    ax.bar_label(bars, labels=texts, padding=3, fontsize=8, parse_math=False)
+    ax.set_xlim(0, max(values, default=0) * 1.35 or 1)
+
+
+def rate_text(a: AnnotatorThroughput) -> str:
+    """The rate as "28/h"; "—" while the active time is too short for one."""
+    return "—" if math.isnan(a.images_per_hour) else f"{a.images_per_hour:.0f}/h"
+
+
+def throughput_figure(annotators: Sequence[AnnotatorThroughput], hourly: Sequence[tuple[datetime, int]]) -> Figure:
+    """Left: images per active hour per annotator, with decisions and active minutes written on each bar; an
+    annotator with less than `RATE_MIN_ACTIVE_S` of active time gets no bar, only the text. Right: everyone's
+    decisions per clock hour over the last 24 hours."""
+    height = max(3.0, 1.4 + 0.35 * len(annotators))
+    fig = Figure(figsize=(10, height), layout="constrained")
+    left, right = fig.subplots(1, 2)
+    rates = [0.0 if math.isnan(a.images_per_hour) else a.images_per_hour for a in annotators]
+    texts = [f"{rate_text(a)} · {a.decisions} decisions in {a.active_minutes:.1f} active min" for a in annotators]
+    colors = [NO_RATE_BAR if math.isnan(a.images_per_hour) else BAR for a in annotators]
+    _count_bars(left, [a.name for a in annotators], rates, colors, texts)
+    left.set_xlim(0, max(rates, default=0) * 2.4 or 1)  # the texts are longer than a count
+    left.set_title(f"images per active hour (— under {RATE_FROM_MIN} active min)", fontsize=9)
+    hours = [h.strftime("%H:00") for h, _ in hourly]
+    right.plot(hours, [n for _, n in hourly], marker="o")
+    right.set_title("decisions per hour, last 24 h (UTC)", fontsize=9)
     right.tick_params(axis="x", rotation=60, labelsize=7)
-    fig.tight_layout()
     return fig
 
 
@@ -79,7 +124,23 @@ def _use_cells(use: Any) -> list[Any]:
     ]
 
 
+ANNOTATOR_HEADERS = [
+    "annotator",
+    "role",
+    "decisions",
+    "undos",
+    "images",
+    "median s",
+    "active min",
+    RATE_HEADER,
+    "adjudicated items",
+    "= lead",
+    "mean Jaccard",
+]
+
+
 def annotator_rows(d: Dashboard, reference: dict[Any, list[Any]]) -> list[list[Any]]:
+    """One row per annotator in `ANNOTATOR_HEADERS` order; `reference` maps a name to its last three cells."""
     return [
         [
             a.name,
@@ -88,6 +149,7 @@ def annotator_rows(d: Dashboard, reference: dict[Any, list[Any]]) -> list[list[A
             a.undos,
             a.images_decided,
             _num(a.median_seconds, 1),
+            f"{a.active_minutes:.1f}",
             _num(a.images_per_hour, 1),
             *reference.get(a.name, ["—", "—", "—"]),
         ]
@@ -114,23 +176,20 @@ def dashboard_values(studio: Studio, user: str) -> list[Any]:
     )
     pairs = [[p.annotator_a, p.annotator_b, p.n_items, _num(p.observed), _num(p.kappa)] for p in agreement.pairs]
     reference = {r.annotator: [r.n_items, _num(r.exact), _num(r.mean_jaccard)] for r in agreement.reference}
-    figures = [category_figure(d), throughput_figure(d)]
-    values = [
+    return [
         summary_text(d),
-        figures[0],
-        figures[1],
+        category_figure(d.categories),
+        throughput_figure(d.annotators, d.hourly),
         suggestion_rows(d),
         annotator_rows(d, reference),
         agreement_text,
         pairs,
         class_rows(d),
     ]
-    for fig in figures:
-        plt.close(fig)
-    return values
 
 
-def build(studio: Studio, guarded: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
+def build(studio: Studio, guarded: Callable[[Callable[..., Any]], Callable[..., Any]], tab: gr.Tab) -> None:
+    """The tab's layout inside `tab`; its values load when the lead opens the tab and on Refresh."""
     with gr.Row():
         refresh = gr.Button("Refresh", size="sm", elem_id="dash-refresh")
         reload = gr.Button("Rebuild the review queue (after imports or new suggestion runs)", size="sm")
@@ -144,19 +203,8 @@ def build(studio: Studio, guarded: Callable[[Callable[..., Any]], Callable[..., 
         headers=["run", "shown", "accepted", "edited", "rejected"], label="suggestion acceptance", interactive=False
     )
     annotators = gr.Dataframe(
-        headers=[
-            "annotator",
-            "role",
-            "decisions",
-            "undos",
-            "images",
-            "median s",
-            "images/h",
-            "adjudicated items",
-            "= lead",
-            "mean Jaccard",
-        ],
-        label="annotators (agreement with adjudicated labels)",
+        headers=ANNOTATOR_HEADERS,
+        label=f"annotators (agreement with adjudicated labels; a rate needs {RATE_FROM_MIN} active minutes)",
         interactive=False,
     )
     agreement = gr.Textbox(label="agreement", interactive=False, lines=2)
@@ -175,9 +223,7 @@ def build(studio: Studio, guarded: Callable[[Callable[..., Any]], Callable[..., 
     audit_btn.click(
         guarded(lambda u, w, n: handlers.audit_log(studio, u, w, n)), [who, limit], audit, api_name="audit_log"
     )
-    refresh.click(
-        guarded(lambda u: dashboard_values(studio, u)),
-        None,
-        [summary, categories, throughput, suggestions, annotators, agreement, pairs, classes],
-        api_name="dashboard",
-    )
+    outputs = [summary, categories, throughput, suggestions, annotators, agreement, pairs, classes]
+    values = guarded(lambda u: dashboard_values(studio, u))
+    refresh.click(values, None, outputs, api_name="dashboard")
+    tab.select(values, None, outputs, api_visibility="private")

@@ -1,19 +1,14 @@
-"""How the studio's handlers meet Gradio: the signed-in user, one-line errors, and card events that postprocess
-their outputs in their own worker thread.
+"""How the studio's handlers meet Gradio: the signed-in user and one-line errors.
 
 Gradio passes the request to a handler parameter annotated `gr.Request`; `guarded` takes the user from it (the
-server-side session, never a form value) and turns a RelabelError into a one-line message. `card_event` wires a
-card handler with `postprocess=False` and does the components' postprocessing in the handler's thread: Gradio
-would otherwise hop to a thread once per output and move every file payload twice, most of a card event's cost
-under concurrent annotators.
+server-side session, never a form value) and turns a RelabelError into a one-line message. The cards' server
+functions (`ui.card_component`) get the user from the session cookie through `session_user`.
 """
 
 from __future__ import annotations
 
 import inspect
-import mimetypes
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import gradio as gr
@@ -27,6 +22,27 @@ def user_of(request: gr.Request | None) -> str:
     if not name:
         raise gr.Error("not logged in", print_exception=False)
     return str(name)
+
+
+def session_user(request: Any) -> str:
+    """The signed-in user of a server-function request, read from the session cookie as Gradio's own login check
+    reads it (the route has already refused a request without a valid session)."""
+    name = getattr(request, "username", None)  # a gr.Request
+    if name:
+        return str(name)
+    app = getattr(request, "app", None)
+    tokens, cookie_id = getattr(app, "tokens", None), getattr(app, "cookie_id", None)
+    cookies = getattr(request, "cookies", None) or {}
+    if isinstance(tokens, dict) and cookie_id:
+        token = cookies.get(f"access-token-{cookie_id}") or cookies.get(f"access-token-unsecure-{cookie_id}")
+        user = tokens.get(token) if token else None
+        if user:
+            return str(user)
+    raise NotSignedInError("not signed in: reload the page and sign in")
+
+
+class NotSignedInError(RelabelError):
+    """A request without a signed-in session."""
 
 
 def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -49,42 +65,3 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
     handler.__annotations__ = {"request": gr.Request}
     handler.__name__ = getattr(fn, "__name__", "handler")
     return handler
-
-
-def gallery_data(items: list[tuple[str, str]] | None) -> Any:
-    """(path, caption) pairs as Gradio's gallery payload, built directly: `Gallery.postprocess` starts a thread
-    pool on every call."""
-    from gradio.components.gallery import GalleryData, GalleryImage
-    from gradio.data_classes import ImageData
-
-    return GalleryData(
-        root=[
-            GalleryImage(
-                image=ImageData(path=path, orig_name=Path(path).name, mime_type=mimetypes.guess_type(path)[0]),
-                caption=caption,
-            )
-            for path, caption in items or []
-        ]
-    )
-
-
-def postprocessed(fn: Callable[..., Any], outputs: list[Any]) -> Callable[..., Any]:
-    """`fn` whose values are postprocessed by their components in the handler's own worker thread.
-
-    Events wired with it pass `postprocess=False`: Gradio would otherwise hop to a thread once per output and move
-    every file payload twice, which is most of a card event's cost under concurrent annotators.
-    """
-
-    def handler(*args: Any) -> list[Any]:
-        values = fn(*args)
-        return [gallery_data(v) if isinstance(c, gr.Gallery) else c.postprocess(v) for c, v in zip(outputs, values)]
-
-    handler.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
-    handler.__annotations__ = getattr(fn, "__annotations__", {})
-    handler.__name__ = getattr(fn, "__name__", "handler")
-    return handler
-
-
-def card_event(trigger: Any, fn: Callable[..., Any], inputs: Any, outputs: list[Any], **kwargs: Any) -> None:
-    """Wire a guarded card handler (it returns `card_values`) with its outputs postprocessed in its thread."""
-    trigger.click(postprocessed(guarded(fn), outputs), inputs, outputs, postprocess=False, **kwargs)

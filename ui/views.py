@@ -1,32 +1,17 @@
-"""Cards and tables as plain values for Gradio components.
+"""Classes, decisions and audit trails as plain text, for the cards' payloads and the leads' tables.
 
-Everything here is text, numbers or file paths: class names, model output and notes are untrusted, so they only
-ever go into components that display text as text (Textbox, Label, Dataframe), never into HTML or Markdown.
+Everything here is text or numbers: class names, model output and notes are untrusted, so they only ever go into
+the page as text (the cards' script sets `textContent`; the leads' tabs use Textbox and Dataframe), never into
+HTML or Markdown.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from relabel.review.cards import Card, Event, Suggestion
+from relabel.review.cards import Card, Event
 from relabel.vocabulary import Vocabulary
 
-SHORTCUTS = (
-    ("1", "original is right"),
-    ("2", "suggestion is right"),
-    ("3", "both"),
-    ("Enter", "save picked classes"),
-    ("Z", "no class fits"),
-    ("X", "unclear"),
-    ("K", "skip"),
-    ("U", "undo"),
-    ("N", "next card"),
-    ("F", "full resolution"),
-    ("/", "search classes"),
-    ("D M C I", "toggle flags"),
-    ("Esc", "leave a text field"),
-)
 FLAG_LABELS = (
     ("drawing or render", "drawing"),
     ("multiple objects", "multiple_objects"),
@@ -48,59 +33,6 @@ def classes_text(vocab: Vocabulary, classes: tuple[int, ...] | list[int]) -> str
     return "; ".join(class_text(vocab, c) for c in classes) if classes else "(none)"
 
 
-def picker_choices(vocab: Vocabulary) -> list[tuple[str, int]]:
-    """Dropdown choices whose labels hold the name, the synonyms and the wnid, so type-ahead finds any of them."""
-    out = []
-    for c in vocab.classes:
-        extra = [s for s in c.synonyms if s != c.name]
-        label = c.name + (f" — {', '.join(extra)}" if extra else "") + (f" · {c.wnid}" if c.wnid else "")
-        out.append((label, c.index))
-    return out
-
-
-def original_text(vocab: Vocabulary, card: Card) -> str:
-    if not card.original:
-        return "no original label"
-    lines = []
-    for index in card.original:
-        c = vocab.classes[index]
-        lines.append(class_text(vocab, index))
-        if c.synonyms:
-            lines.append("synonyms: " + ", ".join(c.synonyms))
-        if c.gloss:
-            lines.append(c.gloss)
-    return "\n".join(lines)
-
-
-def suggestion_text(vocab: Vocabulary, s: Suggestion | None, fallback: Suggestion | None = None) -> str:
-    """The MLLM suggestion; without one, the classifier's top-1 stands in (and "suggestion is right" takes it)."""
-    if s is None:
-        if fallback is not None and fallback.top1 is not None:
-            return (
-                f"no MLLM suggestion; classifier top-1 ({fallback.model}):\nclass: {class_text(vocab, fallback.top1)}"
-            )
-        return "no suggestion for this image"
-    head = f"{s.model} · {s.protocol} · run {s.run}"
-    if not s.ok:
-        return f"{head}\nthe model failed on this image: {s.error}"
-    lines = [head, f"class: {class_text(vocab, s.top1)}"]
-    if s.raw:
-        lines.append(f"answer: {s.raw}")
-    if s.details.get("oop"):
-        lines.append("out of prompt" + (" (mapped by similarity)" if s.details.get("mapped") else ""))
-    if "similarity" in s.details:
-        lines.append(f"mapping similarity: {s.details['similarity']:.2f}")
-    return "\n".join(lines)
-
-
-def classifier_scores(vocab: Vocabulary, s: Suggestion | None, k: int = 5) -> dict[str, float]:
-    """Top-k class → score, for gr.Label (rendered as text with bars)."""
-    if s is None or not s.ok:
-        return {}
-    scores = s.scores or tuple(1.0 / (rank + 1) for rank in range(len(s.classes)))
-    return {class_text(vocab, c): float(p) for c, p in list(zip(s.classes, scores))[:k]}
-
-
 def prior_rows(vocab: Vocabulary, card: Card) -> list[list[str]]:
     rows = []
     for p in card.priors:
@@ -116,18 +48,6 @@ def event_summary(vocab: Vocabulary, e: Event) -> str:
     if e.flags:
         text += f" [flags: {', '.join(e.flags)}]"
     return text
-
-
-def decision_rows(vocab: Vocabulary, events: list[Event]) -> list[list[str]]:
-    return [
-        [
-            ("lead " if e.is_adjudication else "") + e.user,
-            event_summary(vocab, e),
-            e.note,
-            e.created_at.strftime("%Y-%m-%d %H:%M"),
-        ]
-        for e in events
-    ]
 
 
 def history_rows(vocab: Vocabulary, events: tuple[Event, ...] | list[Event]) -> list[list[Any]]:
@@ -178,29 +98,3 @@ def audit_rows(vocab: Vocabulary, events: list[tuple[Event, str]]) -> list[list[
         ]
         for e, path in events
     ]
-
-
-@dataclass(frozen=True)
-class CardView:
-    """The review tab's values, in the order of `ReviewOutputs` in ui.app."""
-
-    image: str | None
-    header: str
-    original: str
-    suggestion: str
-    classifier: dict[str, float]
-    priors: list[list[str]]
-    examples: list[tuple[str, str]]
-    others: list[list[str]]
-    card_key: str
-    status: str
-
-
-def empty_view(status: str) -> CardView:
-    return CardView(None, "", "", "", {}, [], [], [], "", status)
-
-
-def header_text(card: Card) -> str:
-    size = f"{card.width}×{card.height}" if card.width and card.height else "size unknown"
-    text = f"{card.dataset} · {card.image.path} · {size}"
-    return text + (f" · {card.notes}" if card.notes else "")

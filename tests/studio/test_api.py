@@ -1,4 +1,5 @@
-"""The launched studio driven over HTTP with gradio_client: login, decisions, resends, roles."""
+"""The launched studio driven over HTTP: login, the cards' server functions as the page calls them (decisions,
+resends, the session user, forged tokens), leads' endpoints through gradio_client, and what files are served."""
 
 from __future__ import annotations
 
@@ -19,9 +20,7 @@ from sqlmodel import Session
 from db import create_db_engine
 from db.models import Annotation
 from relabel.review.studio import Studio
-from tests.studio.workspace import PASSWORD, build_workspace, serving
-
-FILTERS = ("all classes", "open", "any")
+from tests.studio.workspace import PASSWORD, CardClient, build_workspace, serving
 
 
 @pytest.fixture(scope="module")
@@ -51,16 +50,33 @@ def test_a_wrong_password_is_refused(server: tuple[str, Studio]) -> None:
 
 def test_next_card_decide_and_a_resent_decision_stored_once(server: tuple[str, Studio]) -> None:
     url, studio = server
-    alice = client(url, "alice")
-    card = alice.predict(*FILTERS, api_name="/next_card")
-    key = card[8]
-    assert key and card[2]  # card key, original label text
+    alice = CardClient(url, "alice")
+    card = alice.call("boot", {})["card"]
+    assert card["key"] and card["original"]
     before = count(studio)
-    first = alice.predict(key, [], [], "", *FILTERS, api_name="/decide_original")
-    resent = alice.predict(key, [], [], "", *FILTERS, api_name="/decide_original")
+    first = alice.call("decide", {"key": card["key"], "action": "original"})
+    resent = alice.call("decide", {"key": card["key"], "action": "original"})
     assert count(studio) == before + 1
-    assert "saved" in first[9] and "already saved" in resent[9]
-    assert first[8] != key  # the next card came back in the same round trip
+    assert "saved" in first["message"] and "already saved" in resent["message"]
+    assert first["card"]["key"] != card["key"]  # the next card came back in the same round trip
+
+
+def test_a_refused_action_is_an_error_reply_and_writes_nothing(server: tuple[str, Studio]) -> None:
+    url, studio = server
+    alice = CardClient(url, "alice")
+    card = alice.call("next", {})["card"]
+    before = count(studio)
+    forged = alice.call("decide", {"key": f"{card['image_id']}:{'f' * 24}", "action": "original"})
+    empty = alice.call("decide", {"key": card["key"], "action": "labels", "classes": []})
+    assert "not served by this studio session" in forged["error"] and "pick at least one class" in empty["error"]
+    assert count(studio) == before
+
+
+def test_a_request_without_a_session_is_refused(server: tuple[str, Studio]) -> None:
+    url, _ = server
+    alice = CardClient(url, "alice")
+    body = {"data": {}, "component_id": alice.component, "fn_name": "next", "session_hash": alice.session}
+    assert httpx.post(f"{url}gradio_api/component_server/", json=body, timeout=30).status_code == 401
 
 
 def test_lead_endpoints_refuse_an_annotator_and_serve_a_lead(server: tuple[str, Studio]) -> None:
@@ -75,9 +91,9 @@ def test_lead_endpoints_refuse_an_annotator_and_serve_a_lead(server: tuple[str, 
 
 def test_the_user_is_the_session_user(server: tuple[str, Studio]) -> None:
     url, studio = server
-    bob = client(url, "bob")
-    card = bob.predict(*FILTERS, api_name="/next_card")
-    bob.predict(card[8], [], [], "", *FILTERS, api_name="/decide_none_fit")
+    bob = CardClient(url, "bob")
+    card = bob.call("next", {})["card"]
+    bob.call("decide", {"key": card["key"], "action": "none_fit", "user": "alice"})  # a user in the data is ignored
     with Session(studio.engine) as s:
         last = s.scalars(select(Annotation).order_by(Annotation.id.desc())).first()  # type: ignore[attr-defined]
     assert last is not None and last.user_id == studio.user("bob")[0]
@@ -100,8 +116,8 @@ def test_only_card_images_are_served_and_lead_downloads_go_out_as_copies(server:
 
     alice = httpx.Client(base_url=url, timeout=30)
     alice.post("/login", data={"username": "alice", "password": PASSWORD}).raise_for_status()
-    card = client(url, "alice").predict(*FILTERS, api_name="/next_card")
-    assert Path(card[0]).is_file()  # the card's image was served to the signed-in client
+    card = CardClient(url, "alice").call("next", {})["card"]
+    assert alice.get(f"/{card['url']}").status_code == 200  # the card's image is served to a signed-in session
     for path in (root / "evil.html", *sorted(root.glob("*.jpg"))[:1], report, written, folder / "relabel.db"):
         assert alice.get(f"/gradio_api/file={path}").status_code == 403, path
 
@@ -118,13 +134,14 @@ def test_a_killed_server_loses_no_acknowledged_decision(tmp_path: Path) -> None:
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ})
     try:
         wait_until_serving(url, proc)
-        alice = client(url, "alice")
-        card = alice.predict(*FILTERS, api_name="/next_card")
+        alice = CardClient(url, "alice")
+        card = alice.call("next", {})["card"]
         acknowledged = []
         for _ in range(3):
-            acknowledged.append(card[8].split(":")[1])
-            card = alice.predict(card[8], [], [], "", *FILTERS, api_name="/decide_original")
-            assert "saved" in card[9]
+            acknowledged.append(card["key"].split(":")[1])
+            reply = alice.call("decide", {"key": card["key"], "action": "original"})
+            assert "saved" in reply["message"]
+            card = reply["card"]
     finally:
         proc.kill()
         proc.wait(timeout=30)

@@ -7,6 +7,7 @@ import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import insert
 from sqlalchemy.engine import Engine
@@ -42,13 +43,21 @@ CLASSIFIER = {  # top-3 (class index, probability) per file
 }
 
 
-def build_workspace(folder: Path, url: str | None = None) -> Engine:
+def build_workspace(folder: Path, url: str | None = None, extra: int = 0) -> Engine:
     """Photos, ImGT from file names, a top-3 classifier run, a ReaL-style prior, users alice/bob (annotators)
-    and lena (lead), all with PASSWORD."""
+    and lena (lead), all with PASSWORD. `extra` more photos of the same six classes in turn (so every class has
+    reference photos), each with a top-3 of its own class first."""
     vocab = load_builtin()
     root = folder / "photos"
     for i, name in enumerate(FILES):
         images.photo(root / name, (80 + 8 * i, 60), (30 * i, 120, 200 - 30 * i))
+    classifier = dict(CLASSIFIER)
+    for i in range(extra):
+        base = FILES[i % len(FILES)]
+        name = f"{base.split('_')[0]}_extra{i:04d}.jpg"
+        images.photo(root / name, (64 + i % 7, 48), ((37 * i) % 256, (91 * i) % 256, 128))
+        own = vocab.resolve(base.split("_")[0])
+        classifier[name] = [(own, 0.6), ((own + 1) % 1000, 0.3), ((own + 2) % 1000, 0.1)]
     engine = create_db_engine(url or f"sqlite:///{folder / 'relabel.db'}")
     init_db(engine)
     ingest_dataset(
@@ -76,7 +85,7 @@ def build_workspace(folder: Path, url: str | None = None) -> Engine:
                     "raw_output": "",
                     "reason": "",
                 }
-                for name, top in CLASSIFIER.items()
+                for name, top in classifier.items()
             ],
         )
         s.commit()
@@ -105,3 +114,31 @@ def serving(studio: Studio, exports: Path) -> Iterator[str]:
         yield f"http://127.0.0.1:{port}/"
     finally:
         app.close()
+
+
+class CardClient:
+    """One signed-in browser session calling a card's server functions over HTTP, as the page's script does:
+    one POST to Gradio's `/component_server` per action."""
+
+    def __init__(self, url: str, user: str, password: str = PASSWORD, mode: str = "review") -> None:
+        import uuid
+
+        import httpx
+
+        self.http = httpx.Client(base_url=url, timeout=60)
+        self.http.post("/login", data={"username": user, "password": password}).raise_for_status()
+        config = self.http.get("/config").json()
+        self.component = next(
+            c["id"] for c in config["components"] if c.get("props", {}).get("elem_id") == f"{mode}-card"
+        )
+        self.session = uuid.uuid4().hex
+
+    def call(self, fn: str, data: dict[str, Any]) -> dict[str, Any]:
+        body = {"data": data, "component_id": self.component, "fn_name": fn, "session_hash": self.session}
+        response = self.http.post("/gradio_api/component_server/", json=body)
+        response.raise_for_status()
+        reply: dict[str, Any] = response.json()
+        return reply
+
+    def close(self) -> None:
+        self.http.close()

@@ -1,0 +1,91 @@
+"""The README's screenshots of the studio at 1366×768: the review card and the adjudication card, on the offline
+demo's real photos.
+
+Builds the demo workspace (`relabel demo --no-serve`) in a temporary folder, has two annotators disagree on one
+photo, serves the studio on 127.0.0.1 and photographs it in Debian's headless chromium.
+
+Example:
+  HF_HUB_OFFLINE=1 python scripts/screenshots.py --out docs
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from db import create_db_engine
+from relabel.review.studio import Studio
+
+DEMO_PASSWORD = "demo"  # the demo's users: annotators alice and bob, lead lena
+VIEWPORT = {"width": 1366, "height": 768}
+CARD_SHOWN = """(selector) => {
+  const root = document.querySelector(selector), img = root && root.querySelector('.rg-img');
+  return !!(root && root.dataset.key && img && img.complete && img.naturalWidth > 0);
+}"""
+
+
+def build_demo(folder: Path) -> Studio:
+    relabel = Path(sys.executable).with_name("relabel")
+    subprocess.run([str(relabel), "--workspace", str(folder), "demo", "--no-serve", "--quiet"], check=True)
+    engine = create_db_engine(f"sqlite:///{folder / 'relabel.db'}")
+    studio = Studio(engine, cache_dir=folder / "cache", overlap=2)
+    image_id = studio.queue.order[1]  # a disagreement on the second photo; the first stays for the review shot
+    for user, action in (("alice", "original"), ("bob", "suggestion")):
+        _, token = studio.open_card(user, image_id)
+        studio.decide(user, token, image_id, action, note="the cup is in front" if user == "bob" else "")
+    return studio
+
+
+def photograph(url: str, out: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path="/usr/bin/chromium",
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        page = browser.new_page(viewport=VIEWPORT)
+        page.set_default_timeout(30_000)
+        page.goto(url)
+        page.get_by_label("username").fill("lena")
+        page.get_by_label("password").fill(DEMO_PASSWORD)
+        page.get_by_role("button", name="Login").click()
+        page.wait_for_function(CARD_SHOWN, arg="[data-mode=review]")
+        page.keyboard.press("/")
+        page.keyboard.type("espresso")
+        page.wait_for_function("() => document.querySelector('[data-mode=review] .rg-preview').textContent"
+                               ".startsWith('Enter adds')")  # fmt: skip
+        page.wait_for_timeout(300)
+        page.screenshot(path=out / "review-card.png")
+        page.keyboard.press("Escape")
+        page.get_by_role("tab", name="Adjudicate").click()
+        page.wait_for_function(CARD_SHOWN, arg="[data-mode=adjudicate]")
+        page.wait_for_timeout(300)
+        page.screenshot(path=out / "adjudication-card.png")
+        browser.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=Path("docs"), help="folder for the PNG files")
+    parser.add_argument("--port", type=int, default=7896)
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    from ui.app import launch_app
+
+    with tempfile.TemporaryDirectory(prefix="regt-shots-") as tmp:
+        folder = Path(tmp)
+        studio = build_demo(folder)
+        app = launch_app(studio, port=args.port, exports_dir=folder / "exports", block=False)
+        try:
+            photograph(f"http://127.0.0.1:{args.port}/", args.out)
+        finally:
+            app.close()
+    print(f"wrote {args.out / 'review-card.png'} and {args.out / 'adjudication-card.png'}")
+
+
+if __name__ == "__main__":
+    main()

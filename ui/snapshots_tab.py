@@ -1,0 +1,184 @@
+"""The leads' Snapshots tab: freeze the current consensus as an immutable snapshot, list the snapshots, export one,
+and compare two.
+
+`snapshot_table`, `list_values`, `diff_view` and `diff_values` are plain functions (tests call them), leads only;
+`build` lays out the tab, loads the list when the tab is opened and again after a snapshot is created. Snapshot
+names, user names, image paths and class names are untrusted text: they are shown only in Dataframe, Textbox and
+Dropdown components, never as HTML or Markdown. The pickers accept a typed name too (the API takes a name); the
+server looks every name up in the dataset's snapshots and refuses an unknown one, listing the known names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from relabel.errors import InputError
+from relabel.exports import EXPORT_FORMATS
+from relabel.review.studio import Studio
+from relabel.snapshots import diff_snapshots, list_snapshots
+from ui import handlers
+from ui.files import served_copy
+
+SNAPSHOT_HEADERS = ["name", "created (UTC)", "created by", "images", "categories", "content hash"]
+TRANSITION_HEADERS = ["category change", "images"]
+CHANGED_HEADERS = ["image", "classes before", "classes after", "category before", "category after"]
+DIFF_ROW_LIMIT = 500  # changed images listed in the table; a Dataframe of 50,000 rows would stall the page
+HASH_PREFIX = 12  # as `relabel snapshot list` prints it
+CATEGORY_ORDER = ("A", "B", "M", "Z", "X", "U")
+NO_CLASS = "(no class)"
+
+Guard = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+
+@dataclass(frozen=True)
+class DiffView:
+    """What the tab shows of `diff_snapshots(before, after)`: a one-line summary, (transition, images) rows such as
+    ("A->B", 3), and the first `DIFF_ROW_LIMIT` changed images as `CHANGED_HEADERS` rows, out of `n_changed`."""
+
+    summary: str
+    transitions: list[list[Any]]
+    changed: list[list[str]]
+    n_changed: int
+
+    @property
+    def changed_label(self) -> str:
+        shown = f", the first {len(self.changed)} shown" if len(self.changed) < self.n_changed else ""
+        return f"changed images: {self.n_changed}{shown}"
+
+
+def category_counts(counts: dict[str, int]) -> str:
+    """ "A 3 · B 1 · U 2": the non-zero categories in the order A B M Z X U."""
+    rank = {k: i for i, k in enumerate(CATEGORY_ORDER)}
+    order = sorted(counts, key=lambda k: (rank.get(k, len(rank)), k))
+    return " · ".join(f"{k} {counts[k]}" for k in order if counts[k])
+
+
+def snapshot_table(studio: Studio, user: str) -> list[list[Any]]:
+    """The dataset's snapshots, newest first, as `SNAPSHOT_HEADERS` rows; leads only."""
+    studio.require_lead(user)
+    return [
+        [
+            s.name,
+            f"{s.created_at:%Y-%m-%d %H:%M:%S}",
+            s.created_by,
+            s.n_images,
+            category_counts(s.counts),
+            s.content_hash[:HASH_PREFIX],
+        ]
+        for s in reversed(list_snapshots(studio.engine, studio.dataset_name))
+    ]
+
+
+def _pick(current: str | None, names: Sequence[str], default: int) -> str | None:
+    """`current` while it still names a snapshot, else `names[default]` (the last name when there are fewer)."""
+    if current in names:
+        return current
+    return names[min(default, len(names) - 1)] if names else None
+
+
+def list_values(studio: Studio, user: str, export_pick: str | None, before: str | None, after: str | None) -> list[Any]:
+    """The list and the three pickers, in `build`'s order; a pick that still names a snapshot is kept, the others
+    become the newest snapshot (export, after) and the one before it (before)."""
+    rows = snapshot_table(studio, user)
+    names = [row[0] for row in rows]
+    return [
+        rows,
+        gr.Dropdown(choices=names, value=_pick(export_pick, names, 0)),
+        gr.Dropdown(choices=names, value=_pick(before, names, 1)),
+        gr.Dropdown(choices=names, value=_pick(after, names, 0)),
+    ]
+
+
+def class_names(studio: Studio, classes: Sequence[int]) -> str:
+    """Class names joined by " | " (the separator of the label tables); NO_CLASS for an empty set."""
+    vocab = studio.vocab.classes
+    return " | ".join(vocab[c].name if 0 <= c < len(vocab) else str(c) for c in classes) or NO_CLASS
+
+
+def diff_view(
+    studio: Studio, user: str, before: str | None, after: str | None, limit: int = DIFF_ROW_LIMIT
+) -> DiffView:
+    """What changed from snapshot `before` to snapshot `after`; leads only. Raises InputError when a name is
+    missing, NotFoundError (listing the known names) when one is not a snapshot of the dataset."""
+    studio.require_lead(user)
+    a, b = (before or "").strip(), (after or "").strip()
+    if not a or not b:
+        raise InputError("pick two snapshots to compare: the one before and the one after")
+    d = diff_snapshots(studio.engine, a, b, dataset=studio.dataset_name)
+    summary = f"{a} -> {b}: {len(d.changed)} changed, {d.unchanged} unchanged"
+    if d.only_in_a or d.only_in_b:
+        summary += f", {len(d.only_in_a)} only in {a}, {len(d.only_in_b)} only in {b}"
+    changed = [
+        [path, class_names(studio, ca), class_names(studio, cb), cat_a, cat_b]
+        for path, ca, cb, cat_a, cat_b in d.changed[:limit]
+    ]
+    return DiffView(summary, [[t, n] for t, n in d.transitions.items()], changed, len(d.changed))
+
+
+def diff_values(studio: Studio, user: str, before: str | None, after: str | None) -> list[Any]:
+    """The diff's summary, transitions and changed images, in `build`'s order."""
+    view = diff_view(studio, user, before, after)
+    return [
+        view.summary,
+        view.transitions,
+        gr.Dataframe(value=view.changed, label=view.changed_label),
+    ]
+
+
+def build(studio: Studio, guarded: Guard, exports_dir: Path, tab: gr.Tab) -> None:
+    """The tab's layout inside `tab`; the snapshot list loads when the tab is opened and after each creation."""
+    gr.Markdown("Freeze the current consensus as an immutable snapshot, then export it or compare two snapshots.")
+    with gr.Row():
+        name = gr.Textbox(label="snapshot name", lines=1)
+        undecided = gr.Radio(["keep", "exclude"], value="keep", label="undecided images")
+        min_votes = gr.Number(value=1, precision=0, label="minimum agreeing votes")
+        create_btn = gr.Button("Create snapshot", variant="primary")
+    created = gr.Textbox(label="result", interactive=False)
+    with gr.Row():
+        listed = gr.Dataframe(headers=SNAPSHOT_HEADERS, label="snapshots (newest first)", interactive=False, scale=4)
+        refresh = gr.Button("Refresh list", size="sm", scale=1, elem_id="snapshots-refresh")
+    with gr.Row():
+        export_pick = _picker("snapshot to export")
+        fmt = gr.Radio(list(EXPORT_FORMATS), value="real", label="format")
+        export_btn = gr.Button("Export")
+    exported = gr.File(label="export", interactive=False)
+    with gr.Row():
+        before = _picker("compare: before")
+        after = _picker("compare: after")
+        diff_btn = gr.Button("Compare")
+    summary = gr.Textbox(label="difference", interactive=False, lines=1)
+    transitions = gr.Dataframe(headers=TRANSITION_HEADERS, label="category changes", interactive=False)
+    changed = gr.Dataframe(headers=CHANGED_HEADERS, label="changed images", interactive=False, wrap=True)
+
+    pickers = [export_pick, before, after]
+    reload = guarded(lambda u, e, a, b: list_values(studio, u, e, a, b))
+    tab.select(reload, pickers, [listed, *pickers], api_visibility="private")
+    refresh.click(reload, pickers, [listed, *pickers], api_name="list_snapshots")
+    create_btn.click(
+        guarded(lambda u, n, p, m: handlers.create_snapshot(studio, u, n, p, m)),
+        [name, undecided, min_votes],
+        created,
+        api_name="create_snapshot",
+    ).success(reload, pickers, [listed, *pickers], api_visibility="private")
+    export_btn.click(
+        guarded(lambda u, n, f: served_copy(handlers.export_snapshot(studio, u, n, f, exports_dir))),
+        [export_pick, fmt],
+        exported,
+        api_name="export_snapshot",
+    )
+    diff_btn.click(
+        guarded(lambda u, a, b: diff_values(studio, u, a, b)),
+        [before, after],
+        [summary, transitions, changed],
+        api_name="diff_snapshots",
+    )
+
+
+def _picker(label: str) -> gr.Dropdown:
+    # a typed name is accepted: the API sends names, and the server checks each against the dataset's snapshots
+    return gr.Dropdown([], value=None, label=label, allow_custom_value=True, filterable=True)
