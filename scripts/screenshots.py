@@ -35,7 +35,7 @@ def build_demo(folder: Path) -> Studio:
     image_id = studio.queue.order[1]  # a disagreement on the second photo; the first stays for the review shot
     for user, action in (("alice", "original"), ("bob", "suggestion")):
         _, token = studio.open_card(user, image_id)
-        studio.decide(user, token, image_id, action, note="the cup is in front" if user == "bob" else "")
+        studio.decide(user, token, image_id, action, note="the suggestion fits better" if user == "bob" else "")
     return studio
 
 

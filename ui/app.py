@@ -22,9 +22,11 @@ from ui.events import guarded
 
 # Gradio's page chrome, made compact so the card fits a 1366×768 screen without scrolling.
 PAGE_CSS = """
-.gradio-container { padding-top: 4px !important; padding-bottom: 0 !important; }
-#studio-top { min-height: 0; gap: 8px; align-items: center; }
-#studio-top h2, #studio-top p { margin: 0; font-size: 15px; }
+.gradio-container { padding-top: 0 !important; padding-bottom: 0 !important; }
+.gradio-container > .main { padding-top: 4px !important; }
+#studio-tabs { gap: 0 !important; }
+#studio-tabs .tabitem { padding-top: 4px !important; }
+#review-card .html-container, #adjudicate-card .html-container { padding: 0 !important; }
 footer { display: none !important; }
 """
 

@@ -139,7 +139,6 @@ def open_image(studio: Studio, user: str, data: dict[str, Any]) -> dict[str, Any
 def boot(studio: Studio, user: str, data: dict[str, Any]) -> dict[str, Any]:
     """What the page needs once: who is signed in, the flags and queue choices, and the first card (the one in
     the address, `?image=ID`, else the card the user holds, else the next one)."""
-    _, role = studio.user(user)
     reply: dict[str, Any] = {}
     if data.get("image_id") not in (None, ""):
         try:
@@ -148,7 +147,13 @@ def boot(studio: Studio, user: str, data: dict[str, Any]) -> dict[str, Any]:
             reply = next_card(studio, user, data) | {"error": str(exc)}
     else:
         reply = next_card(studio, user, data)
-    return reply | {
+    return reply | page_info(studio, user)
+
+
+def page_info(studio: Studio, user: str) -> dict[str, Any]:
+    """What a card's page needs once: who is signed in, the dataset, the flags and the queue's choices."""
+    _, role = studio.user(user)
+    return {
         "user": user,
         "role": role.value,
         "dataset": studio.dataset_name,
@@ -283,10 +288,16 @@ def next_disputed(studio: Studio, user: str, done: str = "", after: int | None =
 
 
 def adjudication_boot(studio: Studio, user: str, data: dict[str, Any]) -> dict[str, Any]:
+    """The adjudication page's first reply: the disputed list and the linked image, else the first disputed one."""
     studio.require_lead(user)
     if data.get("image_id") in (None, ""):
-        return next_disputed(studio, user)
-    return adjudication_open(studio, user, data)
+        reply = next_disputed(studio, user)
+    else:
+        try:
+            reply = adjudication_open(studio, user, data)
+        except (InputError, NotFoundError) as exc:
+            reply = next_disputed(studio, user) | {"error": str(exc)}
+    return reply | page_info(studio, user)
 
 
 def adjudication_open(studio: Studio, user: str, data: dict[str, Any]) -> dict[str, Any]:

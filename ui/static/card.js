@@ -653,6 +653,7 @@
     else if (tries > 0) setTimeout(() => selectTab(name, tries - 1), 150);
   }
   if (ADJ) {
+    setText(".rg-others-head", "annotators' answers (Shift+N takes answer N)");
     $(".rg-list").hidden = false;
     $(".rg-body").classList.add("rg-with-list");
     $(".rg-filter-toggle").hidden = true;
