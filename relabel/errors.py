@@ -29,11 +29,24 @@ class ConflictError(RelabelError):
     exit_code = 4
 
 
+class OutputError(RelabelError):
+    """An output file cannot be written (disk full, no permission, a place that takes no files). No partial file
+    was left behind."""
+
+    exit_code = 6
+
+
 def examples(items: Sequence[object], limit: int = 3) -> str:
     """A short, quoted list of the first few items, for error messages about many bad rows."""
     shown = ", ".join(repr(x) for x in list(items)[:limit])
     more = f", … ({len(items) - limit} more)" if len(items) > limit else ""
     return shown + more
+
+
+def brief(value: object, limit: int = 80) -> str:
+    """`repr(value)`, cut to about `limit` characters: a 100,000-character value must not become the message."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 12]}…({len(text):,} chars)"
 
 
 def unknown_name(kind: str, name: str, known: Sequence[str]) -> NotFoundError:

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import json
 import os
 import tempfile
 from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 
 from sqlalchemy.engine import Engine
 
 from db.engine import session_scope
-from relabel.errors import InputError, unknown_name
-from relabel.snapshots import SnapshotRow, get_snapshot, snapshot_rows
+from relabel.errors import InputError, OutputError, brief, unknown_name
+from relabel.snapshots import SnapshotRow, check_classes, get_snapshot, snapshot_rows
 from relabel.vocabulary import Vocabulary
 from relabel.workspace import dataset_vocabulary, get_dataset
 
@@ -71,12 +73,26 @@ EXPORT_FORMATS: dict[str, Callable[[list[SnapshotRow], Vocabulary], str]] = {
 
 
 def write_atomic(path: Path, content: str | bytes) -> None:
-    """Write text (UTF-8) or bytes to a temporary file beside `path`, then rename: readers never see half a file."""
+    """Write text (UTF-8) or bytes to a temporary file beside `path`, then rename: readers never see half a file.
+
+    A file system error (disk full, no permission, a place such as /proc that takes no files) is an OutputError
+    naming the path and the reason; the temporary file is removed and `path` is left as it was.
+    """
+    try:
+        _write_then_rename(path, content.encode("utf-8") if isinstance(content, str) else content)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        name = errno.errorcode.get(exc.errno) if exc.errno is not None else None
+        code = f", {name}" if name else ""
+        raise OutputError(f"cannot write {brief(str(path), 120)}: {reason}{code}; nothing written") from None
+
+
+def _write_then_rename(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(content.encode("utf-8") if isinstance(content, str) else content)
+            f.write(data)
         # mkstemp makes the file private; give it the mode a plain open() would have.
         umask = os.umask(0)
         os.umask(umask)
@@ -91,12 +107,15 @@ def export_snapshot(engine: Engine, name: str, *, fmt: str, out: Path, dataset: 
     """Write snapshot `name` to `out` in format `fmt`; returns the number of images written."""
     if fmt not in EXPORT_FORMATS:
         raise unknown_name("export format", fmt, list(EXPORT_FORMATS))
-    if out.is_dir():
-        raise InputError(f"--out {str(out)!r} is a directory; give a file path")
+    with suppress(OSError):  # a path the system refuses: write_atomic says why
+        if out.is_dir():
+            raise InputError(f"--out {str(out)!r} is a directory; give a file path")
     with session_scope(engine) as s:
         ds = get_dataset(s, dataset)
         conn = s.connection()
         rows = snapshot_rows(conn, get_snapshot(s, ds, name).id)  # type: ignore[arg-type]
         vocab = dataset_vocabulary(s, ds)
+    labelled = ((r.path, r.classes, r.origin) for r in rows)
+    check_classes(labelled, len(vocab), f"snapshot {name!r} not exported (frozen before classes were checked)")
     write_atomic(out, EXPORT_FORMATS[fmt](rows, vocab))
     return len(rows)

@@ -2,27 +2,33 @@
 
 Formats (`PREDICTION_FORMATS`): CSV and JSONL keyed by image, and NPY arrays whose rows follow a stated image
 order. A row may carry a failure (`status` error with a `reason`): it is stored as an error, never as an answer.
+Scores must be finite: a NaN or an infinity (in any format) is refused with its row, since it would rank classes
+arbitrarily and cannot be stored as JSON.
 """
 
 from __future__ import annotations
 
-import json
+import math
 from collections.abc import Callable, Iterable
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-from sqlalchemy import delete, insert
+from sqlalchemy import delete, func, insert
 from sqlalchemy.engine import Engine
-from sqlmodel import select
+from sqlmodel import Session, select
 
 from db.engine import session_scope
 from db.enums import PredictionStatus
-from db.models import Image, ModelRun, Prediction
+from db.models import Annotation, Image, ModelRun, Prediction
 from relabel import __version__
-from relabel.errors import InputError, unknown_name
-from relabel.sources import LabelRow, drop_for_reimport, resolve_rows, split_labels
-from relabel.tables import read_records
+from relabel.arrays import load_array
+from relabel.errors import ConflictError, InputError, brief, unknown_name
+from relabel.sources import LabelRow, drop_for_reimport, image_key, resolve_labels, resolve_rows
+from relabel.tables import LABEL_SEPARATORS, TableSchema, read_records
+from relabel.textfiles import read_json, read_lines
 from relabel.vocabulary import Vocabulary
 from relabel.workspace import dataset_vocabulary, get_dataset, image_index
 
@@ -36,33 +42,47 @@ class PredictionRow(LabelRow):
     raw_output: str = ""
 
 
-def _floats(value: object, where: str) -> list[float] | None:
-    tokens = split_labels(value)
-    try:
-        return [float(t) for t in tokens] if tokens else None
-    except ValueError:
-        raise InputError(f"{where}: scores must be numbers, got {value!r}") from None
+PREDICTION_TABLE = TableSchema(
+    "a prediction table",
+    required=(("image",),),
+    optional=(("labels", "label"), ("scores", "score"), ("status",), ("reason",), ("raw_output", "raw")),
+)
 
 
-def _prediction_row(row: dict, vocab: Vocabulary, where: str) -> PredictionRow:
-    if not isinstance(row, dict) or not row.get("image"):
-        raise InputError(f"{where}: expected 'image' and 'label' or 'labels' (ranked, best first)")
+def parse_scores(value: object, where: str) -> list[float] | None:
+    """Scores of a row ('|' or ';' between several, or a JSON list), or None; each must be a finite number."""
+    if value is None or value == "":
+        return None
+    items = LABEL_SEPARATORS.split(value) if isinstance(value, str) else value if isinstance(value, list) else [value]
+    scores = []
+    for item in items:
+        number = None
+        if isinstance(item, str):
+            with suppress(ValueError):
+                number = float(item)
+        elif isinstance(item, int | float) and not isinstance(item, bool):
+            number = float(item)
+        if number is None or not math.isfinite(number):
+            raise InputError(f"{where}: score {brief(item, 40)} is not a finite number (NaN and infinity are not)")
+        scores.append(number)
+    return scores
+
+
+def _prediction_row(row: dict[str, Any], vocab: Vocabulary, where: str) -> PredictionRow:
+    key = image_key(row, where)
     status_text = str(row.get("status") or "ok").lower()
     if status_text not in {s.value for s in PredictionStatus}:
-        raise InputError(f"{where}: status {status_text!r} is not one of ok, error")
+        raise InputError(f"{where}: status {brief(status_text, 40)} is not one of ok, error")
     status = PredictionStatus(status_text)
-    try:
-        classes = [vocab.resolve(t) for t in split_labels(row.get("labels", row.get("label")))]
-    except InputError as exc:
-        raise InputError(f"{where}: {exc}") from None
-    scores = _floats(row.get("scores", row.get("score")), where)
+    classes = resolve_labels(row.get("labels", row.get("label")), vocab, where)
+    scores = parse_scores(row.get("scores", row.get("score")), where)
     if scores is not None and len(scores) != len(classes):
         raise InputError(f"{where}: {len(scores)} score(s) for {len(classes)} label(s)")
     if status is PredictionStatus.ok and not classes:
         raise InputError(f"{where}: no label (a failed prediction needs status 'error' and a reason)")
     raw = row.get("raw_output", row.get("raw", ""))
     return PredictionRow(
-        str(row["image"]),
+        key,
         classes,
         scores,
         where=where,
@@ -74,8 +94,7 @@ def _prediction_row(row: dict, vocab: Vocabulary, where: str) -> PredictionRow:
 
 def _parse_records(fmt: str) -> Callable[[Path, Vocabulary, list[str] | None], Iterable[PredictionRow]]:
     def parse(path: Path, vocab: Vocabulary, order: list[str] | None) -> Iterable[PredictionRow]:
-        hint = "and 'label' or 'labels' (ranked, best first)"
-        for where, row in read_records(path, required="image", hint=hint, fmt=fmt):
+        for where, row in read_records(path, PREDICTION_TABLE, fmt=fmt):
             yield _prediction_row(row, vocab, where)
 
     return parse
@@ -85,16 +104,11 @@ def parse_npy(path: Path, vocab: Vocabulary, order: list[str] | None) -> Iterabl
     """(N,) ints: top-1; (N, K) ints: ranked top-K; (N, C) floats with C classes: scores, stored as top-5."""
     if order is None:
         raise InputError(f"{path}: an NPY array has no image keys; pass --order FILE or --order sorted")
-    try:
-        arr = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{path}: not a readable .npy array ({exc})") from exc
-    if arr.ndim not in (1, 2) or len(arr) != len(order):
+    arr = load_array(path)
+    if len(arr) != len(order):
         raise InputError(f"{path}: shape {arr.shape} does not match the {len(order)} images of the stated order")
     name = path.name
-    integral = np.issubdtype(arr.dtype, np.integer) or (
-        np.issubdtype(arr.dtype, np.floating) and arr.ndim == 1 and bool(np.all(arr == np.round(arr)))
-    )
+    integral = arr.dtype.kind in "iu" or (arr.ndim == 1 and bool(np.all(arr == np.round(arr))))
     if arr.ndim == 1 and not integral:
         raise InputError(
             f"{path}: a 1-D array must hold class indices (integers), got {arr.dtype} values like {arr[:3]}"
@@ -127,18 +141,42 @@ def read_order(spec: str | None, sorted_paths: list[str]) -> list[str] | None:
     if spec == "sorted":
         return sorted_paths
     p = Path(spec)
-    if not p.is_file():
-        raise InputError(f"order file {spec!r} does not exist (use a file of image keys, or 'sorted')")
-    text = p.read_text(encoding="utf-8")
-    if p.suffix.lower() == ".json":
-        try:
-            keys = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{p}: invalid JSON at line {exc.lineno}: {exc.msg}") from exc
-        if not isinstance(keys, list):
-            raise InputError(f"{p}: expected a JSON list of image keys")
-        return [str(k) for k in keys]
-    return [ln.strip() for ln in text.splitlines() if ln.strip()]
+    try:
+        exists = p.is_file()
+    except (OSError, ValueError):  # a name too long for the file system, or holding a NUL
+        exists = False
+    if not exists:
+        raise InputError(f"order file {brief(spec)} does not exist (use a file of image keys, or 'sorted')")
+    if p.suffix.lower() != ".json":
+        return [line.strip() for _, line in read_lines(p)]
+    keys = read_json(p)
+    if not isinstance(keys, list):
+        raise InputError(f"{p}: expected a JSON list of image keys")
+    bad = next((i for i, k in enumerate(keys) if not isinstance(k, str) or not k.strip()), None)
+    if bad is not None:
+        raise InputError(f"{p}: entry {bad} is {brief(keys[bad], 40)}; an image key is a path, file name or stem")
+    return keys
+
+
+def refuse_if_cited(session: Session, run: ModelRun) -> None:
+    """Refuse to replace `run` once decisions cite its predictions as the suggestion their annotator was shown.
+
+    Decisions are an append-only record: which suggestion an annotator saw and whether they took it is evidence
+    (the decision log reads the run's name through it). Deleting the predictions would break that reference, and
+    setting it to NULL would rewrite history; so the old run stays, and the new file goes in under another name.
+    """
+    cited = session.exec(
+        select(func.count())
+        .select_from(Annotation)
+        .join(Prediction, Prediction.id == Annotation.suggestion_id)  # type: ignore[arg-type]
+        .where(Prediction.run_id == run.id)
+    ).one()
+    if cited:
+        raise ConflictError(
+            f"run {run.name!r} cannot be replaced: {cited} annotator decision(s) cite its predictions as the "
+            f"suggestion they were shown, and decisions are never rewritten; import the file under another name "
+            f"(e.g. --run {run.name}-2); nothing written"
+        )
 
 
 @dataclass
@@ -162,7 +200,11 @@ def import_predictions(
     skip_unknown: bool = False,
     replace: bool = False,
 ) -> RunReport:
-    """Store a prediction file as model run `run`. Validates every row first; all or nothing."""
+    """Store a prediction file as model run `run`. Validates every row first; all or nothing.
+
+    `replace` swaps an existing run of that name for the file, unless decisions cite its predictions
+    (`refuse_if_cited`).
+    """
     fmt = fmt or {"ndjson": "jsonl"}.get(path.suffix.lower().lstrip("."), path.suffix.lower().lstrip("."))
     if fmt not in PREDICTION_FORMATS:
         raise unknown_name("prediction format", fmt, list(PREDICTION_FORMATS))
@@ -177,6 +219,8 @@ def import_predictions(
         old = s.exec(select(ModelRun).where(ModelRun.dataset_id == ds.id, ModelRun.name == run)).first()
         if old is not None:
             what = f"dataset {ds.name!r} already has a run {run!r}"
+            if replace:
+                refuse_if_cited(s, old)
             drop_for_reimport(s, old, delete(Prediction).where(Prediction.run_id == old.id), what, replace)
         mr = ModelRun(
             dataset_id=ds.id,

@@ -2,13 +2,15 @@
 
 Each import format is a parser in `SOURCE_FORMATS` that yields `LabelRow`s keyed by image file name; `import_source`
 validates every row against the dataset (known images, classes in range) and writes all or nothing.
+
+Parsers are strict, because a wrong label set is worse than a refused file (an empty set excludes the image): a
+row cut short, an unknown or missing column, a list that does not parse whole, an id that is not an integer, a
+category or vote count outside its domain is one InputError naming the file, the line or record, and the value.
 """
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -22,9 +24,9 @@ from sqlmodel import select
 from db.engine import session_scope
 from db.enums import Category, SourceKind
 from db.models import Label, LabelSource
-from relabel.errors import ConflictError, InputError, examples, unknown_name
-from relabel.ingest.layouts import LABEL_SEPARATORS
-from relabel.tables import read_records
+from relabel.errors import ConflictError, InputError, brief, examples, unknown_name
+from relabel.tables import TableSchema, label_tokens, read_records
+from relabel.textfiles import read_json
 from relabel.vocabulary import Vocabulary
 from relabel.workspace import IMGT, ImageIndex, dataset_vocabulary, get_dataset, image_index
 
@@ -48,52 +50,85 @@ def val_key(number: int) -> str:
     return f"{VAL_PREFIX}{number:08d}"
 
 
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read ({exc})") from exc
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from exc
+def is_integer(value: object) -> bool:
+    """True for a JSON integer; not for true/false (Python bools are ints), 1.0 or "1"."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def parse_real(path: Path, vocab: Vocabulary) -> Iterable[LabelRow]:
     """ReaL `real.json`: a list of 50,000 lists of class indices in val-number order; [] excludes the image."""
-    data = _read_json(path)
+    data = read_json(path)
     if not isinstance(data, list):
         raise InputError(f"{path}: expected a JSON list of lists of class indices (ReaL real.json)")
     for i, labels in enumerate(data):
-        if not isinstance(labels, list) or not all(isinstance(c, int) for c in labels):
-            raise InputError(f"{path}: entry {i} is {labels!r}, expected a list of class indices")
+        if not isinstance(labels, list) or not all(is_integer(c) for c in labels):
+            raise InputError(
+                f"{path}: entry {i} is {brief(labels)}, expected a list of class indices (integers, not true/false)"
+            )
         yield LabelRow(val_key(i + 1), labels, where=f"{path.name} entry {i}")
 
 
-def _int_list(text: str) -> list[int]:
-    return [int(t) for t in text.replace(",", " ").split()] if text and text.strip() else []
+SHANKAR_CATEGORIES = ("A", "B", "M", "Z")  # the four the published file holds
+SHANKAR_TABLE = TableSchema(
+    "the Shankar multi-label CSV",
+    required=(("id",), ("category",), ("proposed_labels",)),
+    optional=(
+        ("original_label",),
+        ("manually_validated",),
+        ("unclear_multi_labels",),
+        ("wrong_multi_labels",),
+        ("is_problematic",),
+    ),
+)
+INDEX_LIST = re.compile(r"\s*[0-9]+(\s*,\s*[0-9]+)*\s*")
+
+
+def index_list(row: dict[str, str], column: str, where: str, n_classes: int) -> list[int]:
+    """Class indices of a Shankar list cell ("415, 813, 868"; empty: none). A cell that is not a complete list of
+    integers in 0..n_classes-1 ("415, 813," or "415, x") is an InputError."""
+    text = row.get(column) or ""
+    if not text.strip():
+        return []
+    if not INDEX_LIST.fullmatch(text):
+        raise InputError(f"{where}: {column} {brief(text)} is not a list of class indices like '415, 813, 868'")
+    tokens = [t.strip() for t in text.split(",")]
+    values = [int(t) if len(t) <= 9 else n_classes for t in tokens]  # int() refuses 4,300 digits: all too big
+    if any(v >= n_classes for v in values):
+        raise InputError(f"{where}: {column} {brief(text)} has a class outside 0..{n_classes - 1}")
+    return values
+
+
+def shankar_flag(row: dict[str, str], column: str, where: str) -> bool:
+    """A True/False cell; an absent column reads False."""
+    value = row.get(column)
+    if value is None:
+        return False
+    if value.strip().casefold() not in {"true", "false"}:
+        raise InputError(f"{where}: {column} is {brief(value)}, expected True or False")
+    return value.strip().casefold() == "true"
 
 
 def parse_shankar(path: Path, vocab: Vocabulary) -> Iterable[LabelRow]:
     """Shankar et al. (2020) multi-label CSV: id, category (A/B/M/Z), proposed_labels, unclear and wrong labels."""
-    with path.open(newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
-        need = {"id", "category", "proposed_labels"}
-        if not reader.fieldnames or not need <= set(reader.fieldnames):
-            raise InputError(f"{path}: expected the columns {sorted(need)} of the Shankar multi-label CSV")
-        for lineno, row in enumerate(reader, start=2):
-            try:
-                extra = {
-                    "original_label": int(row["original_label"]) if row.get("original_label") else None,
-                    "unclear": _int_list(row.get("unclear_multi_labels", "")),
-                    "wrong": _int_list(row.get("wrong_multi_labels", "")),
-                    "validated": row.get("manually_validated") == "True",
-                    "problematic": row.get("is_problematic") == "True",
-                }
-                classes = _int_list(row["proposed_labels"])
-            except ValueError as exc:
-                raise InputError(f"{path}:{lineno}: class lists must be integers ({exc})") from exc
-            yield LabelRow(
-                row["id"], classes, category=row["category"] or None, extra=extra, where=f"{path.name}:{lineno}"
-            )
+    n = len(vocab)
+    for where, row in read_records(path, SHANKAR_TABLE, fmt="csv"):
+        key, category = row["id"].strip(), row["category"].strip()
+        if not key:
+            raise InputError(f"{where}: empty id; expected an image file name such as ILSVRC2012_val_00000001.JPEG")
+        if category not in SHANKAR_CATEGORIES:
+            raise InputError(f"{where}: category {brief(category)} is not one of {', '.join(SHANKAR_CATEGORIES)}")
+        original = index_list(row, "original_label", where, n)
+        if len(original) > 1:
+            raise InputError(f"{where}: original_label {brief(row['original_label'])} is not one class index")
+        extra = {
+            "original_label": original[0] if original else None,
+            "unclear": index_list(row, "unclear_multi_labels", where, n),
+            "wrong": index_list(row, "wrong_multi_labels", where, n),
+            "validated": shankar_flag(row, "manually_validated", where),
+            "problematic": shankar_flag(row, "is_problematic", where),
+        }
+        classes = index_list(row, "proposed_labels", where, n)
+        yield LabelRow(key, classes, category=category, extra=extra, where=where)
 
 
 MTURK_VOTES = ("given", "guessed", "both", "neither")
@@ -107,24 +142,48 @@ def mturk_majority(votes: dict[str, int]) -> str | None:
     return best if total and votes.get(best, 0) * 2 > total else None
 
 
+def mturk_field(rec: dict[str, Any], key: str, where: str, low: int, high: int | None = None) -> int:
+    """The integer `rec[key]`, in low..high; anything else (missing, 1.9, "7", true, out of range) is refused."""
+    if key not in rec:
+        raise InputError(f"{where}: lacks {key!r}; a record has id, given_original_label, our_guessed_label, mturk")
+    value = rec[key]
+    if not is_integer(value) or value < low or (high is not None and value > high):
+        span = f"{low}..{high}" if high is not None else f">= {low}"
+        raise InputError(f"{where}: {key} is {brief(value, 40)}; expected an integer {span}")
+    return int(value)
+
+
+def mturk_votes(rec: dict[str, Any], where: str) -> dict[str, int]:
+    """The workers' vote counts: an object with some of given/guessed/both/neither, each a count >= 0."""
+    votes = rec.get("mturk")
+    if not isinstance(votes, dict):
+        raise InputError(
+            f"{where}: mturk is {brief(votes, 40)}; expected an object of vote counts: {', '.join(MTURK_VOTES)}"
+        )
+    unknown = sorted(set(votes) - set(MTURK_VOTES))
+    if unknown:
+        raise InputError(f"{where}: mturk has unknown key(s) {examples(unknown)}; expected {', '.join(MTURK_VOTES)}")
+    return {k: mturk_field(votes, k, f"{where} mturk", 0) if k in votes else 0 for k in MTURK_VOTES}
+
+
 def parse_mturk(path: Path, vocab: Vocabulary) -> Iterable[LabelRow]:
     """cleanlab's `mturk_label_errors.json`: given/guessed labels and 5 workers' votes per candidate error.
 
     Labels follow the strict majority: given -> [given] (A), guessed -> [guessed] (B), both -> [given, guessed]
     (M), neither -> [] (Z), no majority -> [] (X). Certainty is the share of votes that accept each label.
     """
-    data = _read_json(path)
+    data = read_json(path)
     if not isinstance(data, list):
         raise InputError(f"{path}: expected a JSON list of label-error records")
+    top = len(vocab) - 1
     for i, rec in enumerate(data):
-        try:
-            given, guessed, votes = int(rec["given_original_label"]), int(rec["our_guessed_label"]), rec["mturk"]
-            number = int(rec["id"])
-            counts = {k: int(votes.get(k, 0)) for k in MTURK_VOTES}
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise InputError(
-                f"{path}: record {i} lacks id/given_original_label/our_guessed_label/mturk ({exc})"
-            ) from exc
+        where = f"{path.name} record {i}"
+        if not isinstance(rec, dict):
+            raise InputError(f"{where}: is {brief(rec, 40)}; expected an object with id, labels and mturk votes")
+        number = mturk_field(rec, "id", where, 1)
+        given = mturk_field(rec, "given_original_label", where, 0, top)
+        guessed = mturk_field(rec, "our_guessed_label", where, 0, top)
+        counts = mturk_votes(rec, where)
         n = sum(counts.values()) or 1
         outcome = mturk_majority(counts)
         classes = {"given": [given], "guessed": [guessed], "both": [given, guessed]}.get(outcome or "", [])
@@ -135,39 +194,56 @@ def parse_mturk(path: Path, vocab: Vocabulary) -> Iterable[LabelRow]:
             certainty=[round(share[c], 4) for c in classes],
             category=(MTURK_CATEGORY[outcome] if outcome else Category.X).value,
             extra={"votes": counts, "given": given, "guessed": guessed},
-            where=f"{path.name} record {i}",
+            where=where,
         )
+
+
+# A snapshot export (`relabel snapshot export --format csv|jsonl`) reads back as a label table: its wnids, names
+# and origin columns are known and ignored (labels is what counts).
+LABEL_TABLE = TableSchema(
+    "a label table",
+    required=(("image",), ("labels", "label")),
+    optional=(("category",), ("wnids",), ("names",), ("origin",)),
+)
 
 
 def parse_csv(path: Path, vocab: Vocabulary) -> Iterable[LabelRow]:
     """Generic CSV: image, label or labels (names, wnids or indices; '|' or ';' between several)."""
-    for where, row in read_records(path, required="image", hint="and 'label' or 'labels'", fmt="csv"):
+    for where, row in read_records(path, LABEL_TABLE, fmt="csv"):
         yield _table_row(row, vocab, where)
 
 
 def parse_jsonl(path: Path, vocab: Vocabulary) -> Iterable[LabelRow]:
-    """Generic JSON Lines: {"image": ..., "labels": [...]} per line."""
-    for where, row in read_records(path, required="image", hint="and 'label' or 'labels'", fmt="jsonl"):
+    """Generic JSON Lines: {"image": ..., "labels": [...]} per line; "labels": [] excludes the image."""
+    for where, row in read_records(path, LABEL_TABLE, fmt="jsonl"):
         yield _table_row(row, vocab, where)
 
 
-def split_labels(value: Any) -> list[str]:
-    if value is None or value == "":
-        return []
-    if isinstance(value, list):
-        return [str(v) for v in value]
-    return [v.strip() for v in LABEL_SEPARATORS.split(str(value)) if v.strip()]
+def image_key(row: dict[str, Any], where: str, column: str = "image") -> str:
+    """The image named by a table row: a non-empty string (a path, file name or stem)."""
+    key = row.get(column)
+    if not isinstance(key, str) or not key.strip():
+        raise InputError(f"{where}: {column} is {brief(key, 40)}; expected an image path, file name or stem")
+    return key.strip()
 
 
-def _table_row(row: dict, vocab: Vocabulary, where: str) -> LabelRow:
-    if not isinstance(row, dict) or not row.get("image"):
-        raise InputError(f"{where}: expected an object with 'image' and 'label' or 'labels'")
-    tokens = split_labels(row.get("labels", row.get("label")))
+def resolve_labels(value: object, vocab: Vocabulary, where: str) -> list[int]:
+    """Class indices of a label cell (see `label_tokens`); an unknown class names the row."""
     try:
-        classes = [vocab.resolve(t) for t in tokens]
+        return [vocab.resolve(t) for t in label_tokens(value, where)]
     except InputError as exc:
+        if str(exc).startswith(where):
+            raise
         raise InputError(f"{where}: {exc}") from None
-    return LabelRow(str(row["image"]), classes, category=row.get("category") or None, where=where)
+
+
+def _table_row(row: dict[str, Any], vocab: Vocabulary, where: str) -> LabelRow:
+    key = image_key(row, where)
+    classes = resolve_labels(row.get("labels", row.get("label")), vocab, where)
+    category = row.get("category")
+    if category is not None and not isinstance(category, str):
+        raise InputError(f"{where}: category is {brief(category, 40)}; expected text")
+    return LabelRow(key, classes, category=category or None, where=where)
 
 
 SOURCE_FORMATS: dict[str, Callable[[Path, Vocabulary], Iterable[LabelRow]]] = {

@@ -1,44 +1,123 @@
-"""Reading user tables: CSV (with a header) or JSON Lines, one record per row, each tagged with file:line."""
+"""Reading user tables: CSV (with a header) or JSON Lines, one record per row, each tagged with file:line.
+
+A `TableSchema` names the columns a table may have. A CSV header or a JSON object with an unknown column, without
+a required one, or with two names for one column is refused, naming the columns found and those expected: a typo
+such as `lables` must not read as "no labels". A CSV row with more or fewer fields than its header (a file cut
+short, an unquoted comma) is refused too. Decoding and CSV quoting are `relabel.textfiles`' job.
+"""
 
 from __future__ import annotations
 
-import csv
-import json
-from collections.abc import Iterator
+import re
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from relabel.errors import InputError
+from relabel.errors import InputError, brief, examples
+from relabel.textfiles import csv_rows, json_lines
 
 JSONL_SUFFIXES = {".jsonl", ".ndjson"}
 
 
-def read_records(
-    path: Path, *, required: str, hint: str, fmt: str | None = None
-) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Yield ("name:line", record) for each row; `required` is the column every record must name.
+@dataclass(frozen=True)
+class TableSchema:
+    """The columns of one kind of table; each column is a group of alternative names, e.g. ("labels", "label")."""
 
-    `hint` completes the error message for a file without that column ("and 'label' or 'labels'").
-    `fmt` is "csv" or "jsonl"; None decides by the file extension.
+    kind: str  # "a label table", for messages
+    required: tuple[tuple[str, ...], ...]
+    optional: tuple[tuple[str, ...], ...] = ()
+    open: bool = False  # other columns are allowed and passed on (a manifest's notes)
+
+    def expected(self) -> str:
+        """The accepted columns, e.g. "image, labels|label [optional: category]"."""
+        listed = ", ".join("|".join(g) for g in self.required)
+        if self.optional:
+            listed += f" [optional: {', '.join('|'.join(g) for g in self.optional)}]"
+        return listed + (" and any other column" if self.open else "")
+
+    def check(self, names: Sequence[str], where: str, what: str) -> None:
+        """Raise one InputError unless the column `names` of a header or record (`what`) fit this schema."""
+        present = set(names)
+        groups = self.required + self.optional
+        known = {n for g in groups for n in g}
+        problems = []
+        repeated = sorted(n for n, k in Counter(names).items() if k > 1)
+        if repeated:
+            problems.append(f"repeats {examples(repeated)}")
+        unknown = [] if self.open else [n for n in names if n not in known]
+        if unknown:
+            problems.append(f"has unknown column(s) {examples(unknown)}")
+        missing = [" or ".join(repr(n) for n in g) for g in self.required if not present & set(g)]
+        if missing:
+            problems.append(f"lacks {' and '.join(missing)}")
+        twice = [" and ".join(repr(n) for n in g if n in present) for g in groups if len(present & set(g)) > 1]
+        if twice:
+            problems.append(f"gives both {'; '.join(twice)} (one column, two names)")
+        if problems:
+            found = ", ".join(brief(n, 40) for n in names[:12]) + (", …" if len(names) > 12 else "") or "(none)"
+            raise InputError(
+                f"{where}: the {what} {'; '.join(problems)}; found: {found}; {self.kind} has: {self.expected()}"
+            )
+
+
+def read_records(path: Path, schema: TableSchema, fmt: str | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Yield ("name:line", record) for each row of a CSV or JSON Lines table whose columns fit `schema`.
+
+    `fmt` is "csv" or "jsonl"; None decides by the file extension. CSV values are strings; JSONL values are
+    whatever JSON gave (a record must be an object). Raises InputError naming the file and line.
     """
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read ({exc})") from exc
     if (fmt or ("jsonl" if path.suffix.lower() in JSONL_SUFFIXES else "csv")) == "jsonl":
-        for lineno, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from exc
-            if not isinstance(record, dict):
-                raise InputError(f"{path}:{lineno}: expected a JSON object with {required!r} {hint}")
-            yield f"{path.name}:{lineno}", record
-        return
-    reader = csv.DictReader(text.splitlines())
-    if not reader.fieldnames or required not in reader.fieldnames:
-        raise InputError(f"{path}: expected a {required!r} column {hint}; got {reader.fieldnames}")
-    for lineno, row in enumerate(reader, start=2):
-        yield f"{path.name}:{lineno}", row
+        yield from _jsonl_records(path, schema)
+    else:
+        yield from _csv_records(path, schema)
+
+
+def _jsonl_records(path: Path, schema: TableSchema) -> Iterator[tuple[str, dict[str, Any]]]:
+    for lineno, record in json_lines(path):
+        if not isinstance(record, dict):
+            raise InputError(
+                f"{path}:{lineno}: expected a JSON object, got {brief(record, 40)}; {schema.kind} has: "
+                f"{schema.expected()}"
+            )
+        schema.check(list(record), f"{path}:{lineno}", "record")
+        yield f"{path.name}:{lineno}", record
+
+
+def _csv_records(path: Path, schema: TableSchema) -> Iterator[tuple[str, dict[str, Any]]]:
+    rows = csv_rows(path)
+    first = next(rows, None)
+    if first is None:
+        raise InputError(f"{path}: the file is empty; {schema.kind} starts with a header: {schema.expected()}")
+    header_line, header = first
+    names = [h.strip() for h in header]
+    schema.check(names, f"{path}:{header_line}", "header")
+    for lineno, fields in rows:
+        if len(fields) != len(names):
+            raise InputError(
+                f"{path}:{lineno}: {len(fields)} field(s) where the header has {len(names)} ({', '.join(names)}): "
+                f"the row is cut short or has an unquoted comma; got {brief(','.join(fields), 60)}"
+            )
+        yield f"{path.name}:{lineno}", dict(zip(names, fields))
+
+
+LABEL_SEPARATORS = re.compile(r"[|;]")
+
+
+def label_tokens(value: object, where: str) -> list[str]:
+    """Class tokens (index, wnid or name) from a table cell: '|' or ';' between several, or a JSON list.
+
+    None and "" give []. A JSON true/false, a fraction or an object is refused: none of them names a class.
+    """
+    if value is None or value == "":
+        return []
+    if isinstance(value, str):
+        return [v.strip() for v in LABEL_SEPARATORS.split(value) if v.strip()]
+    items = value if isinstance(value, list) else [value]
+    for item in items:
+        if isinstance(item, bool) or not isinstance(item, int | str):
+            raise InputError(
+                f"{where}: label {brief(item, 40)} is not a class; give an index (integer), a wnid or a name"
+            )
+    return [str(item).strip() for item in items if str(item).strip()]

@@ -6,21 +6,26 @@ A class is addressed by its 0-based index, its wnid, its unique display name or 
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import json
+import re
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from sqlmodel import Session, select
 
 from db.models import VocabClass
 from db.models import Vocabulary as VocabularyRow
-from relabel.errors import InputError, examples
+from relabel.errors import InputError, brief, examples
+from relabel.tables import TableSchema, read_records
+from relabel.textfiles import read_json, read_lines
 
 BUILTIN = {"imagenet-1k": "imagenet1k.json"}
+INDEX = re.compile(r"-?[0-9]+")  # ASCII digits only: int() also reads "٣", and "²".isdigit() is True
 
 
 @dataclass(frozen=True)
@@ -43,8 +48,8 @@ class Vocabulary:
         for i, c in enumerate(self.classes):
             if c.index != i:
                 raise InputError(f"vocabulary {self.name!r}: class {c.name!r} has index {c.index}, expected {i}")
-        names = [c.name.casefold() for c in self.classes]
-        dup = sorted({n for n in names if names.count(n) > 1}) if len(set(names)) != len(names) else []
+        # Counter, not list.count in a loop: 100,000 classes must not take minutes to refuse.
+        dup = sorted(n for n, k in Counter(c.name.casefold() for c in self.classes).items() if k > 1)
         if dup:
             raise InputError(f"vocabulary {self.name!r}: display names must be unique; repeated: {examples(dup)}")
         self._names = {c.name.casefold(): c.index for c in self.classes}
@@ -65,10 +70,12 @@ class Vocabulary:
 
     def resolve(self, token: str | int) -> int:
         """Index of the class named by `token` (index, wnid, display name or unambiguous synonym)."""
-        if isinstance(token, int) or (isinstance(token, str) and token.strip().lstrip("-").isdigit()):
-            index = int(token)
+        if isinstance(token, int) or (isinstance(token, str) and INDEX.fullmatch(token.strip())):
+            text = str(token).strip()
+            index = int(text) if len(text) <= 18 else -1  # int() refuses over 4,300 digits; all are out of range
             if not 0 <= index < len(self.classes):
-                raise InputError(f"class index {index} is out of range 0..{len(self.classes) - 1}")
+                shown = text if len(text) <= 18 else f"{text[:12]}…({len(text):,} digits)"
+                raise InputError(f"class index {shown} is out of range 0..{len(self.classes) - 1}")
             return index
         key = token.strip().casefold()
         exact = self._names.get(key)
@@ -76,9 +83,9 @@ class Vocabulary:
         if len(hits) == 1:
             return hits[0]
         if not hits:
-            raise InputError(f"unknown class {token!r} in vocabulary {self.name!r} (use an index, wnid or name)")
+            raise InputError(f"unknown class {brief(token)} in vocabulary {self.name!r} (use an index, wnid or name)")
         options = ", ".join(f"{i} {self.classes[i].name!r}" for i in hits)
-        raise InputError(f"class {token!r} is ambiguous in vocabulary {self.name!r}: {options}")
+        raise InputError(f"class {brief(token)} is ambiguous in vocabulary {self.name!r}: {options}")
 
     def try_resolve(self, token: str | int) -> int | None:
         try:
@@ -96,24 +103,58 @@ def load_builtin(name: str = "imagenet-1k") -> Vocabulary:
     if name not in BUILTIN:
         raise InputError(f"unknown built-in vocabulary {name!r}; known: {', '.join(BUILTIN)}")
     text = resources.files("relabel.resources").joinpath(BUILTIN[name]).read_text(encoding="utf-8")
-    return _from_json(name, json.loads(text))
+    return _from_json(name, json.loads(text), f"built-in vocabulary {name!r}")
 
 
-def _from_json(name: str, payload: object) -> Vocabulary:
+CLASS_FIELDS = "a name, or an object with 'name' and optional 'wnid', 'synonyms' (a list of names), 'gloss'"
+
+
+def _text_field(row: dict[str, Any], key: str, where: str) -> str | None:
+    """The string `row[key]`, or None when absent or null; any other type is refused."""
+    value = row.get(key)
+    if value is not None and not isinstance(value, str):
+        raise InputError(f"{where}: {key} is {brief(value, 40)}; a class is {CLASS_FIELDS}")
+    return value
+
+
+def _class_info(i: int, row: object, where: str) -> ClassInfo:
+    """Class `i` from a JSON entry: a name or {"name", "wnid", "synonyms", "gloss"}; anything else is refused."""
+    where = f"{where}: class {i}"
+    if isinstance(row, str):
+        row = {"name": row}
+    if not isinstance(row, dict):
+        raise InputError(f"{where} is {brief(row, 40)}; a class is {CLASS_FIELDS}")
+    unknown = sorted(set(row) - {"index", "name", "wnid", "synonyms", "gloss"})
+    if unknown:
+        raise InputError(f"{where} has unknown field(s) {examples(unknown)}; a class is {CLASS_FIELDS}")
+    if "index" in row and (row["index"] != i or isinstance(row["index"], bool)):
+        raise InputError(f"{where} has index {brief(row['index'], 40)}; classes must be listed in index order")
+    name = (_text_field(row, "name", where) or "").strip()
+    if not name:
+        raise InputError(f"{where} has no name; a class is {CLASS_FIELDS}")
+    synonyms = row.get("synonyms") or [name]
+    if not isinstance(synonyms, list) or not all(isinstance(x, str) and x.strip() for x in synonyms):
+        raise InputError(f"{where}: synonyms is {brief(synonyms, 40)}; expected a list of names")
+    wnid = _text_field(row, "wnid", where) or None
+    return ClassInfo(i, name, wnid, tuple(synonyms), _text_field(row, "gloss", where) or "")
+
+
+def _from_json(name: str, payload: object, where: str) -> Vocabulary:
+    """A vocabulary from a JSON list of classes or {"classes": [...]}; `where` names the file in errors."""
     rows = payload.get("classes") if isinstance(payload, dict) else payload
     if not isinstance(rows, list) or not rows:
-        raise InputError(f"vocabulary {name!r}: expected a JSON list of classes or {{'classes': [...]}}")
-    classes = []
-    for i, row in enumerate(rows):
-        if isinstance(row, str):
-            row = {"name": row}
-        if not isinstance(row, dict) or not str(row.get("name", "")).strip():
-            raise InputError(f"vocabulary {name!r}: class {i} has no name")
-        synonyms = row.get("synonyms") or [row["name"]]
-        classes.append(
-            ClassInfo(i, str(row["name"]).strip(), row.get("wnid") or None, tuple(synonyms), row.get("gloss", ""))
-        )
-    return Vocabulary(name, classes)
+        raise InputError(f"{where}: expected a JSON list of classes or {{'classes': [...]}}")
+    try:
+        return Vocabulary(name, [_class_info(i, row, where) for i, row in enumerate(rows)])
+    except InputError as exc:
+        if str(exc).startswith(where):
+            raise
+        raise InputError(f"{where}: {exc}") from None
+
+
+VOCABULARY_TABLE = TableSchema(
+    "a CSV vocabulary", required=(("name",),), optional=(("wnid",), ("synonyms",), ("gloss",))
+)
 
 
 def load_vocabulary_file(path: str | Path) -> Vocabulary:
@@ -123,35 +164,35 @@ def load_vocabulary_file(path: str | Path) -> Vocabulary:
     The line (or row) order gives the class index.
     """
     p = Path(path)
-    name = p.stem
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"vocabulary file {str(p)!r}: cannot read ({exc})") from exc
-    if p.suffix.lower() == ".json":
-        try:
-            return _from_json(name, json.loads(text))
-        except json.JSONDecodeError as exc:
-            raise InputError(f"vocabulary file {str(p)!r}: invalid JSON at line {exc.lineno}") from exc
-    if p.suffix.lower() == ".csv":
-        rows = list(csv.DictReader(text.splitlines()))
-        if not rows or "name" not in rows[0]:
-            raise InputError(f"vocabulary file {str(p)!r}: a CSV vocabulary needs a 'name' column")
-        return _from_json(
-            name,
-            [
-                {
-                    "name": r["name"],
-                    "wnid": r.get("wnid"),
-                    "synonyms": [s.strip() for s in (r.get("synonyms") or r["name"]).split(",") if s.strip()],
-                    "gloss": r.get("gloss") or "",
-                }
-                for r in rows
-            ],
-        )
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
-    rows_txt = [[s.strip() for s in ln.split(",") if s.strip()] for ln in lines]
-    return _from_json(name, [{"name": syn[0], "synonyms": syn} for syn in rows_txt])
+    suffix = p.suffix.lower()
+    if suffix == ".json":
+        return _from_json(p.stem, read_json(p), str(p))
+    if suffix == ".csv":
+        rows = [row for _, row in read_records(p, VOCABULARY_TABLE, fmt="csv")]
+        return _from_json(p.stem, [_csv_class(r) for r in rows], str(p))
+    return _from_json(p.stem, _txt_classes(p), str(p))
+
+
+def _txt_classes(path: Path) -> list[dict[str, Any]]:
+    """One class per line (blank lines and '#' comments skipped): comma-separated synonyms, the first one shown."""
+    classes = []
+    for lineno, line in read_lines(path):
+        if line.startswith("#"):
+            continue
+        synonyms = [s.strip() for s in line.split(",") if s.strip()]
+        if not synonyms:
+            raise InputError(f"{path}:{lineno}: {brief(line, 40)} names no class; a line is 'name[, synonym, ...]'")
+        classes.append({"name": synonyms[0], "synonyms": synonyms})
+    return classes
+
+
+def _csv_class(row: dict[str, str]) -> dict[str, Any]:
+    return {
+        "name": row["name"],
+        "wnid": row.get("wnid") or None,
+        "synonyms": [s.strip() for s in (row.get("synonyms") or row["name"]).split(",") if s.strip()],
+        "gloss": row.get("gloss") or "",
+    }
 
 
 def ensure_vocabulary(session: Session, vocab: Vocabulary) -> VocabularyRow:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -171,7 +173,7 @@ def test_broken_manifest_names_the_line(vocab, tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"m\.jsonl:2: invalid JSON"):
         plan_ingest(tmp_path, vocab, "manifest", LayoutOptions(manifest=tmp_path / "m.jsonl"))
     (tmp_path / "m.csv").write_text("file,label\na.jpg,tabby\n")
-    with pytest.raises(InputError, match="expected a 'path' column"):
+    with pytest.raises(InputError, match=r"m\.csv:1: the header lacks 'path'; found: 'file', 'label'; a manifest has"):
         plan_ingest(tmp_path, vocab, "manifest", LayoutOptions(manifest=tmp_path / "m.csv"))
 
 
@@ -294,3 +296,60 @@ def test_same_val_name_with_two_extensions_is_refused(engine, vocab, tmp_path: P
     images.photo(tmp_path / "val" / "ILSVRC2012_val_00000001.png")
     with pytest.raises(InputError, match="share a name with another extension"):
         run_ingest(engine, tmp_path / "val", vocab, "imagenet-val")
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "pattern"),
+    [
+        ("m.jsonl", '{"path": "a\\u0000.jpg", "label": "tabby"}\n', r"m\.jsonl:1: path 'a\\x00\.jpg' holds a NUL"),
+        ("m.csv", b"path,label\na\x00.jpg,tabby\n", r"m\.csv: byte offset 12 \(line 2\) is a NUL character"),
+        ("m.csv", f"path,label\n{'x' * 300}.jpg,tabby\n", r"m\.csv:2: path 'x{20,}.*is too long \(304 bytes, longest"),
+        ("m.csv", f"path,label\n{'d/' * 3000}a.jpg,tabby\n", r"m\.csv:2: path .*is too long \(6,005 bytes"),
+        ("m.csv", 'path,label\n"ok.jpg,tabby\n', r"m\.csv:2: a quoted field is not closed before the file ends"),
+        ("m.jsonl", '{"path": ["ok.jpg"], "label": "tabby"}\n', r"m\.jsonl:1: path is \['ok\.jpg'\]; expected a path"),
+        ("m.jsonl", '{"path": "ok.jpg", "label": true}\n', r"m\.jsonl:1: label True is not a class"),
+    ],
+    ids=["nul-escaped", "nul-byte", "long-name", "long-path", "cut-quote", "path-list", "label-true"],
+)
+def test_hostile_manifests_are_one_line_and_write_nothing(
+    engine, vocab, tmp_path: Path, name: str, content: str | bytes, pattern: str
+) -> None:
+    root = tmp_path / "photos"
+    images.photo(root / "ok.jpg")
+    manifest = tmp_path / name
+    manifest.write_bytes(content if isinstance(content, bytes) else content.encode())
+    with pytest.raises(InputError) as caught:
+        run_ingest(engine, root, vocab, manifest=manifest)
+    assert "\n" not in str(caught.value) and re.search(pattern, str(caught.value)), str(caught.value)
+    assert count_rows(engine, Image) == 0
+
+
+@pytest.mark.parametrize("content", [b"", b"not a mat file at all\n" * 8, bytes(range(256)) * 4])
+def test_a_devkit_meta_that_is_not_a_mat_file_is_refused(vocab, tmp_path: Path, content: bytes) -> None:
+    make_val_folder(tmp_path / "val", [1])
+    (tmp_path / "gt.txt").write_text("1\n")
+    (tmp_path / "meta.mat").write_bytes(content)
+    opts = LayoutOptions(labels_file=tmp_path / "gt.txt", devkit_meta=tmp_path / "meta.mat")
+    with pytest.raises(InputError, match=r"meta\.mat: not a readable ILSVRC2012 devkit meta\.mat \(.+\); pass") as c:
+        plan_ingest(tmp_path / "val", vocab, "imagenet-val", opts)
+    assert "\n" not in str(c.value)
+
+
+def test_label_files_of_the_val_layout_use_the_shared_reader(vocab, tmp_path: Path) -> None:
+    make_val_folder(tmp_path / "val", [1])
+    loc = tmp_path / "loc.csv"
+    loc.write_bytes(
+        codecs.BOM_UTF16_LE
+        + "ImageId,PredictionString\nILSVRC2012_val_00000001,n01440764 0 0 1 1\n".encode("utf-16-le")
+    )
+    plan = plan_ingest(tmp_path / "val", vocab, "imagenet-val", LayoutOptions(labels_file=loc))
+    assert [e.labels for e in plan.entries] == [[0]]
+    loc.write_bytes(b"ImageId,PredictionString\nILSVRC2012_val_00000001,n01440764 \xff\n")
+    with pytest.raises(InputError, match=r"loc\.csv: not UTF-8 text: byte offset 59 \(line 2\) holds 0xff"):
+        plan_ingest(tmp_path / "val", vocab, "imagenet-val", LayoutOptions(labels_file=loc))
+    meta = tmp_path / "meta.mat"
+    synsets = np.array([(1, "n01440764"), (2, "n01443537")], dtype=[("ILSVRC2012_ID", "O"), ("WNID", "O")])
+    savemat(str(meta), {"synsets": synsets})
+    (tmp_path / "gt.txt").write_text("\u0661\n")  # an Arabic-Indic one: int() reads it, the devkit never writes it
+    with pytest.raises(InputError, match=r"gt\.txt:1: expected an ILSVRC2012 id 1\.\.1000, got '\u0661'"):
+        plan_ingest(tmp_path / "val", vocab, "imagenet-val", LayoutOptions(tmp_path / "gt.txt", meta))

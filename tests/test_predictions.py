@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +11,9 @@ import pytest
 from sqlalchemy import func, select
 from sqlmodel import Session
 
-from db.models import Image, Label, ModelRun, Prediction
+from db.enums import Role, SuggestionAction, Verdict
+from db.models import Annotation, Image, Label, ModelRun, Prediction
+from relabel.annotations import add_user, record_annotation
 from relabel.errors import ConflictError, InputError
 from relabel.ingest import ingest_dataset, plan_ingest
 from relabel.predictions import import_predictions
@@ -185,3 +188,117 @@ def test_predictions_matching_no_image_are_refused_with_the_reason(
         import_predictions(engine, tmp_path / "other.jsonl", run="x", skip_unknown=skip_unknown)
     with Session(engine) as s:
         assert s.execute(select(func.count()).select_from(ModelRun)).scalar_one() == 0
+
+
+# --- non-finite scores, and --replace of a run that decisions cite ------------------------------------------------
+
+
+def run_count(engine) -> tuple[int, int]:
+    with Session(engine) as s:
+        runs = s.execute(select(func.count()).select_from(ModelRun)).scalar_one()
+        return runs, s.execute(select(func.count()).select_from(Prediction)).scalar_one()
+
+
+def refused(call, pattern: str) -> None:
+    """`call()` raises a one-line InputError that `pattern` finds (re.search)."""
+    with pytest.raises(InputError) as caught:
+        call()
+    message = str(caught.value)
+    assert "\n" not in message and re.search(pattern, message), message
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "pattern"),
+    [
+        (
+            "p.csv",
+            "image,label,score\nn01440764_a.jpg,tench,0.9\nn01440764_b.jpg,tench,nan\n",
+            r"p\.csv:3: score 'nan'",
+        ),
+        ("p.csv", "image,labels,scores\nn01440764_a.jpg,tench|goldfish,0.9|inf\n", r"p\.csv:2: score 'inf' is not a"),
+        ("p.csv", "image,label,score\nn01440764_a.jpg,tench,-Infinity\n", r"p\.csv:2: score '-Infinity' is not a"),
+        ("p.jsonl", '{"image": "n01440764_a.jpg", "label": 0, "score": NaN}', r"p\.jsonl:1: NaN is not a number JSON"),
+        ("p.jsonl", '{"image": "n01440764_a.jpg", "label": 0, "score": 1e999}', r"p\.jsonl:1: '1e999' is beyond"),
+        ("p.jsonl", '{"image": "n01440764_a.jpg", "labels": [0], "scores": ["nan"]}', r"p\.jsonl:1: score 'nan'"),
+        ("p.jsonl", '{"image": "n01440764_a.jpg", "labels": [0], "scores": [true]}', r"p\.jsonl:1: score True"),
+        ("p.csv", "image,lables\nn01440764_a.jpg,tench\n", r"p\.csv:1: the header has unknown column\(s\) 'lables'"),
+    ],
+)
+def test_non_finite_scores_and_unknown_columns_write_nothing(
+    engine, vocab, tmp_path: Path, name: str, content: str, pattern: str
+) -> None:
+    small_dataset(engine, vocab, tmp_path)
+    (tmp_path / name).write_text(content)
+    refused(lambda: import_predictions(engine, tmp_path / name, run="x"), pattern)
+    assert run_count(engine) == (0, 0)
+
+
+def test_non_finite_and_non_numeric_arrays_write_nothing(engine, vocab, tmp_path: Path) -> None:
+    small_dataset(engine, vocab, tmp_path)
+    scores = np.zeros((3, 1000), dtype=np.float32)
+    scores[2, :] = np.nan  # an all-NaN row used to become class 0, scored as wrong
+    np.save(tmp_path / "nan.npy", scores)
+    refused(
+        lambda: import_predictions(engine, tmp_path / "nan.npy", run="x", order="sorted"),
+        r"nan\.npy row 2: value nan at \(2, 0\) is not a finite number",
+    )
+    np.save(tmp_path / "inf.npy", np.array([1.0, np.inf, 2.0]))  # inf == round(inf): it looked like an index
+    refused(
+        lambda: import_predictions(engine, tmp_path / "inf.npy", run="x", order="sorted"),
+        r"inf\.npy row 1: value inf at \(1,\) is not a finite number",
+    )
+    np.save(tmp_path / "b.npy", np.array([True, False, True]))
+    refused(
+        lambda: import_predictions(engine, tmp_path / "b.npy", run="x", order="sorted"),
+        r"b\.npy: holds bool values; expected class indices \(integers\) or scores \(floats\)",
+    )
+    np.save(tmp_path / "i.npy", np.array([1, 2, 3]))
+    (tmp_path / "o.json").write_text('["n01440764_a.jpg", 7, "n02123045_c.jpg"]')
+    refused(
+        lambda: import_predictions(engine, tmp_path / "i.npy", run="x", order=str(tmp_path / "o.json")),
+        r"o\.json: entry 1 is 7; an image key is a path",
+    )
+    assert run_count(engine) == (0, 0)
+
+
+def cite_first_prediction(engine, run: str) -> int:
+    """An annotator's decision that took the first prediction of `run` as its suggestion; returns its id."""
+    add_user(engine, "ann", Role.annotator)
+    with Session(engine) as s:
+        image_id, prediction_id, classes = s.execute(
+            select(Prediction.image_id, Prediction.id, Prediction.classes)
+            .join(ModelRun, ModelRun.id == Prediction.run_id)
+            .where(ModelRun.name == run)
+            .order_by(Prediction.id)
+        ).first()
+    return record_annotation(
+        engine,
+        image_id=image_id,
+        user="ann",
+        verdict=Verdict.labels,
+        classes=classes[:1],
+        suggestion_id=prediction_id,
+        suggestion_action=SuggestionAction.accepted,
+    )
+
+
+def test_replacing_a_run_that_decisions_cite_is_refused_and_changes_nothing(engine, vocab, tmp_path: Path) -> None:
+    small_dataset(engine, vocab, tmp_path)
+    (tmp_path / "p.csv").write_text("image,label\nn01440764_a.jpg,tench\nn01440764_b.jpg,goldfish\n")
+    import_predictions(engine, tmp_path / "p.csv", run="m")
+    decision = cite_first_prediction(engine, "m")
+    before = predictions(engine, "m")
+    (tmp_path / "p2.csv").write_text("image,label\nn01440764_a.jpg,goldfish\n")
+    with pytest.raises(ConflictError) as caught:
+        import_predictions(engine, tmp_path / "p2.csv", run="m", replace=True)
+    assert str(caught.value) == (
+        "run 'm' cannot be replaced: 1 annotator decision(s) cite its predictions as the suggestion they were "
+        "shown, and decisions are never rewritten; import the file under another name (e.g. --run m-2); "
+        "nothing written"
+    )
+    assert predictions(engine, "m") == before
+    with Session(engine) as s:
+        cited = s.execute(select(Annotation.suggestion_id).where(Annotation.id == decision)).scalar_one()
+        assert s.get(Prediction, cited).classes == [0]
+    assert import_predictions(engine, tmp_path / "p2.csv", run="m-2").ok == 1
+    assert run_count(engine) == (2, 3)

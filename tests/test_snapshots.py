@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import csv
+import errno
+import io
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -14,7 +17,7 @@ from sqlmodel import Session
 from db.enums import Role, Verdict
 from db.models import Image
 from relabel.annotations import add_user, record_annotation
-from relabel.errors import ConflictError, InputError, NotFoundError
+from relabel.errors import ConflictError, InputError, NotFoundError, OutputError
 from relabel.exports import export_snapshot, spreadsheet_safe
 from relabel.ingest import ingest_dataset, plan_ingest
 from relabel.ingest.layouts import LayoutOptions
@@ -146,8 +149,6 @@ def test_real_json_round_trip_is_byte_identical(engine, vocab, tmp_path: Path) -
 
 
 def test_exports_get_the_usual_file_mode(ws, tmp_path: Path) -> None:
-    import os
-
     engine, _ = ws
     create_snapshot(engine, "s")
     old = os.umask(0o022)
@@ -156,3 +157,42 @@ def test_exports_get_the_usual_file_mode(ws, tmp_path: Path) -> None:
     finally:
         os.umask(old)
     assert (tmp_path / "s.csv").stat().st_mode & 0o777 == 0o644
+
+
+class _FullDisk(io.BytesIO):
+    """A file whose writes fail as on a full disk."""
+
+    def write(self, data) -> int:  # type: ignore[override]
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_an_export_to_a_full_disk_is_one_line_and_leaves_the_old_file(ws, tmp_path: Path, monkeypatch) -> None:
+    from relabel import exports
+
+    engine, _ = ws
+    create_snapshot(engine, "s")
+    out = tmp_path / "out" / "s.csv"
+    out.parent.mkdir()
+    out.write_text("the previous export\n")
+
+    def full_disk(fd: int, mode: str) -> io.BytesIO:
+        os.close(fd)
+        return _FullDisk()
+
+    monkeypatch.setattr(exports.os, "fdopen", full_disk)
+    with pytest.raises(OutputError) as caught:
+        export_snapshot(engine, "s", fmt="csv", out=out)
+    assert str(caught.value) == f"cannot write {str(out)!r}: No space left on device, ENOSPC; nothing written"
+    assert caught.value.exit_code == 6
+    assert [p.name for p in out.parent.iterdir()] == ["s.csv"]  # no temporary file left behind
+    assert out.read_text() == "the previous export\n"
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux /proc")
+@pytest.mark.parametrize("out", ["/proc/regt.csv", "/proc/self/regt.csv", "/proc/no-such/dir/regt.csv"])
+def test_an_export_under_proc_is_one_line(ws, out: str) -> None:
+    engine, _ = ws
+    create_snapshot(engine, "s")
+    with pytest.raises(OutputError, match=rf"^cannot write '{out}': .+; nothing written$"):
+        export_snapshot(engine, "s", fmt="csv", out=Path(out))
+    assert not Path(out).exists()

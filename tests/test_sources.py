@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import codecs
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -14,7 +16,15 @@ from db.models import Label, LabelSource
 from relabel.errors import ConflictError, InputError, NotFoundError
 from relabel.ingest import ingest_dataset, plan_ingest
 from relabel.ingest.layouts import LayoutOptions
-from relabel.sources import import_source, mturk_majority, parse_mturk, parse_shankar
+from relabel.sources import (
+    import_source,
+    mturk_majority,
+    parse_csv,
+    parse_jsonl,
+    parse_mturk,
+    parse_real,
+    parse_shankar,
+)
 from tests import images
 from tests.conftest import shared
 
@@ -141,7 +151,7 @@ def test_full_real_shankar_and_mturk_on_50k_val(engine, vocab, tmp_path: Path) -
 def test_malformed_mturk_record_is_one_clear_error(vocab, tmp_path: Path) -> None:
     rec = [{"id": 1, "given_original_label": 3, "our_guessed_label": 9, "mturk": [1, 2]}]
     (tmp_path / "m.json").write_text(json.dumps(rec))
-    with pytest.raises(InputError, match="record 0 lacks"):
+    with pytest.raises(InputError, match=r"m.json record 0: mturk is \[1, 2\]; expected an object of vote counts"):
         list(parse_mturk(tmp_path / "m.json", vocab))
 
 
@@ -223,3 +233,209 @@ def test_no_match_message_for_a_dataset_without_images() -> None:
 
     message = no_match_message([LabelRow("a.jpg", [1])], ImageIndex({}), "t.csv")
     assert message == "t.csv: the dataset has no images to match its 1 row(s); ingest them first; nothing written"
+
+
+# --- hostile and careless files: one line naming file, line and value; nothing written ----------------------------
+
+SHANKAR_HEADER = (
+    "id,category,original_label,proposed_labels,manually_validated,unclear_multi_labels,wrong_multi_labels,"
+    "is_problematic\n"
+)
+SHANKAR_ROW_1 = 'ILSVRC2012_val_00000001.JPEG,A,1,1,True,,"2, 3",False\n'
+
+
+def refused(call, pattern: str) -> str:
+    """The one-line InputError `call()` raises, checked against `pattern` (re.search)."""
+    with pytest.raises(InputError) as caught:
+        call()
+    message = str(caught.value)
+    assert "\n" not in message, message
+    assert re.search(pattern, message), message
+    return message
+
+
+@pytest.mark.parametrize(
+    ("last_row", "pattern"),
+    [
+        ('ILSVRC2012_val_00000002.JPEG,M,582,"415, 813, 8', r"shankar\.csv:3: a quoted field is not closed"),
+        ('ILSVRC2012_val_00000002.JPEG,M,582,"415, 813, 868",Tr', r"shankar\.csv:3: 5 field\(s\) where the header"),
+        ('ILSVRC2012_val_00000002.JPEG,M,582,"415, 813, 868",True,,,Fal', r"shankar\.csv:3: is_problematic is 'Fal'"),
+        ('ILSVRC2012_val_00000002.JPEG,M,582,"415, 813,",True,,,False', r"shankar\.csv:3: proposed_labels '415, 813,'"),
+        (
+            "ILSVRC2012_val_00000002.JPEG,Q,582,582,True,,,False",
+            r"shankar\.csv:3: category 'Q' is not one of A, B, M, Z",
+        ),
+        ('ILSVRC2012_val_00000002.JPEG,A,582,"582, 1000",True,,,False', r"shankar\.csv:3: proposed_labels .* outside"),
+        (f"ILSVRC2012_val_00000002.JPEG,A,582,{'9' * 5000},True,,,False", r"shankar\.csv:3: proposed_labels .*chars"),
+    ],
+    ids=["cut-in-quoted-list", "cut-row", "cut-last-field", "open-list", "category-Q", "class-1000", "class-huge"],
+)
+def test_a_cut_or_malformed_shankar_file_writes_nothing(
+    engine, vocab, tmp_path: Path, last_row: str, pattern: str
+) -> None:
+    val_dataset(engine, vocab, tmp_path, [1, 2])
+    (tmp_path / "shankar.csv").write_text(SHANKAR_HEADER + SHANKAR_ROW_1 + last_row)
+    refused(lambda: import_source(engine, tmp_path / "shankar.csv", fmt="shankar"), pattern)
+    assert prior_count(engine) == 0
+
+
+def test_the_published_shankar_row_keeps_its_whole_list(vocab) -> None:
+    rows = {r.key: r for r in parse_shankar(shared("imagenet-val", "shankar_multilabel.csv"), vocab)}
+    row = rows["ILSVRC2012_val_00023277.JPEG"]
+    assert (row.classes, row.category) == ([415, 813, 868], "M")
+    assert row.extra == {
+        "original_label": 582,
+        "unclear": [],
+        "wrong": [467, 582, 865, 886, 963],
+        "validated": True,
+        "problematic": True,
+    }
+
+
+@pytest.mark.parametrize(
+    ("fmt", "name", "content", "pattern"),
+    [
+        (
+            "csv",
+            "t.csv",
+            "image,lables\nILSVRC2012_val_00000001,tench\n",
+            r"t\.csv:1: the header has unknown column\(s\) 'lables'; lacks 'labels' or 'label'; found: 'image', "
+            r"'lables'; a label table has: image, labels\|label \[optional: category",
+        ),
+        (
+            "csv",
+            "t.csv",
+            "image,label,labels\nILSVRC2012_val_00000001,tench,tench\n",
+            r"t\.csv:1: the header gives both 'labels' and 'label'",
+        ),
+        (
+            "jsonl",
+            "t.jsonl",
+            '{"image": "ILSVRC2012_val_00000001", "labels": [0]}\n{"image": "ILSVRC2012_val_00000002", "lables": [1]}',
+            r"t\.jsonl:2: the record has unknown column\(s\) 'lables'; lacks 'labels' or 'label'",
+        ),
+        (
+            "shankar",
+            "s.csv",
+            "id,category,proposed_lables\nILSVRC2012_val_00000001.JPEG,A,1\n",
+            r"s\.csv:1: the header has unknown column\(s\) 'proposed_lables'; lacks 'proposed_labels'; found: 'id'",
+        ),
+    ],
+    ids=["csv-typo", "csv-two-names", "jsonl-typo", "shankar-typo"],
+)
+def test_unknown_or_missing_columns_are_refused(
+    engine, vocab, tmp_path: Path, fmt: str, name: str, content: str, pattern: str
+) -> None:
+    """A typo must not read as 'no labels', which would exclude every image."""
+    val_dataset(engine, vocab, tmp_path, [1, 2])
+    (tmp_path / name).write_text(content)
+    refused(lambda: import_source(engine, tmp_path / name, fmt=fmt), pattern)
+    assert prior_count(engine) == 0
+
+
+def mturk_file(**changes: object) -> str:
+    record: dict = {"id": 2, "given_original_label": 3, "our_guessed_label": 9, "mturk": {"given": 5}}
+    record.update(changes)
+    ok = {"id": 1, "given_original_label": 3, "our_guessed_label": 9, "mturk": {"given": 4, "neither": 1}}
+    return json.dumps([ok, record])
+
+
+@pytest.mark.parametrize(
+    ("fmt", "name", "content", "pattern"),
+    [
+        ("real", "real.json", "[[1], [true]]", r"real\.json: entry 1 is \[True\], expected a list of class indices"),
+        ("real", "real.json", "[[1], [2.0]]", r"real\.json: entry 1 is \[2\.0\]"),
+        ("mturk", "m.json", mturk_file(id=1.9), r"m\.json record 1: id is 1\.9; expected an integer >= 1"),
+        ("mturk", "m.json", mturk_file(id="1.9"), r"m\.json record 1: id is '1\.9'; expected an integer"),
+        ("mturk", "m.json", mturk_file(id=True), r"m\.json record 1: id is True; expected an integer"),
+        ("mturk", "m.json", mturk_file(given_original_label=1000), r"given_original_label is 1000; .* 0\.\.999"),
+        ("mturk", "m.json", mturk_file(mturk={"given": -5}), r"m\.json record 1 mturk: given is -5; .* >= 0"),
+        ("mturk", "m.json", mturk_file(mturk={"given": 2.5}), r"m\.json record 1 mturk: given is 2\.5"),
+        ("mturk", "m.json", mturk_file(mturk={"gven": 5}), r"m\.json record 1: mturk has unknown key\(s\) 'gven'"),
+        ("mturk", "m.json", mturk_file(mturk={"given": float("nan")}), r"m\.json: NaN is not a number JSON allows"),
+        (
+            "jsonl",
+            "t.jsonl",
+            '{"image": "ILSVRC2012_val_00000001", "labels": [true]}',
+            r"t\.jsonl:1: label True is not",
+        ),
+        ("jsonl", "t.jsonl", '{"image": "ILSVRC2012_val_00000001", "labels": [1.9]}', r"t\.jsonl:1: label 1\.9 is not"),
+        ("jsonl", "t.jsonl", '{"image": 1, "labels": [1]}', r"t\.jsonl:1: image is 1; expected an image path"),
+    ],
+)
+def test_values_outside_their_domain_are_refused(
+    engine, vocab, tmp_path: Path, fmt: str, name: str, content: str, pattern: str
+) -> None:
+    val_dataset(engine, vocab, tmp_path, [1, 2])
+    (tmp_path / name).write_text(content)
+    refused(lambda: import_source(engine, tmp_path / name, fmt=fmt), pattern)
+    assert prior_count(engine) == 0
+
+
+def test_a_missing_mturk_vote_counts_zero_and_votes_are_whole_numbers(vocab, tmp_path: Path) -> None:
+    (tmp_path / "m.json").write_text(mturk_file(mturk={"guessed": 3, "neither": 2}))
+    rows = list(parse_mturk(tmp_path / "m.json", vocab))
+    assert rows[1].extra == {"votes": {"given": 0, "guessed": 3, "both": 0, "neither": 2}, "given": 3, "guessed": 9}
+
+
+@pytest.mark.parametrize(
+    ("encoding", "bom"),
+    [
+        ("utf-8", b""),
+        ("utf-8", codecs.BOM_UTF8),
+        ("utf-16-le", codecs.BOM_UTF16_LE),
+        ("utf-16-be", codecs.BOM_UTF16_BE),
+    ],
+)
+def test_utf8_with_or_without_bom_and_utf16_with_bom_import_alike(
+    engine, vocab, tmp_path: Path, encoding: str, bom: bytes
+) -> None:
+    val_dataset(engine, vocab, tmp_path, [1, 2])
+    text = "image,labels\nILSVRC2012_val_00000001,Egyptian cat|tabby\nILSVRC2012_val_00000002,\n"
+    (tmp_path / "t.csv").write_bytes(bom + text.encode(encoding))
+    assert import_source(engine, tmp_path / "t.csv", fmt="csv").written == 2
+    assert sorted(labels_of(engine, "csv").values()) == [[], [285, 281]]
+
+
+@pytest.mark.parametrize(
+    ("data", "pattern"),
+    [
+        (
+            "image,labels\nILSVRC2012_val_00000001,caf\u00e9\n".encode("latin-1"),
+            r"t\.csv: not UTF-8 text: byte offset 40 \(line 2\) holds 0xe9, which does not decode; save it as UTF-8",
+        ),
+        (
+            "image,labels\nILSVRC2012_val_00000001,tench\n".encode("utf-16-le"),
+            r"t\.csv: byte offset 1 \(line 1\) is a NUL character, which a text file does not hold",
+        ),
+        (
+            codecs.BOM_UTF16_LE + "image,labels\n".encode("utf-16-le") + b"\x00\xd8a\x00",
+            r"t\.csv: not UTF-16-LE text: byte offset 28 \(line 2\) holds 0x00d8, which",
+        ),
+    ],
+    ids=["latin-1", "utf-16-without-bom", "utf-16-lone-surrogate"],
+)
+def test_undecodable_files_name_the_byte_offset(engine, vocab, tmp_path: Path, data: bytes, pattern: str) -> None:
+    val_dataset(engine, vocab, tmp_path, [1])
+    (tmp_path / "t.csv").write_bytes(data)
+    refused(lambda: import_source(engine, tmp_path / "t.csv", fmt="csv"), pattern)
+    assert prior_count(engine) == 0
+
+
+def test_files_no_reader_could_parse_are_one_line_errors(vocab, tmp_path: Path) -> None:
+    """Nesting past the recursion limit, a field over the csv module's limit: errors, not tracebacks."""
+    (tmp_path / "deep.json").write_text("[" * 200_000 + "]" * 200_000)
+    refused(lambda: list(parse_real(tmp_path / "deep.json", vocab)), r"deep\.json: JSON nested too deeply to read")
+    (tmp_path / "wide.csv").write_text(f"image,labels\nILSVRC2012_val_00000001,{'x' * 200_000}\n")
+    refused(
+        lambda: list(parse_csv(tmp_path / "wide.csv", vocab)),
+        r"wide\.csv:2: a field is longer than 131,072 characters",
+    )
+    (tmp_path / "long.json").write_text(f"[[{'9' * 5000}]]")
+    refused(
+        lambda: list(parse_real(tmp_path / "long.json", vocab)), r"long\.json: holds an integer of over 4,300 digits"
+    )
+    (tmp_path / "sep.jsonl").write_text('{"image": "a\u2028b", "labels": []}\n')  # U+2028 inside a string is JSON
+    assert [r.key for r in parse_jsonl(tmp_path / "sep.jsonl", vocab)] == ["a\u2028b"]
+    (tmp_path / "empty.csv").write_text("")
+    refused(lambda: list(parse_csv(tmp_path / "empty.csv", vocab)), r"empty\.csv: the file is empty; a label table")

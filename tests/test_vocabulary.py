@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import codecs
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -84,3 +86,59 @@ def test_custom_vocabulary_errors(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text("{oops")
     with pytest.raises(InputError, match="invalid JSON"):
         load_vocabulary_file(tmp_path / "bad.json")
+
+
+@pytest.mark.parametrize(
+    ("payload", "pattern"),
+    [
+        ([1, 2, 3], r"v\.json: class 0 is 1; a class is a name, or an object with 'name'"),
+        (["a", ["b", "c"]], r"v\.json: class 1 is \['b', 'c'\]; a class is a name"),
+        ([{"name": 5}], r"v\.json: class 0: name is 5; a class is a name"),
+        ([{"name": "a", "wnid": 5}], r"v\.json: class 0: wnid is 5"),
+        ([{"name": "a", "synonyms": "abc"}], r"v\.json: class 0: synonyms is 'abc'; expected a list of names"),
+        ([{"name": "a", "synonyms": ["a", 3]}], r"v\.json: class 0: synonyms is \['a', 3\]"),
+        ([{"name": "a", "gloss": ["x"]}], r"v\.json: class 0: gloss is \['x'\]"),
+        ([{"name": "a", "nmae": "b"}], r"v\.json: class 0 has unknown field\(s\) 'nmae'"),
+        ([{"name": "a"}, {"index": 5, "name": "b"}], r"v\.json: class 1 has index 5; classes must be listed in index"),
+        ({"classes": 5}, r"v\.json: expected a JSON list of classes"),
+    ],
+)
+def test_wrong_types_in_a_json_vocabulary_are_one_line(tmp_path: Path, payload: object, pattern: str) -> None:
+    (tmp_path / "v.json").write_text(json.dumps(payload))
+    with pytest.raises(InputError) as caught:
+        load_vocabulary_file(tmp_path / "v.json")
+    assert "\n" not in str(caught.value) and re.search(pattern, str(caught.value)), str(caught.value)
+
+
+def test_one_duplicate_among_100000_classes_is_named(tmp_path: Path) -> None:
+    """The duplicate check is linear: it used to call list.count once per class (minutes at this size)."""
+    names = [f"class {i}" for i in range(100_000)]
+    names[76_543] = "Class 12"
+    (tmp_path / "big.txt").write_text("\n".join(names) + "\n")
+    with pytest.raises(InputError, match=r"big\.txt: vocabulary 'big': display names must be unique; repeated: "):
+        load_vocabulary_file(tmp_path / "big.txt")
+    with pytest.raises(InputError, match=r"repeated: 'class 12'$"):
+        load_vocabulary_file(tmp_path / "big.txt")
+    names[76_543] = "class 76543"
+    (tmp_path / "big.txt").write_text("\n".join(names) + "\n")
+    assert len(load_vocabulary_file(tmp_path / "big.txt")) == 100_000
+
+
+def test_vocabulary_files_decode_like_every_other_input(tmp_path: Path) -> None:
+    (tmp_path / "utf16.txt").write_bytes(codecs.BOM_UTF16_LE + "café\nthé\n".encode("utf-16-le"))
+    assert [c.name for c in load_vocabulary_file(tmp_path / "utf16.txt").classes] == ["café", "thé"]
+    (tmp_path / "latin1.txt").write_bytes("dog\ncafé\n".encode("latin-1"))
+    with pytest.raises(InputError, match=r"latin1\.txt: not UTF-8 text: byte offset 7 \(line 2\) holds 0xe9"):
+        load_vocabulary_file(tmp_path / "latin1.txt")
+    (tmp_path / "v.txt").write_text("dog\n , \ncat\n")
+    with pytest.raises(InputError, match=r"v\.txt:2: ' , ' names no class"):
+        load_vocabulary_file(tmp_path / "v.txt")
+    (tmp_path / "v.csv").write_text("name,wnid,sysnonyms\ndog,n1,dog\n")
+    with pytest.raises(InputError, match=r"v\.csv:1: the header has unknown column\(s\) 'sysnonyms'"):
+        load_vocabulary_file(tmp_path / "v.csv")
+
+
+@pytest.mark.parametrize("token", ["\u00b2", "\u0663", "9" * 5000, "-1"])
+def test_digit_lookalikes_and_huge_indices_are_not_tracebacks(vocab, token: str) -> None:
+    with pytest.raises(InputError, match=r"(unknown class|out of range 0\.\.999)"):
+        vocab.resolve(token)

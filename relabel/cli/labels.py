@@ -75,7 +75,11 @@ def predictions() -> None:
 @click.option("--order", help="For NPY: a file of image keys in row order (JSON list or one per line), or 'sorted'.")
 @click.option("--dataset", help="Dataset name (default: the only one).")
 @click.option("--skip-unknown", is_flag=True, help="Import rows for images the dataset has; skip the rest.")
-@click.option("--replace", is_flag=True, help="Replace an existing run of the same name.")
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="Replace an existing run of the same name (refused once decisions cite its predictions as suggestions).",
+)
 @pass_settings
 def predictions_import(
     settings: Settings,

@@ -6,7 +6,6 @@ escape the dataset root stop the ingest up front.
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import re
@@ -15,14 +14,17 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path, PurePosixPath
 
-from relabel.errors import InputError, examples
-from relabel.tables import read_records
+from relabel.errors import InputError, brief, examples
+from relabel.tables import TableSchema, label_tokens, read_records
+from relabel.textfiles import csv_rows, read_lines
 from relabel.vocabulary import Vocabulary
 
 IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm", ".jfif"}
 VAL_NAME = re.compile(r"^ILSVRC2012_val_(\d{8})$")
 WNID_PREFIX = re.compile(r"^(n\d{8})[_\-.]")
-LABEL_SEPARATORS = re.compile(r"[|;]")
+DEVKIT_ID = re.compile(r"[0-9]{1,4}")
+# A name longer than the file system takes fails inside os.stat with a traceback; say so up front instead.
+NAME_MAX_BYTES, PATH_MAX_BYTES = 255, 4096
 
 
 @dataclass
@@ -74,26 +76,47 @@ def walk_images(root: Path, warnings: list[str] | None = None) -> list[str]:
     return sorted(found)
 
 
+def usable_path(raw: str, where: str) -> None:
+    """Refuse a path no file system takes: one holding a NUL, or a name or whole path longer than Linux allows."""
+    if "\0" in raw:
+        raise InputError(f"{where}: path {brief(raw)} holds a NUL character; a file name cannot")
+    parts = raw.encode("utf-8", "surrogateescape")
+    longest = max((len(p) for p in parts.split(b"/")), default=0)
+    if longest > NAME_MAX_BYTES or len(parts) > PATH_MAX_BYTES:
+        raise InputError(
+            f"{where}: path {brief(raw)} is too long ({len(parts):,} bytes, longest name {longest:,}); a file "
+            f"system takes names of at most {NAME_MAX_BYTES} bytes and paths of at most {PATH_MAX_BYTES}"
+        )
+
+
 def safe_relative_path(root: Path, raw: str, where: str) -> str:
     """`raw` as a normalised path relative to `root`; refuses absolute paths and paths that escape the root."""
     if not raw or not raw.strip():
         raise InputError(f"{where}: empty image path")
-    candidate = Path(raw.strip())
+    usable_path(raw.strip(), where)
+    try:
+        return _relative_path(root, raw.strip(), where)
+    except OSError as exc:  # e.g. a link loop: the path cannot be followed
+        raise InputError(f"{where}: path {brief(raw)} cannot be used ({exc.strerror or exc})") from None
+
+
+def _relative_path(root: Path, raw: str, where: str) -> str:
+    candidate = Path(raw)
     if candidate.is_absolute():
         try:
             candidate = candidate.resolve().relative_to(root.resolve())
         except ValueError:
-            raise InputError(f"{where}: path {raw!r} is outside the dataset root {str(root)!r}") from None
+            raise InputError(f"{where}: path {brief(raw)} is outside the dataset root {str(root)!r}") from None
     parts = PurePosixPath(candidate.as_posix()).parts
     depth = 0
     for part in parts:
         depth += -1 if part == ".." else (0 if part == "." else 1)
         if depth < 0:
-            raise InputError(f"{where}: path {raw!r} escapes the dataset root {str(root)!r}")
+            raise InputError(f"{where}: path {brief(raw)} escapes the dataset root {str(root)!r}")
     normal = os.path.normpath(candidate.as_posix()).replace(os.sep, "/")
     full = (root / normal).resolve()
     if full.exists() and not full.is_relative_to(root.resolve()):
-        raise InputError(f"{where}: path {raw!r} links outside the dataset root {str(root)!r}")
+        raise InputError(f"{where}: path {brief(raw)} links outside the dataset root {str(root)!r}")
     return normal
 
 
@@ -112,20 +135,19 @@ def _raise_unknown(what: str, bad: dict[str, list[str]], vocab: Vocabulary) -> N
 def _read_loc_solution(path: Path, vocab: Vocabulary) -> dict[str, int]:
     labels: dict[str, int] = {}
     bad: dict[str, list[str]] = {}
-    with path.open(newline="", encoding="utf-8") as f:
-        reader = csv.reader(f)
-        header = next(reader, None)
-        if not header or [h.strip() for h in header[:2]] != ["ImageId", "PredictionString"]:
-            raise InputError(f"{path}: expected the header 'ImageId,PredictionString', got {header!r}")
-        for lineno, row in enumerate(reader, start=2):
-            if len(row) < 2 or not row[0].strip() or not row[1].split():
-                raise InputError(f"{path}:{lineno}: expected 'ImageId,<wnid> x y x y ...', got {row!r}")
-            wnid = row[1].split()[0]
-            index = vocab.try_resolve(wnid)
-            if index is None:
-                bad.setdefault(wnid, []).append(row[0])
-            else:
-                labels[row[0].strip()] = index
+    rows = csv_rows(path)
+    header = next(rows, (1, []))[1]
+    if [h.strip() for h in header[:2]] != ["ImageId", "PredictionString"]:
+        raise InputError(f"{path}: expected the header 'ImageId,PredictionString', got {brief(header, 60)}")
+    for lineno, row in rows:
+        if len(row) < 2 or not row[0].strip() or not row[1].split():
+            raise InputError(f"{path}:{lineno}: expected 'ImageId,<wnid> x y x y ...', got {brief(row, 60)}")
+        wnid = row[1].split()[0]
+        index = vocab.try_resolve(wnid)
+        if index is None:
+            bad.setdefault(wnid, []).append(row[0])
+        else:
+            labels[row[0].strip()] = index
     _raise_unknown(str(path), bad, vocab)
     return labels
 
@@ -133,12 +155,16 @@ def _read_loc_solution(path: Path, vocab: Vocabulary) -> dict[str, int]:
 def _read_devkit_meta(meta: Path) -> dict[int, str]:
     """ILSVRC2012_ID (1..1000) -> wnid, from the devkit's data/meta.mat."""
     from scipy.io import loadmat  # heavy; only the devkit format needs it
+    from scipy.io.matlab import MatReadError
 
     try:
         synsets = loadmat(str(meta), squeeze_me=True)["synsets"]
         return {int(s["ILSVRC2012_ID"]): str(s["WNID"]) for s in synsets if int(s["ILSVRC2012_ID"]) <= 1000}
-    except (OSError, KeyError, ValueError, TypeError) as exc:
-        raise InputError(f"{meta}: not a readable ILSVRC2012 devkit meta.mat ({exc})") from exc
+    except (OSError, KeyError, ValueError, TypeError, IndexError, MatReadError) as exc:
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:100]
+        raise InputError(
+            f"{meta}: not a readable ILSVRC2012 devkit meta.mat ({reason}); pass the devkit's data/meta.mat"
+        ) from None
 
 
 def _read_devkit_ground_truth(path: Path, meta: Path | None, vocab: Vocabulary) -> dict[str, int]:
@@ -149,11 +175,9 @@ def _read_devkit_ground_truth(path: Path, meta: Path | None, vocab: Vocabulary) 
         meta = beside
     id_to_wnid = _read_devkit_meta(meta)
     labels: dict[str, int] = {}
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        if not line.strip().isdigit() or int(line) not in id_to_wnid:
-            raise InputError(f"{path}:{lineno}: expected an ILSVRC2012 id 1..1000, got {line.strip()!r}")
+    for lineno, line in read_lines(path):
+        if not DEVKIT_ID.fullmatch(line.strip()) or int(line) not in id_to_wnid:
+            raise InputError(f"{path}:{lineno}: expected an ILSVRC2012 id 1..1000, got {brief(line.strip(), 40)}")
         labels[f"ILSVRC2012_val_{lineno:08d}"] = vocab.resolve(id_to_wnid[int(line)])
     return labels
 
@@ -252,15 +276,19 @@ def layout_unlabeled(root: Path, vocab: Vocabulary, opts: LayoutOptions) -> Inge
 # --- manifests ----------------------------------------------------------------------------------------------------
 
 
-def _row_labels(row: dict) -> list[str] | None:
-    value = row.get("labels", row.get("label"))
-    if value is None or value == "":
-        return None
-    if isinstance(value, list):
-        return [str(v) for v in value]
-    if isinstance(value, int):
-        return [str(value)]
-    return [v.strip() for v in LABEL_SEPARATORS.split(str(value)) if v.strip()]
+def _on_disk(path: Path, where: str) -> bool:
+    try:
+        return path.exists()
+    except OSError as exc:  # the root and the path together too long, a link loop
+        raise InputError(f"{where}: path {brief(str(path))} cannot be checked ({exc.strerror or exc})") from None
+
+
+MANIFEST_TABLE = TableSchema(
+    "a manifest",
+    required=(("path",),),
+    optional=(("labels", "label"),),
+    open=True,  # other columns: notes
+)
 
 
 def layout_manifest(root: Path, vocab: Vocabulary, opts: LayoutOptions) -> IngestPlan:
@@ -269,9 +297,13 @@ def layout_manifest(root: Path, vocab: Vocabulary, opts: LayoutOptions) -> Inges
         raise InputError("the manifest layout needs --manifest FILE.csv|FILE.jsonl")
     entries: dict[str, PlanEntry] = {}
     bad: dict[str, list[str]] = {}
-    for where, row in read_records(opts.manifest, required="path", hint="and 'label' or 'labels'"):
-        rel = safe_relative_path(root, str(row.get("path") or ""), where)
-        tokens = _row_labels(row)
+    for where, row in read_records(opts.manifest, MANIFEST_TABLE):
+        raw = row.get("path")
+        if not isinstance(raw, str):
+            raise InputError(f"{where}: path is {brief(raw, 40)}; expected a path relative to the dataset root")
+        rel = safe_relative_path(root, raw, where)
+        value = row.get("labels", row.get("label"))
+        tokens = None if value is None or value == "" else label_tokens(value, where)
         labels = None
         if tokens is not None:
             labels = []
@@ -283,7 +315,7 @@ def layout_manifest(root: Path, vocab: Vocabulary, opts: LayoutOptions) -> Inges
                     labels.append(index)
         if rel in entries:
             raise InputError(f"{where}: path {rel!r} is listed twice")
-        on_disk = (root / rel).exists()
+        on_disk = _on_disk(root / rel, where)
         entries[rel] = PlanEntry(rel, labels, "" if on_disk else f"listed in {opts.manifest.name}, not on disk")
     _raise_unknown(str(opts.manifest), bad, vocab)
     plan = IngestPlan("manifest", str(opts.manifest), sorted(entries.values(), key=lambda e: e.path))

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
+from relabel.arrays import load_array
 from relabel.errors import InputError
+from relabel.textfiles import read_json
 
 
 class DistractorSource:
@@ -33,9 +34,9 @@ def load_confusion(path: Path, n_classes: int) -> DistractorSource:
     if not path.is_file():
         raise InputError(f"confusion source {str(path)!r} does not exist")
     if path.suffix.lower() == ".npy":
-        return _from_matrix(np.load(path), n_classes, path.name)
+        return _from_matrix(load_array(path), n_classes, path.name)
     try:
-        groups = json.loads(path.read_text(encoding="utf-8"))
+        groups = read_json(path)
         neighbours: dict[int, list[int]] = {}
         for group in groups:
             members = [int(c) for c in group["classes"]]

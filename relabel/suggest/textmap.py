@@ -129,7 +129,10 @@ class ClassNameIndex:
         digest = hashlib.sha256(json.dumps([self.encoder.id, texts]).encode()).hexdigest()[:20]
         path = cache_dir / f"class-embeddings-{digest}.npy" if cache_dir else None
         if path is not None and path.exists():
-            return np.load(path)
+            try:
+                return np.load(path, allow_pickle=False)
+            except (OSError, ValueError, EOFError):  # a cache file cut short: encode again and rewrite it
+                path.unlink(missing_ok=True)
         emb = self.encoder.encode(texts)
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)

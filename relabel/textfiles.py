@@ -1,0 +1,178 @@
+"""Reading the text files users hand us: one decoder, one JSON parser and one CSV reader for every reader.
+
+Label files, prediction files, order files, manifests and vocabularies all come through here, so they accept the
+same encodings and fail the same way: one `InputError` line that names the file, the line (or byte offset) and
+the value, never a traceback and never a silently mangled value.
+
+Encodings: UTF-8 with or without a byte-order mark, and UTF-16 or UTF-32 announced by their byte-order mark.
+Anything else that does not decode (latin-1, UTF-16 without a BOM) is refused with the byte offset.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import io
+import json
+import math
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from relabel.errors import InputError, brief
+
+# Longest first: the UTF-32-LE mark starts with the UTF-16-LE one.
+BYTE_ORDER_MARKS: tuple[tuple[bytes, str], ...] = (
+    (codecs.BOM_UTF32_LE, "utf-32-le"),
+    (codecs.BOM_UTF32_BE, "utf-32-be"),
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
+ENCODING_HINT = "save it as UTF-8 (or UTF-16 with a byte-order mark)"
+
+
+def detect_encoding(data: bytes) -> tuple[str, int]:
+    """(codec, length of the byte-order mark) for `data`: the codec its BOM announces, else UTF-8 without one."""
+    for mark, codec in BYTE_ORDER_MARKS:
+        if data.startswith(mark):
+            return codec, len(mark)
+    return "utf-8", 0
+
+
+def decode_text(data: bytes, source: str) -> str:
+    """`data` decoded by `detect_encoding`, without its BOM. `source` names the file in errors.
+
+    Raises InputError at the first byte that does not decode, or at the first NUL: a text file holds none, and
+    a NUL in "UTF-8" is the usual sign of UTF-16 written without a byte-order mark.
+    """
+    codec, start = detect_encoding(data)
+    try:
+        text = data[start:].decode(codec)
+    except UnicodeDecodeError as exc:
+        offset = start + exc.start
+        line = _line_at(data[start:offset], codec)
+        bad = data[offset : start + exc.end][:8].hex()
+        raise InputError(
+            f"{source}: not {codec.upper()} text: byte offset {offset} (line {line}) holds 0x{bad}, which does "
+            f"not decode; {ENCODING_HINT}"
+        ) from None
+    nul = text.find("\0")
+    if nul >= 0:
+        offset = start + len(text[:nul].encode(codec))
+        raise InputError(
+            f"{source}: byte offset {offset} (line {text.count(chr(10), 0, nul) + 1}) is a NUL character, which "
+            f"a text file does not hold; {ENCODING_HINT}"
+        )
+    return text
+
+
+def _line_at(prefix: bytes, codec: str) -> int:
+    return prefix.decode(codec, errors="replace").count("\n") + 1
+
+
+def read_text(path: Path) -> str:
+    """The text of the user's file at `path` (see `decode_text`). Raises InputError; never OSError."""
+    try:
+        data = path.read_bytes()
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+        raise InputError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    return decode_text(data, str(path))
+
+
+NEWLINE = re.compile(r"\r\n|\r|\n")
+
+
+def text_lines(text: str) -> list[str]:
+    """`text` split at \\n, \\r\\n or \\r only, as an editor counts lines; str.splitlines also splits at \\x1c,
+    \\x85 and U+2028, which may sit inside a JSON string or a class name."""
+    return NEWLINE.split(text)
+
+
+def read_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, line) for each line of the user's file at `path` that is not blank."""
+    for lineno, line in enumerate(text_lines(read_text(path)), start=1):
+        if line.strip():
+            yield lineno, line
+
+
+# --- JSON -----------------------------------------------------------------------------------------------------
+
+
+class _NotFinite(ValueError):
+    pass
+
+
+def _refuse_constant(name: str) -> float:
+    raise _NotFinite(f"{name} is not a number JSON allows")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotFinite(f"{brief(text)} is beyond the range of a number")
+    return value
+
+
+def parse_json(text: str, where: str, *, one_line: bool = False) -> Any:
+    """Standard JSON from `text`; `where` ("file" or "file:line") starts every error.
+
+    Refused, each as one InputError: invalid JSON (with its line and column, unless `one_line`), NaN and
+    Infinity (not JSON, though Python writes them), numbers too large for a float, integers of over 4,300 digits,
+    nesting too deep to read.
+    """
+    try:
+        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except json.JSONDecodeError as exc:
+        at = f"column {exc.colno}" if one_line else f"line {exc.lineno} column {exc.colno}"
+        raise InputError(f"{where}: invalid JSON at {at}: {exc.msg}") from None
+    except _NotFinite as exc:
+        raise InputError(f"{where}: {exc}; numbers must be finite") from None
+    except ValueError:  # Python refuses integers of over 4,300 digits
+        raise InputError(f"{where}: holds an integer of over 4,300 digits; no index or count is that long") from None
+    except RecursionError:
+        raise InputError(f"{where}: JSON nested too deeply to read (no format of ours nests past 3 levels)") from None
+
+
+def read_json(path: Path) -> Any:
+    """The JSON document in the file at `path` (see `read_text` and `parse_json`)."""
+    return parse_json(read_text(path), str(path))
+
+
+def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line number, value) for each non-blank line of a JSON Lines file."""
+    for lineno, line in read_lines(path):
+        yield lineno, parse_json(line, f"{path}:{lineno}", one_line=True)
+
+
+# --- CSV ------------------------------------------------------------------------------------------------------
+
+CSV_PROBLEMS = {  # the csv module's terse messages, in words a user can act on
+    "unexpected end of data": "a quoted field is not closed before the file ends (was the file cut short?)",
+    "',' expected after '\"'": "a closing quote must be followed by ',' or the end of the line",
+    "field larger than field limit": f"a field is longer than {csv.field_size_limit():,} characters",
+    "new-line character seen in unquoted field": "a line break inside an unquoted field",
+}
+
+
+def csv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
+    """(first line, fields) of each non-blank CSV record, parsed strictly; line numbers count physical lines.
+
+    Raises InputError for an unclosed quoted field (a file cut inside a quoted list), a stray quote, or a field
+    over the csv module's size limit, naming the line where the record starts.
+    """
+    reader = csv.reader(io.StringIO(read_text(path), newline=""), strict=True)
+    start = 1
+    while True:
+        try:
+            fields = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            message = str(exc)
+            problem = next((v for k, v in CSV_PROBLEMS.items() if message.startswith(k)), f"malformed CSV ({message})")
+            raise InputError(f"{path}:{start}: {problem}") from None
+        if fields:
+            yield start, fields
+        start = reader.line_num + 1
