@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from relabel.settings import Settings
+from relabel.suggest.failures import STOP_AFTER_FAILURES
 
 pass_settings = click.make_pass_decorator(Settings)
 model_option = click.option(
@@ -23,11 +24,33 @@ model_option = click.option(
     type=click.Choice(["ow", "mc", "cw", "cwplus", "topk"]),
     help="ow open world, mc multiple choice, cw closed world, cwplus CW with mapping; topk for scorers.",
 )
-@click.option("--run", "run_name", help="Model run name (default MODEL@PROTOCOL); re-run to resume.")
+@click.option(
+    "--run", "run_name", help="Model run name (default MODEL@PROTOCOL); run again to resume and retry failed calls."
+)
+@click.option(
+    "--retry-errors",
+    is_flag=True,
+    help="Also ask again for the run's final errors (refused requests, unreadable answers); answers already "
+    "received are read again from the response cache, not paid for twice.",
+)
 @click.option("--images", "which", type=click.Choice(["all", "disputed"]), default="all", show_default=True)
 @click.option("--limit", type=int, help="At most N images (in the seeded order).")
 @click.option("--dataset", help="Dataset name (default: the only one).")
 @click.option("--concurrency", type=int, default=8, show_default=True, help="Requests in flight (API models).")
+@click.option(
+    "--max-retries",
+    type=int,
+    default=5,
+    show_default=True,
+    help="API models: retries of a request that failed for a passing reason, with backoff.",
+)
+@click.option(
+    "--stop-after-failures",
+    type=int,
+    default=STOP_AFTER_FAILURES,
+    show_default=True,
+    help="API models: stop the run after N requests in a row get no answer (server down, 429/5xx, timeouts).",
+)
 @click.option("--batch-size", type=int, default=16, show_default=True, help="Images per forward pass (local models).")
 @click.option("--images-per-request", type=int, default=1, show_default=True, help="Images in one prompt (ow, cw).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the image order and MC options.")
@@ -48,33 +71,48 @@ def suggest(
     which: str,
     limit: int | None,
     dataset: str | None,
+    retry_errors: bool,
     quiet: bool,
     **options: object,
 ) -> None:
     """Run a model over the images and store its answers (suggestions for annotators, predictions for scoring).
 
+    Running the same command again resumes: images already answered are skipped, and failed calls that may pass
+    (server down, timeouts, HTTP 429/5xx) are asked again; answers already received come from the response cache,
+    never paid for twice. If the server goes down, the run stops early (exit status 75) and says how many images
+    are done, failed and not started. The same command with --retry-errors (third example) also asks again for
+    final errors: refused requests (HTTP 400) and answers that could not be read.
+
     \b
     Examples:
       relabel suggest                                           # offline EfficientNet-Lite0, top-5
       relabel suggest --model openai:gpt-4o --protocol cwplus --images disputed --concurrency 16
+      relabel suggest --model openai:gpt-4o --protocol cwplus --images disputed --concurrency 16 --retry-errors
       relabel suggest --model openai:qwen2.5-vl --base-url http://localhost:8000/v1 --protocol ow
       relabel suggest --model hf-vlm:Qwen/Qwen2.5-VL-3B-Instruct --protocol mc --distractors hard \\
           --confusion run:efficientnet-lite0@topk
     """
+    from relabel.suggest.failures import OutageError
     from relabel.suggest.runner import run_suggestions
     from relabel.suggest.setup import SuggestSettings, build_job, default_protocol
 
     s = SuggestSettings(model=model_spec, protocol=protocol, dataset=dataset, **options)  # type: ignore[arg-type]
     job = build_job(s, settings.engine, settings.workspace / "cache")
     name = run_name or f"{model_spec}@{protocol or default_protocol(model_spec)}"
-    r = run_suggestions(job, dataset=dataset, run_name=name, which=which, limit=limit, show_progress=not quiet)
-    click.echo(
-        f"run {r.run!r}: {r.total} image(s), {r.done_before} done before, now {r.ok} ok, {r.errors} error(s)"
-        + (f", {r.oop} out-of-prompt ({r.oop / max(r.ok, 1):.1%} of answers)" if r.oop else "")
-        + (f", {r.cached} from cache" if r.cached else "")
+    r = run_suggestions(
+        job,
+        dataset=dataset,
+        run_name=name,
+        which=which,
+        limit=limit,
+        retry_errors=retry_errors,
+        show_progress=not quiet,
     )
+    click.echo(r.line())
     if r.usage:
         click.echo(f"  tokens: {r.usage}" + (f", estimated cost ${r.cost:.4f}" if r.cost is not None else ""))
+    if r.stopped:
+        raise OutageError(r.stop_message())
 
 
 COMMANDS = [suggest]

@@ -37,13 +37,17 @@ def prompt_version(*texts: str) -> str:
 
 @dataclass
 class Answer:
-    """One image's parsed answer. `to_map` holds text still to be mapped to a class in the embedding space."""
+    """One image's parsed answer. `to_map` holds text still to be mapped to a class in the embedding space.
+
+    An `error` is final unless `retryable` (relabel.suggest.failures): an answer that cannot be parsed is final,
+    since the same cached answer would be parsed again; a failed call is as retryable as the adapter says."""
 
     classes: list[int] = field(default_factory=list)
     scores: list[float] | None = None
     raw: str = ""
     details: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+    retryable: bool = False
     to_map: str | None = None
 
 
@@ -101,7 +105,9 @@ class Protocol:
 
     def parse(self, output: ModelOutput, pending: Pending, ctx: ProtocolContext) -> list[Answer]:
         if not output.ok:
-            return [Answer(error=output.error, raw=output.text or "") for _ in pending.images]
+            return [
+                Answer(error=output.error, raw=output.text or "", retryable=output.retryable) for _ in pending.images
+            ]
         texts = split_lines(output.text or "", len(pending.images))
         if texts is None:
             reason = f"expected {len(pending.images)} numbered answers, got {output.text!r:.200}"
@@ -203,7 +209,7 @@ class TopK(Protocol):
 
     def scores_to_answer(self, output: ModelOutput) -> Answer:
         if not output.ok or output.scores is None:
-            return Answer(error=output.error or "no scores returned")
+            return Answer(error=output.error or "no scores returned", retryable=output.retryable)
         top = np.argsort(-output.scores, kind="stable")[:TOP_K]
         return Answer([int(i) for i in top], [round(float(output.scores[i]), 6) for i in top])
 

@@ -1,8 +1,13 @@
 """Run a model over a dataset's images with a protocol and store the answers as a model run.
 
 Work goes in chunks; each chunk's predictions are committed before the next starts, so Ctrl-C loses at most one
-chunk, and the response cache makes even that chunk free to redo. Re-running the same command resumes: images that
-already have a prediction in the run are skipped.
+chunk, and the response cache makes even that chunk free to redo. Re-running the same command resumes: images
+with an answer or a final error in the run are skipped, retryable errors are asked again (all errors with
+`retry_errors`; which errors are retryable: `relabel.suggest.failures`). A retried image's row is updated in place,
+so its id stays what annotations may refer to.
+
+When the adapter stops for an outage (`OutageError`), the answers of the requests that finished are stored, the
+images never sent get no row, and the summary says why the run stopped and how many images were not started.
 """
 
 from __future__ import annotations
@@ -13,16 +18,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sqlalchemy import insert, select, update
+from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from db.engine import session_scope
 from db.enums import ImageStatus, PredictionStatus
-from db.models import Dataset, Image, Label, ModelRun, Prediction
+from db.models import Dataset, Image, Label, ModelRun, Prediction, utcnow
 from relabel import __version__
 from relabel.errors import ConflictError, InputError
 from relabel.progress import progress_bar
+from relabel.suggest.failures import RETRYABLE_MARK, OutageError, needs_retry
 from relabel.suggest.protocols import Answer, Protocol, ProtocolContext, details_json, map_pending
 from relabel.suggest.textmap import ClassNameIndex
 from relabel.suggest.types import ImageRef, ModelOutput
@@ -33,16 +39,83 @@ SELECTIONS = ("all", "disputed")
 
 @dataclass
 class RunSummary:
+    """Counts of one call; `ok + errors + not_started` is the number of images it had to do."""
+
     run: str
     total: int  # images selected
-    done_before: int  # already predicted when this call started (resume)
+    done_before: int  # with an answer or a final error when this call started (resume)
     ok: int = 0
     errors: int = 0
+    retryable: int = 0  # of `errors`: asked again by the next run
+    retried: int = 0  # images that had an error before and were asked again by this call
     oop: int = 0
     cached: int = 0
+    not_started: int = 0  # left for the next run: the call stopped early
+    stopped: str | None = None  # why the call stopped early (an outage), None when it went through
     usage: dict[str, int] = field(default_factory=dict)
     cost: float | None = None
     seconds: float = 0.0
+
+    def line(self) -> str:
+        """The one-line summary a person reads after the run."""
+        final = self.errors - self.retryable
+        kinds = [f"{self.retryable} retryable: run again"] * bool(self.retryable)
+        kinds += [f"{final} final: --retry-errors"] * bool(final)
+        return (
+            f"run {self.run!r}: {self.total} image(s), {self.done_before} done before, now {self.ok} ok, "
+            f"{self.errors} error(s)"
+            + (f" ({', '.join(kinds)})" if kinds else "")
+            + (f", {self.retried} earlier error(s) retried" if self.retried else "")
+            + (f", {self.oop} out-of-prompt ({self.oop / max(self.ok, 1):.1%} of answers)" if self.oop else "")
+            + (f", {self.cached} from cache" if self.cached else "")
+            + (f", {self.not_started} not started" if self.not_started else "")
+        )
+
+    def stop_message(self) -> str:
+        """Why the call stopped early and where it stands, on one line ("" when it went through)."""
+        if self.stopped is None:
+            return ""
+        return (
+            f"stopped early: {self.stopped}; {self.ok} image(s) done, {self.errors} failed, {self.not_started} not "
+            "started; run the same command again to resume"
+        )
+
+
+@dataclass
+class ResumePlan:
+    """What a call does: images never asked in this run (in order), and earlier errors to ask again, with the id
+    of the prediction row each of those updates."""
+
+    fresh: list[ImageRef]
+    retry: list[ImageRef]
+    row_ids: dict[int, int]  # image id -> prediction id, for `retry`
+    done_before: int
+
+
+def plan_resume(session: Session, run_id: int, images: list[ImageRef], *, retry_errors: bool) -> ResumePlan:
+    """Split the selected `images` by what the run already holds: an answer or a final error is done; a retryable
+    error (every error with `retry_errors`) is asked again; an image without a row is fresh."""
+    answered = set(
+        session.scalars(
+            select(Prediction.image_id).where(Prediction.run_id == run_id, Prediction.status == PredictionStatus.ok)
+        )
+    )
+    errors = session.execute(
+        select(Prediction.image_id, Prediction.id, Prediction.details).where(
+            Prediction.run_id == run_id, Prediction.status == PredictionStatus.error
+        )
+    ).all()
+    again = {
+        image_id: row_id for image_id, row_id, details in errors if needs_retry(details, retry_errors=retry_errors)
+    }
+    done = answered | ({image_id for image_id, _, _ in errors} - again.keys())
+    # fresh images first: their grouping into chunks and multi-image requests stays what an interrupted call used,
+    # so the requests it finished are found in the response cache
+    fresh = [im for im in images if im.image_id not in done and im.image_id not in again]
+    retry = [im for im in images if im.image_id in again]
+    return ResumePlan(
+        fresh, retry, {im.image_id: again[im.image_id] for im in retry}, len(images) - len(fresh) - len(retry)
+    )
 
 
 def disputed_image_ids(session: Session, dataset: Dataset) -> set[int]:
@@ -137,9 +210,12 @@ def run_suggestions(
     run_name: str,
     which: str = "all",
     limit: int | None = None,
+    retry_errors: bool = False,
     show_progress: bool = True,
 ) -> RunSummary:
-    """Predict every selected image that the run does not have yet; returns counts for this call."""
+    """Predict every selected image that the run has no answer for yet: images without a row, then earlier
+    errors that are retryable (every error with `retry_errors`); returns counts for this call. An outage stops the
+    call early: `stopped` says why, `not_started` how many images are left for the next run."""
     if job.protocol.generative != (not hasattr(job.adapter, "score")):
         kind = "generative" if job.protocol.generative else "scoring"
         raise InputError(f"protocol {job.protocol.name!r} needs a {kind} model; {job.adapter.name!r} is not one")
@@ -151,20 +227,23 @@ def run_suggestions(
         images = select_images(s, ds, which, limit, job.ctx.seed)
         if job.protocol.needs_reference and not job.ctx.reference:
             job.ctx.reference = reference_labels(s, ds)
-        done = set(s.scalars(select(Prediction.image_id).where(Prediction.run_id == run.id)))
+        plan = plan_resume(s, run.id, images, retry_errors=retry_errors)
         run_id = run.id
-    todo = [im for im in images if im.image_id not in done]
-    summary = RunSummary(run_name, len(images), len(images) - len(todo))
+    todo = plan.fresh + plan.retry
+    summary = RunSummary(run_name, len(images), plan.done_before)
     started = time.perf_counter()
     bar = progress_bar(len(images), f"suggest {run_name}", enabled=show_progress)
     bar.update(summary.done_before)
     try:
         for start in range(0, len(todo), job.chunk_size):
             chunk = todo[start : start + job.chunk_size]
-            answers = answer_chunk(job, chunk)
-            _store(job.engine, run_id, chunk, answers, summary)
-            bar.update(len(chunk))
+            answers, outage = answer_started(job, chunk)
+            _store(job.engine, run_id, [im for im in chunk if im.image_id in answers], answers, plan.row_ids, summary)
+            bar.update(len(answers))
             bar.set_postfix_str(_postfix(job.adapter, summary))
+            if outage is not None:
+                summary.stopped, summary.not_started = outage.reason, len(todo) - start - len(answers)
+                break
     finally:
         bar.close()
         summary.seconds = time.perf_counter() - started
@@ -173,54 +252,93 @@ def run_suggestions(
 
 
 def answer_chunk(job: SuggestJob, chunk: list[ImageRef]) -> dict[int, Answer]:
-    """The parsed (and mapped) answer of `job`'s model for each image of `chunk`, by image id; nothing stored."""
+    """The parsed (and mapped) answer of `job`'s model for each image of `chunk`, by image id; nothing stored.
+    Raises `OutageError` when the adapter stopped for an outage."""
+    answers, outage = answer_started(job, chunk)
+    if outage is not None:
+        raise outage
+    return answers
+
+
+def answer_started(job: SuggestJob, chunk: list[ImageRef]) -> tuple[dict[int, Answer], OutageError | None]:
+    """As `answer_chunk`, but an outage is returned, not raised: the answers then cover only the images whose
+    request finished (answered or failed); images never sent have none."""
     if not job.protocol.generative:
-        outputs = job.adapter.score(chunk, job.ctx.class_names)
-        return {im.image_id: job.protocol.scores_to_answer(o) for im, o in zip(chunk, outputs)}  # type: ignore[attr-defined]
+        to_answer = job.protocol.scores_to_answer  # type: ignore[attr-defined]
+        return {im.image_id: to_answer(o) for im, o in zip(chunk, job.adapter.score(chunk, job.ctx.class_names))}, None
     pendings = job.protocol.build(chunk, job.ctx)
     ready = [p for p in pendings if "error" not in p.state[0]]
-    outputs = dict(zip(map(id, ready), job.adapter.generate([p.request for p in ready])))
+    outage: OutageError | None = None
+    try:
+        generated: list[ModelOutput | None] = list(job.adapter.generate([p.request for p in ready]))
+    except OutageError as exc:
+        outage, generated = exc, exc.outputs
+    outputs = dict(zip(map(id, ready), generated))
     answers: dict[int, Answer] = {}
     for p in pendings:
         if "error" in p.state[0]:
             parsed = [Answer(error=p.state[0]["error"])]
+        elif (out := outputs.get(id(p))) is None:
+            continue  # never sent: the run stopped for an outage first
         else:
-            out: ModelOutput = outputs[id(p)]
             parsed = job.protocol.parse(out, p, job.ctx)
             for a in parsed:
                 a.details.setdefault("cached", out.cached)
         answers.update({im.image_id: a for im, a in zip(p.images, parsed)})
     map_pending(list(answers.values()), job.mapper)
-    return answers
+    return answers, outage
 
 
-def _store(engine: Engine, run_id: int, chunk: list[ImageRef], answers: dict[int, Answer], summary: RunSummary) -> None:
-    rows = []
+def _store(
+    engine: Engine,
+    run_id: int,
+    chunk: list[ImageRef],
+    answers: dict[int, Answer],
+    row_ids: dict[int, int],
+    summary: RunSummary,
+) -> None:
+    """One transaction: a row per image of `chunk`, new, or updated in place where `row_ids` has an earlier one."""
+    new, again = [], []
     for im in chunk:
         a = answers[im.image_id]
         failed = a.error is not None
         summary.errors += failed
+        summary.retryable += failed and a.retryable
         summary.ok += not failed
         summary.oop += bool(a.details.get("oop"))
         summary.cached += bool(a.details.get("cached"))
-        rows.append(
-            {
-                "run_id": run_id,
-                "image_id": im.image_id,
-                "raw_output": a.raw,
-                "classes": a.classes,
-                "scores": a.scores,
-                "details": details_json(a),
-                "reason": a.error or "",
-                "status": PredictionStatus.error if failed else PredictionStatus.ok,
-            }
-        )
+        row = _row(a)
+        if im.image_id in row_ids:
+            again.append({**row, "row_id": row_ids[im.image_id], "created_at": utcnow()})
+        else:
+            new.append({**row, "run_id": run_id, "image_id": im.image_id})
+    summary.retried += len(again)
+    table = Prediction.__table__  # type: ignore[attr-defined]
     with session_scope(engine) as s:
-        s.execute(insert(Prediction), rows)
+        if new:
+            s.execute(insert(Prediction), new)
+        if again:
+            s.execute(update(table).where(table.c.id == bindparam("row_id")), again)
+
+
+def _row(a: Answer) -> dict[str, Any]:
+    """The stored columns of one answer; an error's details say whether the next run asks again."""
+    failed = a.error is not None
+    details = details_json(a)
+    if failed:
+        details = {**(details or {}), RETRYABLE_MARK: a.retryable}
+    return {
+        "raw_output": a.raw,
+        "classes": a.classes,
+        "scores": a.scores,
+        "details": details,
+        "reason": a.error or "",
+        "status": PredictionStatus.error if failed else PredictionStatus.ok,
+    }
 
 
 def _postfix(adapter: Any, summary: RunSummary) -> str:
-    text = f"errors {summary.errors}"
+    text = f"errors {summary.errors}" + (f" ({summary.retryable} to retry)" if summary.retryable else "")
     cost = adapter.estimated_cost() if hasattr(adapter, "estimated_cost") else None
     return text + (f", cost ${cost:.4f}" if cost is not None else "")
 

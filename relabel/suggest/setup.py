@@ -17,6 +17,7 @@ from relabel.errors import InputError
 from relabel.suggest.adapters import load_adapter, parse_spec
 from relabel.suggest.cache import DbResponseCache
 from relabel.suggest.distractors import DistractorSource, confusion_from_predictions, load_confusion
+from relabel.suggest.failures import STOP_AFTER_FAILURES
 from relabel.suggest.protocols import ProtocolContext, get_protocol
 from relabel.suggest.runner import SuggestJob, reference_labels
 from relabel.suggest.textmap import ClassNameIndex, load_encoder
@@ -31,6 +32,8 @@ class SuggestSettings:
     protocol: str | None = None  # None: topk for scoring models, ow for generative ones
     dataset: str | None = None
     concurrency: int = 8
+    max_retries: int = 5  # per request, after a failure that may pass (API models)
+    stop_after_failures: int = STOP_AFTER_FAILURES  # requests in a row without an answer that stop the run (API)
     batch_size: int = 16
     images_per_request: int = 1
     seed: int = 0
@@ -53,6 +56,8 @@ def _adapter_options(s: SuggestSettings, engine: Engine, prompt_version: str) ->
         return {
             "base_url": s.base_url,
             "concurrency": s.concurrency,
+            "max_retries": s.max_retries,
+            "stop_after_failures": s.stop_after_failures,
             "max_side": s.max_side,
             "cache": DbResponseCache(engine),
             "prompt_version": prompt_version,
@@ -91,13 +96,25 @@ def _distractors(s: SuggestSettings, engine: Engine, n_classes: int) -> Distract
     return confusion_from_predictions(true, pred, n_classes, s.confusion)
 
 
+def _check_counts(s: SuggestSettings) -> None:
+    least = {
+        "--images-per-request": (s.images_per_request, 1),
+        "--concurrency": (s.concurrency, 1),
+        "--batch-size": (s.batch_size, 1),
+        "--stop-after-failures": (s.stop_after_failures, 1),
+        "--max-retries": (s.max_retries, 0),
+    }
+    for flag, (value, minimum) in least.items():
+        if value < minimum:
+            raise InputError(f"{flag} must be at least {minimum}, got {value}")
+
+
 def build_job(s: SuggestSettings, engine: Engine, cache_dir: Path | None) -> SuggestJob:
     """Check every setting, then load the model; raises InputError before any heavy work when a setting is wrong."""
     protocol = get_protocol(s.protocol or default_protocol(s.model))
     with session_scope(engine) as session:
         vocab = dataset_vocabulary(session, get_dataset(session, s.dataset))
-    if s.images_per_request < 1 or s.concurrency < 1 or s.batch_size < 1:
-        raise InputError("--images-per-request, --concurrency and --batch-size must be at least 1")
+    _check_counts(s)
     ctx = ProtocolContext(
         vocab,
         seed=s.seed,

@@ -37,6 +37,7 @@ class ModelOutput:
     text: str | None = None  # generative models
     scores: np.ndarray | None = None  # (C,) scores over the vocabulary: classifiers and dual encoders
     error: str | None = None
+    retryable: bool = False  # a failure that may pass (server down, overloaded, out of memory): a re-run asks again
     usage: dict[str, int] = field(default_factory=dict)  # prompt_tokens, completion_tokens
     latency_s: float = 0.0
     cached: bool = False  # served from the response cache: no model call was made
@@ -54,7 +55,7 @@ class GenerativeAdapter(Protocol):
 
     def describe(self) -> dict[str, Any]: ...  # settings recorded with the run (no secrets)
     def check(self) -> None: ...  # fail fast with RelabelError (missing key, unreachable server) before any work
-    def generate(self, requests: list[ChatRequest]) -> list[ModelOutput]: ...
+    def generate(self, requests: list[ChatRequest]) -> list[ModelOutput]: ...  # may raise failures.OutageError
 
 
 @runtime_checkable

@@ -5,6 +5,11 @@ answers every chat request with a deterministic text after a configurable latenc
 receives, so a test can count calls and read the prompt and images that were sent. Faults are queued: each chat
 request takes the next fault from the queue (if any) instead of the normal answer.
 
+The server can also die as a crashed one does, and come back on the same port (the base URL is recorded with a
+model run, so a resumed run needs the same one): `go_down()`, or `die_after = n` to go down while answering the
+n-th chat request; from then on new connections are refused and requests on open connections get no response.
+`come_back()` listens again.
+
 Example:
     with StubServer(latency_s=0.01) as stub:
         stub.inject(Fault.rate_limit(retry_after="2"), Fault.server_error())
@@ -126,29 +131,31 @@ class StubServer:
         self.models = models  # ids for GET /v1/models; None: answer 404, as some compatible servers do
         self.keep_bodies = keep_bodies  # off in benchmarks: 1000 base64 images take memory
         self.require_key = require_key  # when set, any other bearer token gets a 401 on every route
-        self.faults: deque[Fault] = deque()
+        self.die_after: int | None = None  # go down while answering the n-th chat request since start or reset
+        self.down = False
+        self.faults: deque[Fault | None] = deque()
         self.requests: list[RecordedRequest] = []
         self.in_flight = 0
         self.max_in_flight = 0
+        self._chats_seen = 0
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
-        self._httpd.daemon_threads = True
+        self._httpd = self._listen(0)
+        self._port = int(self._httpd.server_address[1])
         self._thread = threading.Thread(target=self._serve, name="stub-openai", daemon=True)
 
     @property
     def url(self) -> str:
         """The base URL to give the client, e.g. http://127.0.0.1:40123/v1."""
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
+        return f"http://127.0.0.1:{self._port}/v1"
 
     @property
     def chat_requests(self) -> list[RecordedRequest]:
         with self._lock:
             return [r for r in self.requests if r.path.endswith("/chat/completions")]
 
-    def inject(self, *faults: Fault) -> None:
-        """Queue faults; each chat request consumes one, in order, until the queue is empty."""
+    def inject(self, *faults: Fault | None) -> None:
+        """Queue faults; each chat request consumes one, in order, until the queue is empty. None: a normal answer."""
         with self._lock:
             self.faults.extend(faults)
 
@@ -156,6 +163,7 @@ class StubServer:
         with self._lock:
             self.faults.clear()
             self.requests.clear()
+            self._chats_seen = 0
             self.max_in_flight = self.in_flight
 
     def start(self) -> StubServer:
@@ -164,9 +172,32 @@ class StubServer:
 
     def stop(self) -> None:
         self._stopping.set()  # wakes handlers sleeping in a slow fault
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        self.go_down()
         self._thread.join()
+
+    def go_down(self) -> None:
+        """Die: stop listening (new connections are refused); open connections get no more responses."""
+        with self._lock:
+            was_down, self.down = self.down, True
+        if not was_down:
+            self._httpd.shutdown()  # waits for the serving thread's loop, so never call this from that thread
+            self._httpd.server_close()
+
+    def come_back(self) -> None:
+        """Listen again on the same port, as a restarted server does; `die_after` is cleared."""
+        with self._lock:
+            if not self.down:
+                return
+            self.die_after, self.down = None, False
+        self._thread.join()
+        self._httpd = self._listen(self._port)
+        self._thread = threading.Thread(target=self._serve, name="stub-openai", daemon=True)
+        self._thread.start()
+
+    def _listen(self, port: int) -> ThreadingHTTPServer:
+        httpd = ThreadingHTTPServer(("127.0.0.1", port), _make_handler(self))  # reuses the address of a closed one
+        httpd.daemon_threads = True
+        return httpd
 
     def __enter__(self) -> StubServer:
         return self.start()
@@ -177,12 +208,17 @@ class StubServer:
     def _serve(self) -> None:
         self._httpd.serve_forever(poll_interval=0.02)  # the default 0.5 s would be added to every stop()
 
-    def _record(self, request: RecordedRequest) -> Fault | None:
+    def _record(self, request: RecordedRequest) -> tuple[Fault | None, bool]:
+        """The fault to play for a chat request (a drop once the server is down), and whether to go down first."""
         with self._lock:
             self.requests.append(request)
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
-            return self.faults.popleft() if self.faults else None
+            self._chats_seen += request.path.endswith("/chat/completions")
+            if self.down or (self.die_after is not None and self._chats_seen > self.die_after):
+                return Fault.drop_connection(), False
+            fault = self.faults.popleft() if self.faults else None
+            return fault, self._chats_seen == self.die_after
 
     def _done(self) -> None:
         with self._lock:
@@ -216,9 +252,13 @@ def _make_handler(stub: StubServer) -> type[BaseHTTPRequestHandler]:
             pass
 
         def do_GET(self) -> None:
-            stub._record(RecordedRequest("GET", self.path, {k.lower(): v for k, v in self.headers.items()}, None))
-            stub._done()
-            if not self._authorized():
+            with stub._lock:
+                stub.requests.append(
+                    RecordedRequest("GET", self.path, {k.lower(): v for k, v in self.headers.items()}, None)
+                )
+            if stub.down:
+                self.close_connection = True
+            elif not self._authorized():
                 self._reply(*_UNAUTHORIZED)
             elif self.path.rstrip("/").endswith("/models") and stub.models is not None:
                 data = [{"id": m, "object": "model", "created": 0, "owned_by": "stub"} for m in stub.models]
@@ -233,8 +273,10 @@ def _make_handler(stub: StubServer) -> type[BaseHTTPRequestHandler]:
                 "POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body if stub.keep_bodies else None
             )
             recorded.image_digests = _image_digests(body)
-            fault = stub._record(recorded)
+            fault, last = stub._record(recorded)
             try:
+                if last:  # refuse new connections before the answer: the client's next attempt finds nobody
+                    stub.go_down()
                 self._answer(body, fault)
             finally:
                 stub._done()

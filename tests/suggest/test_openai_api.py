@@ -7,6 +7,7 @@ import base64
 import email.utils
 import hashlib
 import io
+import json
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -18,8 +19,9 @@ from PIL import Image
 
 from relabel.errors import InputError, RelabelError
 from relabel.suggest.adapters import load_adapter
-from relabel.suggest.adapters.openai_api import OpenAIChatAdapter, retry_after_s
+from relabel.suggest.adapters.openai_api import OpenAIChatAdapter
 from relabel.suggest.cache import DbResponseCache, MemoryResponseCache
+from relabel.suggest.failures import OutageError, retry_after_s
 from relabel.suggest.types import ChatRequest, GenerativeAdapter, ImageRef
 from tests.suggest.stub_server import Fault, StubServer
 
@@ -348,3 +350,145 @@ class TestConstruction:
         [(name, value)] = option.items()
         with pytest.raises(InputError, match=f"invalid {name} {value!r} for the openai adapter; accepted: "):
             OpenAIChatAdapter("m", base_url="http://127.0.0.1:9/v1", **option)
+
+
+def free_port_url() -> str:
+    """The base URL of a port that was free a moment ago and has nobody listening now: connections are refused."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+def bad_request() -> Fault:
+    return Fault(400, b'{"error": {"message": "Image too large", "type": "invalid_request_error"}}')
+
+
+def refusal() -> Fault:
+    message = {"role": "assistant", "content": None, "refusal": "I can't help with that."}
+    return Fault(200, json.dumps({"choices": [{"index": 0, "message": message}]}).encode())
+
+
+class TestFailureKinds:
+    """Which failures a later run asks again (retryable) and which stay (final): relabel.suggest.failures."""
+
+    @pytest.mark.parametrize(
+        "fault, error",
+        [
+            (
+                Fault.server_error(503),
+                "HTTP 503 after 1 retries: The server had an error while processing your request",
+            ),
+            (Fault.rate_limit(), "HTTP 429 after 1 retries: Rate limit reached"),
+            (Fault.drop_connection(), "connection error after 1 retries"),
+            (Fault.malformed(), "malformed response after 1 retries: invalid JSON"),
+        ],
+        ids=["503", "429", "dropped", "malformed"],
+    )
+    def test_passing_failures_are_retryable(
+        self, make_adapter: MakeAdapter, stub: StubServer, request_: ChatRequest, fault: Fault, error: str
+    ):
+        stub.inject(fault, fault)
+        [out] = make_adapter(max_retries=1).generate([request_])
+        assert out.error is not None and out.error.startswith(error) and out.retryable
+
+    @pytest.mark.parametrize("status", [401, 403, 404])
+    def test_service_refusals_are_not_retried_now_but_by_the_next_run(
+        self, make_adapter: MakeAdapter, stub: StubServer, sleeps: list[float], request_: ChatRequest, status: int
+    ):
+        stub.inject(Fault(status, b'{"error": {"message": "no"}}'))
+        [out] = make_adapter().generate([request_])
+        assert (out.error, out.retryable) == (f"HTTP {status}: no", True)
+        assert len(stub.chat_requests) == 1 and sleeps == []
+
+    @pytest.mark.parametrize("fault, error", [(bad_request(), "HTTP 400: Image too large"), (refusal(), "refused: I")])
+    def test_refused_requests_and_answers_are_final(
+        self,
+        make_adapter: MakeAdapter,
+        stub: StubServer,
+        sleeps: list[float],
+        request_: ChatRequest,
+        fault: Fault,
+        error: str,
+    ):
+        stub.inject(fault)
+        cache = MemoryResponseCache()
+        [out] = make_adapter(cache=cache).generate([request_])
+        assert out.error is not None and out.error.startswith(error) and not out.retryable
+        assert len(stub.chat_requests) == 1 and sleeps == [] and cache.entries == {}
+
+    def test_unreadable_image_is_final(self, make_adapter: MakeAdapter, tmp_path: Path):
+        bad = tmp_path / "bad.jpg"
+        bad.write_text("not a JPEG")
+        [out] = make_adapter().generate([ChatRequest((ImageRef(1, bad, "0" * 64, "bad.jpg"),), "?")])
+        assert out.error is not None and out.error.startswith("cannot read image") and not out.retryable
+
+
+class TestOutage:
+    def test_failures_in_a_row_stop_the_call_and_leave_the_rest_unstarted(
+        self, make_adapter: MakeAdapter, stub: StubServer, tmp_path: Path
+    ):
+        refs = [write_image(tmp_path / f"{i}.jpg", (20, 20 + i)) for i in range(6)]
+        stub.inject(*[Fault.server_error(503)] * 6)  # three requests, each tried twice
+        adapter = make_adapter(concurrency=1, max_retries=1, stop_after_failures=3)
+        with pytest.raises(
+            OutageError, match=r"^3 requests in a row to http://127\.0\.0\.1:\d+/v1 failed \(last: HTTP 503"
+        ):
+            adapter.generate([ChatRequest((ref,), "?") for ref in refs])
+        assert len(stub.chat_requests) == 6  # nothing was sent after the third failure
+
+    def test_the_error_carries_finished_outputs_and_marks_unstarted_ones(
+        self, make_adapter: MakeAdapter, stub: StubServer, tmp_path: Path
+    ):
+        refs = [write_image(tmp_path / f"{i}.jpg", (20, 20 + i)) for i in range(5)]
+        stub.inject(Fault.server_error(), Fault.server_error())  # the first request, tried twice
+        stub.die_after = 3  # the second request is answered, then the server dies
+        adapter = make_adapter(concurrency=1, max_retries=1, stop_after_failures=10)
+        with pytest.raises(OutageError) as raised:
+            adapter.generate([ChatRequest((ref,), "?") for ref in refs])
+        outputs = raised.value.outputs
+        assert len(outputs) == 5
+        answered = [o for o in outputs if o is not None and o.ok]
+        failed = [o for o in outputs if o is not None and not o.ok]
+        assert len(answered) == 1 and len(failed) == 2 and outputs.count(None) == 2
+        assert all(o.retryable for o in failed)
+        assert raised.value.reason.startswith(f"the server at {stub.url} cannot be reached (connection error")
+        assert raised.value.exit_code == 75
+
+    def test_answers_reset_the_count(self, make_adapter: MakeAdapter, stub: StubServer, tmp_path: Path):
+        refs = [write_image(tmp_path / f"{i}.jpg", (20, 20 + i)) for i in range(6)]
+        stub.inject(Fault.server_error(), None, Fault.server_error(), bad_request(), Fault.server_error())
+        outputs = make_adapter(concurrency=1, max_retries=0, stop_after_failures=2).generate(
+            [ChatRequest((ref,), "?") for ref in refs]
+        )
+        # the server saw 500, answer, 500, 400, 500, answer: never two passing failures in a row, so no outage
+        assert sorted(o.ok for o in outputs) == [False] * 4 + [True] * 2
+
+    def test_count_goes_on_across_calls_and_starts_afresh_after_an_outage(
+        self, make_adapter: MakeAdapter, stub: StubServer, request_: ChatRequest
+    ):
+        adapter = make_adapter(max_retries=0, stop_after_failures=2)
+        stub.inject(Fault.server_error(), Fault.server_error())
+        [first] = adapter.generate([request_])
+        assert not first.ok
+        with pytest.raises(OutageError):
+            adapter.generate([request_])
+        [again] = adapter.generate([request_])  # the server is back
+        assert again.ok
+
+    def test_unreachable_server_stops_at_the_first_request(self, sleeps: list[float], tmp_path: Path):
+        refs = [write_image(tmp_path / f"{i}.jpg", (20, 20 + i)) for i in range(4)]
+        cache = MemoryResponseCache()
+        url = free_port_url()
+        adapter = OpenAIChatAdapter(
+            "m", base_url=url, api_key="EMPTY", concurrency=1, max_retries=2, sleep=sleeps.append, cache=cache
+        )
+        cached = ChatRequest((refs[3],), "?")
+        cache.put(adapter.cache_key(cached), "m", {"text": "tabby", "usage": {}})
+        with pytest.raises(OutageError, match=f"the server at {url} cannot be reached .*Connection refused") as raised:
+            adapter.generate([ChatRequest((ref,), "?") for ref in refs[:3]] + [cached])
+        *sent, last = raised.value.outputs
+        [failed] = [o for o in sent if o is not None]  # the one request started; the others never were
+        assert failed.retryable and "after 2 retries" in (failed.error or "") and sent.count(None) == 2
+        assert last is not None and last.cached and last.text == "tabby"  # the cache needs no server
+        assert len(sleeps) == 2

@@ -161,7 +161,7 @@ class HFVisionLanguageAdapter(LazyModel):
                 results = self._generate_batch([requests[i] for i, _ in batch], [imgs for _, imgs in batch])
             for (i, _), result in zip(batch, results):
                 outputs[i] = result
-        return [o if o is not None else ModelOutput(error="no output") for o in outputs]
+        return [o if o is not None else ModelOutput(error="no output", retryable=True) for o in outputs]
 
     def _batches(
         self, requests: list[ChatRequest], ready: list[tuple[int, list[Image.Image]]]
@@ -188,7 +188,7 @@ class HFVisionLanguageAdapter(LazyModel):
                 torch.cuda.empty_cache()
             first_line = (str(exc).splitlines() or [""])[0]
             reason = f"{type(exc).__name__} in a batch of {len(requests)}: {first_line}"
-            return [ModelOutput(error=reason) for _ in requests]
+            return [ModelOutput(error=reason, retryable=True) for _ in requests]  # another run may fit
         share = (time.perf_counter() - started) / len(requests)
         new_tokens = sequences[:, inputs["input_ids"].shape[1] :].cpu()
         prompt_tokens = inputs["attention_mask"].sum(dim=1).tolist()

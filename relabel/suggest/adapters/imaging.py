@@ -290,6 +290,7 @@ class BatchedImageScorer(LazyModel):
         except (RuntimeError, ValueError) as exc:  # e.g. out of memory: this batch fails, the run goes on
             for i in good:
                 outputs[i].error = f"model failed on a batch of {len(good)}: {str(exc).splitlines()[0]}"
+                outputs[i].retryable = True  # out of memory may pass: a re-run tries again
             return outputs
         share = (time.perf_counter() - started) / len(good)
         for row, i in enumerate(good):

@@ -2,7 +2,9 @@
 
 `_call` makes one HTTP request and nothing else; `_generate_one` owns the policy around it: the response cache,
 retries with exponential backoff and full jitter, and turning every failure into `ModelOutput(error=...)`, never an
-empty answer. The openai client's own retries are off, so the policy here is the only one.
+empty answer, marked retryable or final as `relabel.suggest.failures` describes. The openai client's own retries
+are off, so the policy here is the only one. An `OutageGuard` watches the requests' outcomes: when the server is
+down, `generate` stops starting requests and raises `OutageError` with the outputs of those that finished.
 
 For a local server pass its `base_url` (e.g. http://localhost:8000/v1 for vLLM, http://localhost:11434/v1 for
 Ollama); such servers accept any API key, and "EMPTY" is used when none is set.
@@ -11,7 +13,6 @@ Ollama); such servers accept any API key, and "EMPTY" is used when none is set.
 from __future__ import annotations
 
 import base64
-import email.utils
 import io
 import json
 import os
@@ -30,6 +31,14 @@ from PIL import Image, ImageOps
 
 from relabel.errors import InputError, RelabelError
 from relabel.suggest.cache import request_key
+from relabel.suggest.failures import (
+    STOP_AFTER_FAILURES,
+    FailureKind,
+    OutageError,
+    OutageGuard,
+    http_failure_kind,
+    retry_after_s,
+)
 from relabel.suggest.types import ChatRequest, ImageRef, ModelOutput, ResponseCache
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -40,21 +49,22 @@ RETRY_AFTER_CAP_S = 120.0  # a server asking for longer is waited on for this lo
 CHECK_TIMEOUT_S = 5.0
 JPEG_QUALITY = 90
 ENCODE_AHEAD = 4  # workers beyond `concurrency` that prepare payloads while the slots are busy
-RETRYABLE_STATUS = {408, 409, 429}  # and every 5xx
+_CONNECT_FAILURES = {"ConnectError", "ConnectTimeout"}  # httpx's and httpx2's names for "no connection opened"
 
 
 @dataclass(eq=False)
 class _Failure(Exception):
-    """Why one attempt failed: `kind` is short ("HTTP 500", "timeout"), `detail` one line from the server."""
+    """Why one attempt failed: `what` is short ("HTTP 500", "timeout"), `detail` one line from the server."""
 
-    kind: str
+    what: str
     detail: str
-    retryable: bool
+    kind: FailureKind
     retry_after_s: float | None = None  # what the server asked us to wait, in seconds
+    retries: int = 0  # attempts made after the first, when it is the final outcome of a request
 
-    def message(self, retries: int | None = None) -> str:
-        after = f" after {retries} retries" if retries is not None else ""
-        return f"{self.kind}{after}: {self.detail}" if self.detail else f"{self.kind}{after}"
+    def message(self) -> str:
+        after = f" after {self.retries} retries" if self.retries else ""
+        return f"{self.what}{after}: {self.detail}" if self.detail else f"{self.what}{after}"
 
 
 class OpenAIChatAdapter:
@@ -69,6 +79,7 @@ class OpenAIChatAdapter:
         concurrency: int = 8,
         timeout_s: float = 60.0,
         max_retries: int = 5,
+        stop_after_failures: int = STOP_AFTER_FAILURES,
         max_side: int = 1024,
         cache: ResponseCache | None = None,
         prompt_version: str = "",
@@ -77,13 +88,15 @@ class OpenAIChatAdapter:
         extra_body: dict[str, Any] | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        """`timeout_s`: seconds per HTTP request; `max_side`: pixels of the longer image side sent; prices in
-        currency units (e.g. USD) per 1000 tokens. `base_url` and `api_key` default to OPENAI_BASE_URL and
-        OPENAI_API_KEY."""
+        """`timeout_s`: seconds per HTTP request; `max_retries`: attempts after the first when a failure may pass;
+        `stop_after_failures`: requests in a row without an answer (each after its retries) that stop `generate`
+        with an `OutageError`; `max_side`: pixels of the longer image side sent; prices in currency units (e.g. USD)
+        per 1000 tokens. `base_url` and `api_key` default to OPENAI_BASE_URL and OPENAI_API_KEY."""
         _require(bool(model), "model", model, "a model name, e.g. openai:gpt-4o-mini")
         _require(concurrency >= 1, "concurrency", concurrency, "an integer ≥ 1")
         _require(timeout_s > 0, "timeout_s", timeout_s, "seconds > 0")
         _require(max_retries >= 0, "max_retries", max_retries, "an integer ≥ 0")
+        _require(stop_after_failures >= 1, "stop_after_failures", stop_after_failures, "an integer ≥ 1")
         _require(max_side >= 16, "max_side", max_side, "pixels ≥ 16")
         self.name = model
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
@@ -103,6 +116,7 @@ class OpenAIChatAdapter:
         self._slots = threading.BoundedSemaphore(concurrency)  # HTTP requests in flight, across generate() calls
         self._client: openai.OpenAI | None = None
         self._rng = random.Random()
+        self.outage = OutageGuard(stop_after_failures, self.base_url)  # not in describe(): it changes no answer
 
     @property
     def is_openai(self) -> bool:
@@ -150,17 +164,23 @@ class OpenAIChatAdapter:
 
         A few more workers than `concurrency` encode the next images while every slot waits on the server. When
         the caller is interrupted (Ctrl-C), requests not yet started are dropped; finished ones are in the cache.
+        When the outage guard trips, requests not yet started are not sent (cached answers are still served) and
+        `OutageError` is raised with every finished output, None for each request not started.
         """
         if not requests:
             return []
         self._require_key()
+        self.outage.rearm()
         pool = ThreadPoolExecutor(
             max_workers=min(self.concurrency + min(self.concurrency, ENCODE_AHEAD), len(requests))
         )
         try:
-            return list(pool.map(self._generate_one, requests))
+            outputs = list(pool.map(self._generate_one, requests))
         finally:
             pool.shutdown(wait=True, cancel_futures=True)  # a plain `with` would run every queued request first
+        if self.outage.reason is not None:
+            raise OutageError(self.outage.reason, outputs)
+        return [out for out in outputs if out is not None]  # all of them: nothing is skipped without an outage
 
     def estimated_cost(self) -> float | None:
         """Cost of the tokens paid for so far (cache hits are free), in the prices' currency; None without prices."""
@@ -184,39 +204,53 @@ class OpenAIChatAdapter:
 
     # -- policy ---------------------------------------------------------------------------------------------------
 
-    def _generate_one(self, request: ChatRequest) -> ModelOutput:
-        """Cache, then the request with retries; a failure comes back as an error status with a one-line reason."""
+    def _generate_one(self, request: ChatRequest) -> ModelOutput | None:
+        """Cache, then the request with retries; a failure comes back as an error status with a one-line reason.
+        None: not started, because the outage guard has tripped."""
         key = self.cache_key(request) if self.cache is not None else ""
         hit = self.cache.get(key) if self.cache is not None else None
         if hit is not None and isinstance(hit.get("text"), str):
             self._add_usage({"cached": 1})
             return ModelOutput(text=hit["text"], usage=dict(hit.get("usage", {})), cached=True)
+        if self.outage.tripped:
+            return None
         start = time.perf_counter()
         try:
             payload = self._payload(request)
         except _Failure as exc:
-            return ModelOutput(error=exc.message())
+            return ModelOutput(error=exc.message(), retryable=exc.kind.retryable)
         with self._slots:  # held through the backoff too: waiting out a 429 must not free a slot for more load
-            text, usage, failure = self._call_with_retries(payload)
+            if self.outage.tripped:  # tripped while this request waited for a slot
+                return None
+            result = self._call_with_retries(payload)
         latency_s = time.perf_counter() - start
-        if text is None:
-            return ModelOutput(error=failure, latency_s=latency_s)
+        if isinstance(result, _Failure):
+            return ModelOutput(error=result.message(), retryable=result.kind.retryable, latency_s=latency_s)
+        text, usage = result
         self._add_usage({**usage, "calls": 1})
         if self.cache is not None:
             self.cache.put(key, self.name, {"text": text, "usage": usage})
         return ModelOutput(text=text, usage=usage, latency_s=latency_s)
 
-    def _call_with_retries(self, payload: dict[str, Any]) -> tuple[str | None, dict[str, int], str]:
-        """(text, usage, "") on success, else (None, {}, reason). Sleeps between attempts, never after the last."""
+    def _call_with_retries(self, payload: dict[str, Any]) -> tuple[str, dict[str, int]] | _Failure:
+        """(text, usage), or the last failure, its `retries` set. Sleeps between attempts, never after the last;
+        gives up early once the outage guard has tripped. Every outcome is reported to the guard."""
         result = self._attempt(payload)
-        for retry in range(1, self.max_retries + 1):
-            if not isinstance(result, _Failure) or not result.retryable:
+        retries = 0
+        while isinstance(result, _Failure) and result.kind.retry_now and retries < self.max_retries:
+            if self.outage.tripped:
                 break
-            self.sleep(self._backoff_s(retry, result.retry_after_s))
+            self.sleep(self._backoff_s(retries + 1, result.retry_after_s))
+            if self.outage.tripped:  # tripped by another request during the wait: the run is stopping
+                break
+            retries += 1
             result = self._attempt(payload)
-        if isinstance(result, _Failure):  # retries exhausted, or a failure that no retry can fix
-            return None, {}, result.message(retries=self.max_retries if result.retryable else None)
-        return result[0], result[1], ""
+        if isinstance(result, _Failure):
+            result.retries = retries
+            self.outage.record(result.kind, result.message())
+        else:
+            self.outage.record(None)
+        return result
 
     def _attempt(self, payload: dict[str, Any]) -> tuple[str, dict[str, int]] | _Failure:
         """One call, parsed: (text, usage), or the failure it ended in."""
@@ -252,7 +286,7 @@ class OpenAIChatAdapter:
         try:
             return json.loads(content)
         except ValueError as exc:
-            raise _Failure("malformed response", f"invalid JSON ({exc})", retryable=True) from None
+            raise _Failure("malformed response", f"invalid JSON ({exc})", FailureKind.transient) from None
 
     def _payload(self, request: ChatRequest) -> dict[str, Any]:
         """The chat-completions arguments: optional system message, then the images and the prompt."""
@@ -301,52 +335,55 @@ def _image_part(ref: ImageRef, max_side: int) -> dict[str, Any]:
     try:
         return {"type": "image_url", "image_url": {"url": encode_image(ref, max_side)}}
     except (OSError, ValueError, Image.DecompressionBombError) as exc:  # UnidentifiedImageError is an OSError
-        raise _Failure("cannot read image", f"{ref.key}: {_one_line(str(exc))}", retryable=False) from None
+        raise _Failure("cannot read image", f"{ref.key}: {_one_line(str(exc))}", FailureKind.final) from None
 
 
 def _parse_completion(body: Any) -> tuple[str, dict[str, int]]:
-    """The answer text and token usage of a chat-completions body; raises a retryable _Failure when malformed."""
+    """The answer text and token usage of a chat-completions body; raises a transient _Failure when malformed, a
+    final one when the model refused (the same request would be refused again)."""
     choices = body.get("choices") if isinstance(body, dict) else None
     if not choices or not isinstance(choices, list):
-        raise _Failure("malformed response", "no choices in the response", retryable=True)
+        raise _Failure("malformed response", "no choices in the response", FailureKind.transient)
     message = choices[0].get("message") if isinstance(choices[0], dict) else None
     text = message.get("content") if isinstance(message, dict) else None
+    refusal = message.get("refusal") if isinstance(message, dict) else None
+    if not isinstance(text, str) and isinstance(refusal, str) and refusal:
+        raise _Failure("refused", _one_line(refusal), FailureKind.final)
     if not isinstance(text, str):
-        raise _Failure("malformed response", "the first choice has no message content", retryable=True)
+        raise _Failure("malformed response", "the first choice has no message content", FailureKind.transient)
     usage = body.get("usage") or {}
     return text, {k: int(usage[k]) for k in ("prompt_tokens", "completion_tokens") if isinstance(usage.get(k), int)}
 
 
 def _classify(exc: openai.APIError) -> _Failure:
-    """Map an openai error to a failure: HTTP 429/5xx, timeouts and dropped connections are retried."""
+    """Map an openai error to a failure (relabel.suggest.failures): HTTP 429/5xx, timeouts and dropped connections
+    are transient; no connection at all is `unreachable`; 401/403/404 are the service's; other 4xx are final."""
+    unreachable = _no_connection(exc)
     if isinstance(exc, openai.APITimeoutError):
-        return _Failure("timeout", "no response in time", retryable=True)
+        kind = FailureKind.unreachable if unreachable else FailureKind.transient
+        return _Failure("timeout", "no connection in time" if unreachable else "no response in time", kind)
     if isinstance(exc, openai.APIConnectionError):
         cause = exc.__cause__ or exc
-        return _Failure("connection error", _one_line(f"{type(cause).__name__}: {cause}"), retryable=True)
+        kind = FailureKind.unreachable if unreachable else FailureKind.transient
+        return _Failure("connection error", _one_line(f"{type(cause).__name__}: {cause}"), kind)
     if isinstance(exc, openai.APIStatusError):
-        status = exc.status_code
-        retryable = status in RETRYABLE_STATUS or status >= 500
-        retry_after = retry_after_s(exc.response.headers) if retryable else None
-        return _Failure(f"HTTP {status}", _error_detail(exc.body), retryable, retry_after)
-    return _Failure(type(exc).__name__, _one_line(str(exc)), retryable=False)
+        kind = http_failure_kind(exc.status_code)
+        retry_after = retry_after_s(exc.response.headers) if kind.retry_now else None
+        return _Failure(f"HTTP {exc.status_code}", _error_detail(exc.body), kind, retry_after)
+    return _Failure(type(exc).__name__, _one_line(str(exc)), FailureKind.service)
 
 
-def retry_after_s(headers: Mapping[str, str], now: float | None = None) -> float | None:
-    """Seconds the server asked to wait: `retry-after-ms`, else `Retry-After` (seconds or an HTTP date)."""
-    lowered = {k.lower(): v for k, v in headers.items()}
-    try:
-        if "retry-after-ms" in lowered:
-            return max(0.0, float(lowered["retry-after-ms"]) / 1000)
-        if "retry-after" in lowered:
-            return max(0.0, float(lowered["retry-after"]))
-    except ValueError:
-        pass
-    try:
-        date = email.utils.parsedate_to_datetime(lowered.get("retry-after", ""))
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, date.timestamp() - (time.time() if now is None else now))
+def _no_connection(exc: BaseException) -> bool:
+    """Whether no connection could be opened at all (refused, unknown host, connect timeout), as opposed to one
+    that broke or went quiet: the transport's connect error is somewhere in the chain of causes."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # the chain is openai -> httpx -> httpcore -> OSError; a bound guards against cycles
+        if seen is None:
+            return False
+        if type(seen).__name__ in _CONNECT_FAILURES or isinstance(seen, ConnectionRefusedError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _error_detail(body: object) -> str:
