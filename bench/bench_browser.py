@@ -40,19 +40,22 @@ SECTION = "## Studio in the browser: key press to image on screen"
 CHROMIUM = "/usr/bin/chromium"
 OVERLAP = 5
 VIEWPORT = {"width": 1366, "height": 768}
-# Installed in the page before the first key press: records, for every key press, the time until the image
-# under `selector` has changed and is loaded, at the animation frame in which that is first true.
-PROBE = """(selector) => {
+# Installed in the page before the first key press: records, for every key press, the time until a new card's
+# image is loaded in the <img> under `image`, at the animation frame in which that is first true. A new card is a
+# new `src` (the floor) or, given `card`, a new card key on that element (the studio: two cards may show the same
+# file).
+PROBE = """([image, card]) => {
   window.__latencies = [];
   let pressedAt = null, before = null;
-  const current = () => {
-    const img = document.querySelector(selector);
+  const state = () => {
+    if (card) { const c = document.querySelector(card); return c ? c.dataset.key : null; }
+    const img = document.querySelector(image);
     return img ? img.currentSrc || img.src : null;
   };
-  document.addEventListener("keydown", (ev) => { pressedAt = ev.timeStamp; before = current(); }, true);
+  document.addEventListener("keydown", (ev) => { pressedAt = ev.timeStamp; before = state(); }, true);
   const frame = () => {
-    const img = document.querySelector(selector);
-    if (pressedAt !== null && img && current() && current() !== before && img.complete && img.naturalWidth > 0) {
+    const img = document.querySelector(image);
+    if (pressedAt !== null && img && img.src && state() && state() !== before && img.complete && img.naturalWidth > 0) {
       window.__latencies.push(performance.now() - pressedAt);
       pressedAt = null;
     }
@@ -81,9 +84,9 @@ def start(command: list[str], url: str, what: str) -> subprocess.Popen[str]:
     raise SystemExit(f"benchmark aborted: {what} did not start within 180 s")
 
 
-def press_through(page: Any, selector: str, key: str, cards: int, dwell_s: float) -> list[float]:
+def press_through(page: Any, image: str, key: str, cards: int, dwell_s: float, card: str | None = None) -> list[float]:
     """Press `key` `cards` times, each once the previous image is on screen and `dwell_s` has passed."""
-    page.evaluate(PROBE, selector)
+    page.evaluate(PROBE, [image, card])
     for n in range(cards):
         time.sleep(dwell_s)
         page.keyboard.press(key)
@@ -115,7 +118,7 @@ def run_studio(browser: Any, url: str, cards: int, dwell_s: float) -> dict[str, 
         " const i = document.querySelector('#review-img');"
         " return r && r.dataset.key && i && i.complete && i.naturalWidth > 0; }"
     )
-    latencies = press_through(page, "#review-img", "1", cards, dwell_s)
+    latencies = press_through(page, "#review-img", "1", cards, dwell_s, card="[data-mode=review]")
     out = {"latencies": latencies, "stored": page.evaluate(STORED), "nodes": page.evaluate("document.all.length")}
     page.context.close()
     return out

@@ -1,20 +1,24 @@
 """A 50,000-image studio workspace with 150,000 decisions, built by bulk inserts for the studio benchmark.
 
-Images: the 1000 sample photos, hard-linked 50 times each under one dataset root (each row gets its own content
-hash, so every card renders its own display image: no shared cache hits). Labels: the built-in ImageNet val labels
-as ImGT. Runs: a top-5 classifier run and an open-world MLLM run whose top-1 disagrees with ImGT on ~20 % of the
-images. Decisions: 10 past annotators, 3 per image (150,000), agreeing on ~80 % of the images.
+Images: the 1000 sample photos, hard-linked 50 times each under one dataset root, each row with the sha256 of its
+file (the studio checks it before showing an image). The first `DISTINCT` images in review order are made
+distinct instead: a copy of the photo with a few unique bytes after its end, so every card a benchmark shows has a
+file, a hash and a cached display copy of its own (no browser- or display-cache hits from a repeated photo).
+Labels: the built-in ImageNet val labels as ImGT. Runs: a top-5 classifier run and an open-world MLLM run whose
+top-1 disagrees with ImGT on ~20 % of the images. Decisions: 10 past annotators, 3 per image (150,000), agreeing
+on ~80 % of the images.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import shutil
 import uuid
 from pathlib import Path
 
-from sqlalchemy import insert
+from sqlalchemy import insert, select, update
 from sqlalchemy.engine import Engine
 
 from db import create_db_engine, init_db
@@ -29,6 +33,11 @@ PAST_ANNOTATORS = 10
 VOTES_PER_IMAGE = 3
 PASSWORD = "bench"
 CHUNK = 10_000
+DISTINCT = 6000  # images made distinct, from the top of the review order: more than any benchmark reviews
+
+
+def sha256_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def link_photos(sample: Path, root: Path, n: int) -> list[str]:
@@ -60,6 +69,7 @@ def build(folder: Path, sample: Path, n_users: int, seed: int = 0) -> Engine:
     vocab = load_builtin()
     truth = builtin_val_labels()
     names = link_photos(sample, folder / "images", N_IMAGES)
+    hashes = {name: sha256_of(folder / "images" / name) for name in names[:1000]}  # the photos repeat in turn
     engine = create_db_engine(f"sqlite:///{folder / 'relabel.db'}")
     init_db(engine)
     with engine.begin() as conn:
@@ -80,7 +90,7 @@ def build(folder: Path, sample: Path, n_users: int, seed: int = 0) -> Engine:
                     "path": n,
                     "stem": n[:-5],
                     "status": ImageStatus.ok,
-                    "sha256": uuid.UUID(int=rng.getrandbits(128)).hex * 2,
+                    "sha256": hashes[names[k % 1000]],
                     "width": 500,
                     "height": 375,
                     "format": "JPEG",
@@ -88,7 +98,7 @@ def build(folder: Path, sample: Path, n_users: int, seed: int = 0) -> Engine:
                     "reason": "",
                     "notes": "",
                 }
-                for n in names
+                for k, n in enumerate(names)
             ],
         )
         image_ids = list(range(1, N_IMAGES + 1))
@@ -98,7 +108,28 @@ def build(folder: Path, sample: Path, n_users: int, seed: int = 0) -> Engine:
         suggestion = _predictions(conn, dataset_id, image_ids, originals, rng)
         _users(conn, n_users)
         _decisions(conn, image_ids, originals, suggestion, rng)
+    make_distinct(engine, folder / "images", DISTINCT)
     return engine
+
+
+def make_distinct(engine: Engine, root: Path, n: int) -> None:
+    """Give the first `n` images in review order a file and a hash of their own: a copy of the photo with the
+    image id appended after the JPEG's end (browsers and Pillow ignore bytes after the end-of-image marker)."""
+    import tempfile
+
+    from relabel.review.studio import Studio
+
+    with tempfile.TemporaryDirectory() as cache:
+        order = Studio(engine, cache_dir=Path(cache)).queue.order[:n]
+    with engine.begin() as conn:
+        paths = dict(conn.execute(select(Image.id, Image.path).where(Image.id.in_(order))).all())  # type: ignore[attr-defined]
+        for image_id in order:
+            path = root / paths[image_id]
+            data = path.read_bytes() + f"distinct-{image_id}".encode()
+            path.unlink()  # a hard link: replace it, leave the shared photo alone
+            path.write_bytes(data)
+            digest = hashlib.sha256(data).hexdigest()
+            conn.execute(update(Image).where(Image.id == image_id).values(sha256=digest, bytes=len(data)))
 
 
 def _source(conn, dataset_id: int, name: str, kind: SourceKind) -> int:  # type: ignore[no-untyped-def]

@@ -25,21 +25,47 @@ from relabel.errors import ConflictError, InputError, NotFoundError
 from relabel.workspace import dataset_vocabulary
 
 FLAGS = ("drawing", "multiple_objects", "duplicate", "inappropriate")
+MIN_PASSWORD_LENGTH = 8  # for new passwords (`relabel users add`); existing hashes are not checked
 _SCRYPT = {"n": 2**14, "r": 8, "p": 1}
+_DUMMY_SALT = os.urandom(16)  # hashed against when there is no stored hash: the same work, a certain "no"
+
+
+def check_new_password(password: str) -> str:
+    """`password` when it may be given to a new user; raises InputError naming the rule otherwise."""
+    if len(password) < MIN_PASSWORD_LENGTH:
+        raise InputError(
+            f"password too short: {len(password)} characters; use at least {MIN_PASSWORD_LENGTH} "
+            "(a passphrase of a few words is easiest to remember)"
+        )
+    return password
 
 
 def hash_password(password: str) -> str:
     salt = os.urandom(16)
-    digest = hashlib.scrypt(password.encode(), salt=salt, **_SCRYPT)
-    return f"scrypt${salt.hex()}${digest.hex()}"
+    return f"scrypt${salt.hex()}${_derive(password, salt).hex()}"
 
 
 def verify_password(password: str, stored: str | None) -> bool:
-    if not stored or not stored.startswith("scrypt$"):
-        return False
-    _, salt, digest = stored.split("$")
-    candidate = hashlib.scrypt(password.encode(), salt=bytes.fromhex(salt), **_SCRYPT)
-    return hmac.compare_digest(candidate.hex(), digest)
+    """True when `password` matches the stored hash. With no usable stored hash (an unknown user, a user without
+    a password) it does the same scrypt work before saying False, so the time taken does not tell them apart."""
+    salt, digest = _parse_hash(stored)
+    candidate = _derive(password, salt or _DUMMY_SALT)
+    return salt is not None and hmac.compare_digest(candidate, digest)
+
+
+def _parse_hash(stored: str | None) -> tuple[bytes | None, bytes]:
+    """(salt, digest) of a stored "scrypt$salt$digest" hash; (None, b"") when there is none or it is malformed."""
+    parts = (stored or "").split("$")
+    if len(parts) != 3 or parts[0] != "scrypt":
+        return None, b""
+    try:
+        return bytes.fromhex(parts[1]), bytes.fromhex(parts[2])
+    except ValueError:
+        return None, b""
+
+
+def _derive(password: str, salt: bytes) -> bytes:
+    return hashlib.scrypt(password.encode(), salt=salt, **_SCRYPT)
 
 
 def add_user(engine: Engine, name: str, role: Role, password: str | None = None) -> User:
@@ -123,11 +149,14 @@ def store_annotation(
     client_token: str | None = None,
     n_classes: int | None = None,
     stale_check: Callable[[int | None], None] | None = None,
+    dataset_id: int | None = None,
 ) -> tuple[int, bool]:
     """`record_annotation`, also saying whether this call stored the row (False: its token had been used).
 
-    `stale_check`, when given, is called inside the transaction with the id of the user's newest event on the
-    image (None: none) and raises to refuse the decision (a card answered since in another tab).
+    `dataset_id`, when given, is the dataset the caller serves: an image of another dataset is refused (its classes
+    would be checked against the wrong vocabulary); `n_classes` is trusted only together with it. `stale_check`,
+    when given, is called inside the transaction with the id of the user's newest event on the image (None: none)
+    and raises to refuse the decision (a card answered since in another tab).
 
     Runs on SQLAlchemy Core (three keyed lookups and one INSERT ... RETURNING in one transaction): it is on the path
     of every decision an annotator saves.
@@ -153,12 +182,12 @@ def store_annotation(
                 raise ConflictError(f"user {user!r} is an annotator; only leads adjudicate")
             if stale_check is not None:
                 stale_check(last_event_id(conn, image_id, u.id))
-            dataset_id = conn.execute(_IMAGE_DATASET, {"image_id": image_id}).scalar()
-            if dataset_id is None:
-                raise NotFoundError(f"image id {image_id} does not exist")
-            if n_classes is None:
+            image_dataset = conn.execute(_IMAGE_DATASET, {"image_id": image_id}).scalar()
+            if image_dataset is None or (dataset_id is not None and image_dataset != dataset_id):
+                raise NotFoundError(f"image id {image_id} does not exist in this dataset")
+            if n_classes is None or dataset_id is None:
                 with Session(bind=conn) as s:
-                    n_classes = len(dataset_vocabulary(s, s.get(Dataset, dataset_id)))  # type: ignore[arg-type]
+                    n_classes = len(dataset_vocabulary(s, s.get(Dataset, image_dataset)))  # type: ignore[arg-type]
             out_of_range = [c for c in classes if not 0 <= c < n_classes]
             if out_of_range:
                 raise InputError(f"classes {out_of_range} are outside 0..{n_classes - 1}")

@@ -121,14 +121,14 @@ def suggest_demo(engine: Engine, cache_dir: Path, *, show_progress: bool = True)
         try:
             job = build_job(SuggestSettings(model=model, protocol=protocol, dataset=DEMO_DATASET), engine, cache_dir)
             r = run_suggestions(job, dataset=DEMO_DATASET, run_name=name, show_progress=show_progress)
-            done.append(DemoSuggestion(name, r.ok, r.errors))
+            done.append(DemoSuggestion(name, r.ok, r.errors, r.stop_message()))  # an outage: partial, and said
         except RelabelError as exc:  # an unreachable endpoint must not spoil the offline demo
             done.append(DemoSuggestion(name, 0, 0, str(exc)))
     return done
 
 
 DEMO_USERS = (("alice", "annotator"), ("bob", "annotator"), ("lena", "lead"))
-DEMO_PASSWORD = "demo"  # the offline demo only: real workspaces get their passwords from `relabel users add`
+DEMO_PASSWORD = "relabel-demo"  # the offline demo only: real workspaces get their passwords from `relabel users add`
 
 
 def ensure_demo_users(engine: Engine) -> list[tuple[str, str]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from sqlalchemy import insert, select
@@ -16,8 +17,8 @@ from db.enums import Category, Verdict
 from db.models import Dataset, Image, Label, Snapshot, SnapshotLabel
 from relabel import __version__
 from relabel.annotations import Decision, consensus, current_decisions
-from relabel.errors import ConflictError, InputError, unknown_name
-from relabel.workspace import IMGT, get_dataset, get_source
+from relabel.errors import ConflictError, InputError, examples, unknown_name
+from relabel.workspace import IMGT, dataset_vocabulary, get_dataset, get_source
 
 UNDECIDED_POLICIES = {
     "keep": "undecided images keep the base source's labels (ImGT unless --base names a prior)",
@@ -43,6 +44,23 @@ def snapshot_hash(rows: list[tuple[str, list[int], str]]) -> str:
         h.update(json.dumps([path, classes, category], separators=(",", ":")).encode())
         h.update(b"\n")
     return h.hexdigest()
+
+
+def check_classes(labelled: Iterable[tuple[str, Sequence[int], str]], n_classes: int, what: str) -> None:
+    """Refuse (one InputError) labels holding a class outside the vocabulary: (path, classes, where from) rows.
+
+    Such labels can only come from a decision or a file made against another vocabulary; a snapshot or an export
+    that carried them would be read as other classes, or not read at all."""
+    bad = [
+        f"{path} {list(classes)} ({where})"
+        for path, classes, where in labelled
+        if any(isinstance(c, bool) or not isinstance(c, int) or not 0 <= c < n_classes for c in classes)
+    ]
+    if bad:
+        raise InputError(
+            f"{what}: {len(bad)} image(s) hold classes outside 0..{n_classes - 1}: {examples(bad)}; "
+            "undo or adjudicate those decisions, then try again"
+        )
 
 
 def source_labels(conn: Connection, source_id: int) -> dict[int, list[int]]:
@@ -87,15 +105,21 @@ def create_snapshot(
             raise InputError(f"dataset {ds.name!r} has no images; nothing to freeze")
         rows: list[tuple[int, str, list[int], Category, str]] = []
         origins: Counter[str] = Counter()
+        sources: list[str] = []
         for image_id, path in images:
             decision, origin = consensus(decisions.get(image_id, []), min_votes)
             if decision is not None:
                 classes, category = list(decision.classes), categorize(decision, original.get(image_id))
+                sources.append(f"decision #{decision.annotation_id}")
             else:
                 classes = base_labels.get(image_id, []) if undecided == "keep" else []
                 category, origin = Category.U, ("disputed" if origin == "disputed" else "base")
+                sources.append(f"source {base!r}")
             origins[origin] += 1
             rows.append((image_id, path, classes, category, origin))
+        n_classes = len(dataset_vocabulary(s, ds))
+        labelled = ((path, classes, where) for (_, path, classes, _, _), where in zip(rows, sources))
+        check_classes(labelled, n_classes, f"snapshot {name!r} not created")
         digest = snapshot_hash([(p, c, cat.value) for _, p, c, cat, _ in rows])
         counts = Counter(cat.value for *_, cat, _ in rows)
         snap = Snapshot(

@@ -19,7 +19,7 @@ from pathlib import Path
 from db import create_db_engine
 from relabel.review.studio import Studio
 
-DEMO_PASSWORD = "demo"  # the demo's users: annotators alice and bob, lead lena
+DEMO_PASSWORD = "relabel-demo"  # the demo's users: annotators alice and bob, lead lena
 VIEWPORT = {"width": 1366, "height": 768}
 CARD_SHOWN = """(selector) => {
   const root = document.querySelector(selector), img = root && root.querySelector('.rg-img');

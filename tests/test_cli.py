@@ -145,9 +145,40 @@ def test_users_add_reads_the_password_from_the_environment(tmp_path: Path, monke
     from db.models import User
     from relabel.annotations import verify_password
 
-    monkeypatch.setenv("RELABEL_PASSWORD", "s3cret")
+    monkeypatch.setenv("RELABEL_PASSWORD", "s3cret-passphrase")
     main(["--workspace", str(tmp_path / "ws"), "users", "add", "alice", "--role", "lead"])
     assert "added lead 'alice'" in capsys.readouterr().out
     with Session(create_db_engine(f"sqlite:///{tmp_path / 'ws' / 'relabel.db'}")) as s:
         user = s.exec(select(User)).one()
-    assert user.role.value == "lead" and verify_password("s3cret", user.password_hash)
+    assert user.role.value == "lead" and verify_password("s3cret-passphrase", user.password_hash)
+
+
+def test_hostile_input_files_are_one_line_errors_and_write_nothing(tmp_path: Path) -> None:
+    """The tester's files: a cut list, NaN scores, latin-1, deep JSON, a vocabulary of numbers, an export to /proc."""
+    images.photo(tmp_path / "data" / "n01440764_a.jpg")
+    files = {
+        "cut.csv": b'id,category,proposed_labels\nn01440764_a.jpg,M,"415, 813, 8',
+        "nan.csv": b"image,label,score\nn01440764_a.jpg,tench,nan\n",
+        "latin1.csv": "image,labels\nn01440764_a.jpg,caf\u00e9\n".encode("latin-1"),
+        "deep.json": b"[" * 100_000 + b"]" * 100_000,
+        "v.json": b"[1, 2, 3]",
+    }
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    assert run(["ingest", str(tmp_path / "data"), "--dataset", "mini", "--quiet"], tmp_path).returncode == 0
+    assert run(["snapshot", "create", "s"], tmp_path).returncode == 0
+    cases = [
+        (["labels", "import", str(tmp_path / "cut.csv"), "--format", "shankar"], 2, "cut.csv:2: a quoted field"),
+        (["predictions", "import", str(tmp_path / "nan.csv"), "--run", "m"], 2, "nan.csv:2: score 'nan' is not"),
+        (["labels", "import", str(tmp_path / "latin1.csv"), "--format", "csv"], 2, "byte offset 32 (line 2)"),
+        (["labels", "import", str(tmp_path / "deep.json"), "--format", "real"], 2, "deep.json: JSON nested too"),
+        (["ingest", str(tmp_path / "data"), "--vocabulary", str(tmp_path / "v.json")], 2, "v.json: class 0 is 1;"),
+        (["snapshot", "export", "s", "--format", "csv", "--out", "/proc/regt.csv"], 6, "cannot write '/proc/regt"),
+    ]
+    for args, code, expected in cases:
+        r = run(args, tmp_path)
+        assert r.returncode == code, (args, r.stderr)
+        assert r.stderr.count("\n") == 1 and r.stderr.startswith("error: ") and expected in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr
+    stats = run(["stats"], tmp_path).stdout
+    assert "labels:      imgt 1\n" in stats and "model runs:  none\n" in stats

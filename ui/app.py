@@ -5,6 +5,10 @@ one script each (`ui.card_component`), which sends every action as one request t
 gets the next card back: the 1000 classes never travel with a card, and nothing is kept in the browser's run
 history. Leads' tabs are Gradio components that load when the lead opens them. Every handler takes the user from
 the server-side session; lead-only handlers check the role again on the server.
+
+The web trust boundary sits in front of Gradio's routes: sign-in is throttled and hashed off the event loop
+(`ui.login`); cross-origin requests and the API listing are refused, and cookies are SameSite=Lax
+(`ui.security`); uploads are capped at MAX_UPLOAD and request bodies at MAX_BODY.
 """
 
 from __future__ import annotations
@@ -14,11 +18,22 @@ from pathlib import Path
 from typing import Any
 
 import gradio as gr
+from starlette.middleware import Middleware
 
 from relabel.review.studio import Studio
 from ui import dashboard_tab, reports_tab, snapshots_tab
 from ui.card_component import asset, card
 from ui.events import guarded
+from ui.login import FREE_PER_USER, LOCK_S, LoginGuard
+from ui.security import StudioGuard
+
+MAX_UPLOAD = "1mb"  # the studio has no upload component; Gradio's upload route takes files up to this size
+MAX_BODY = 2 * 1024 * 1024  # bytes of any request body: the studio's own requests are small JSON
+AUTH_MESSAGE = (
+    "ReGT studio: sign in with the name and password a lead gave you (relabel users add). "
+    f"After {FREE_PER_USER} failed sign-ins a name is locked for {LOCK_S:.0f} s, then twice as long after each "
+    "further failure, and even the right password is refused until then."
+)
 
 # Gradio's page chrome, made compact so the card fits a 1366×768 screen without scrolling.
 PAGE_CSS = """
@@ -31,9 +46,18 @@ footer { display: none !important; }
 """
 
 
+class StudioBlocks(gr.Blocks):
+    """Blocks whose API listing is empty: the studio's events are for its own page, so `/gradio_api/info`, the
+    listing embedded in the page (the login page too) and the "view API" page name none. Clients that know an
+    event's name (gradio_client, for leads' scripts) still call it, signed in, as before."""
+
+    def get_api_info(self, all_endpoints: bool = False, page: str | None = None) -> Any:
+        return {"named_endpoints": {}, "unnamed_endpoints": {}}
+
+
 def build_app(studio: Studio, *, exports_dir: Path, reports_dir: Path) -> gr.Blocks:
     """The studio's Blocks; `launch_app` serves it."""
-    with gr.Blocks(title="ReGT studio", fill_width=True) as app:
+    with StudioBlocks(title="ReGT studio", fill_width=True) as app:
         with gr.Tabs(elem_id="studio-tabs"):
             with gr.Tab("Review", id="review"):
                 card(studio, "review")
@@ -83,9 +107,11 @@ def launch_app(
         server_name=host,
         server_port=port,
         share=False,
-        auth=studio.login,
-        auth_message="ReGT studio: sign in with the name and password a lead gave you (relabel users add).",
+        auth=LoginGuard(studio.login).login,  # a coroutine: Gradio awaits it instead of hashing on its event loop
+        auth_message=AUTH_MESSAGE,
         allowed_paths=[str(studio.display.folder)],
+        max_file_size=MAX_UPLOAD,
+        app_kwargs={"middleware": [Middleware(StudioGuard)], "max_body_size": MAX_BODY},
         prevent_thread_lock=not block,
         quiet=True,
         show_error=True,

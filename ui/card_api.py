@@ -192,7 +192,10 @@ def decide(studio: Studio, user: str, data: dict[str, Any], *, adjudicate: bool 
 def reopened(
     studio: Studio, user: str, image_id: int, error: str, data: dict[str, Any], *, reveal: bool
 ) -> dict[str, Any]:
-    """The card of `image_id` served afresh after a refused decision, with the refusal as the error."""
+    """The card of `image_id` served afresh after a refused decision, with the refusal as the error (just the
+    error when the user may not open that image: a token forged for someone else's image earns no card)."""
+    if not studio.may_open(user, image_id):
+        raise StaleCardError(error)
     card, token = studio.open_card(user, image_id, hold=not reveal)
     flt = None if reveal else parse_filter(studio, data)
     return {"error": error, "card": served(studio, user, card, token, error, flt, reveal=reveal)}

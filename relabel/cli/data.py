@@ -120,7 +120,7 @@ def demo(ctx: click.Context, quiet: bool, serve: bool, port: int) -> None:
 
     The 8 photos get ambiguous original labels and EfficientNet-Lite0 suggestions (plus an MLLM's, when an
     OpenAI-compatible endpoint is configured with OPENAI_BASE_URL / OPENAI_API_KEY / RELABEL_DEMO_MODEL), and
-    three users: annotators alice and bob, lead lena, password "demo".
+    three users: annotators alice and bob, lead lena, password "relabel-demo".
 
     \b
     Examples:
@@ -137,7 +137,7 @@ def demo(ctx: click.Context, quiet: bool, serve: bool, port: int) -> None:
         click.echo(f"warning: demo photo {a} not found; skipped", err=True)
     for sug in suggest_demo(settings.engine, settings.workspace / "cache", show_progress=not quiet):
         if sug.problem:
-            click.echo(f"warning: suggestions {sug.run} skipped: {sug.problem}", err=True)
+            click.echo(f"warning: suggestions {sug.run}: {sug.problem}", err=True)
         else:
             click.echo(f"suggestions {sug.run}: {sug.ok} image(s), {sug.errors} error(s)")
     users = ensure_demo_users(settings.engine)
@@ -182,6 +182,17 @@ def users() -> None:
     """Annotators and leads of the workspace."""
 
 
+def new_password(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """The password option's check: too short a password is asked for again (or, given, refused)."""
+    from relabel.annotations import check_new_password
+    from relabel.errors import InputError
+
+    try:
+        return check_new_password(value)
+    except InputError as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from exc
+
+
 @users.command("add")
 @click.argument("name")
 @click.option("--role", type=click.Choice(["annotator", "lead"]), default="annotator", show_default=True)
@@ -191,15 +202,17 @@ def users() -> None:
     hide_input=True,
     confirmation_prompt=True,
     envvar="RELABEL_PASSWORD",
-    help="Prompted for when not given (env RELABEL_PASSWORD).",
+    callback=new_password,
+    help="At least 8 characters; prompted for when not given (env RELABEL_PASSWORD).",
 )
 @pass_settings
 def users_add(settings: Settings, name: str, role: str, password: str) -> None:
-    """Add a user with a password (stored as a salted scrypt hash).
+    """Add a user with a password (stored as a salted scrypt hash; at least 8 characters).
 
     \b
     Example:
       relabel users add alice --role annotator
+      RELABEL_PASSWORD='correct horse battery' relabel users add lena --role lead
     """
     from db.enums import Role
     from relabel.annotations import add_user

@@ -25,7 +25,7 @@ from db.models import Annotation, Image, User
 from relabel.annotations import Decision, current_decisions, retract_annotation, store_annotation, verify_password
 from relabel.errors import ConflictError, InputError, NotFoundError
 from relabel.review.cards import IMAGE_COLUMNS, Card, RunChoice, load_card, pick_runs
-from relabel.review.display import DisplayCache, StoredImage, forget_resolved_paths
+from relabel.review.display import DisplayCache, StoredImage
 from relabel.review.evidence import load_evidence
 from relabel.review.examples import load_examples
 from relabel.review.queue import Evidence, QueueFilter, ReviewQueue
@@ -104,7 +104,9 @@ class Studio:
     # -- users ---------------------------------------------------------------------------------------------------
 
     def login(self, name: str, password: str) -> bool:
-        """True when `name` exists and `password` matches its stored hash."""
+        """True when `name` exists and `password` matches its stored hash. An unknown name costs the same scrypt
+        work as a known one (`verify_password`), so the answer's timing does not tell which names exist. Blocks
+        for the hash (~50 ms): the web studio calls it off its event loop, throttled (`ui.login`)."""
         with self.engine.connect() as conn:
             stored = conn.execute(select(User.password_hash).where(User.name == name)).scalar()
         return verify_password(password, stored)
@@ -140,7 +142,6 @@ class Studio:
             self.examples = load_examples(conn, self.dataset_id, self.root)
         with self._cards_lock:
             self._cards.clear()
-        forget_resolved_paths()
 
     def next_card(self, user: str, flt: QueueFilter = QueueFilter()) -> tuple[Card | None, str]:
         """The next card for `user` and its token; (None, "") when nothing is left under `flt`."""
@@ -293,6 +294,7 @@ class Studio:
                 client_token=token,
                 n_classes=len(self.vocab),
                 stale_check=refuse_if_stale,
+                dataset_id=self.dataset_id,
             )
         if created:
             self.queue.record(image_id, user_id, (verdict, frozenset(chosen)), adjudication=adjudicate)

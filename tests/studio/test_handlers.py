@@ -3,6 +3,7 @@ reloads, the audit trail, the dashboard; and the display cache."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -154,15 +155,16 @@ class TestImages:
         Image.new("RGB", (300, 200), (10, 200, 30)).save(root / "plain.jpg")
         Image.new("CMYK", (300, 200)).save(root / "cmyk.jpg")
         cache = DisplayCache(tmp_path / "cache", side=256)
-        plain = StoredImage(1, str(root), "plain.jpg", "a" * 64, "JPEG", "RGB", 300, 200, None)
-        # full resolution: the file itself, linked into the cache under an image suffix (the root is never served)
+        plain_sha, cmyk_sha = (hashlib.sha256((root / n).read_bytes()).hexdigest() for n in ("plain.jpg", "cmyk.jpg"))
+        plain = StoredImage(1, str(root), "plain.jpg", plain_sha, "JPEG", "RGB", 300, 200, None)
+        # full resolution: the file itself, copied into the cache under an image suffix (the root is never served)
         original = cache.path_for(plain, side=0)
         assert original.is_relative_to(tmp_path / "cache") and original.suffix == ".jpg"
         assert original.read_bytes() == (root / "plain.jpg").read_bytes()
         assert cache.path_for(plain, side=0) == original  # made once
         shrunk = cache.path_for(plain)  # larger than the display side: a resized copy
-        cmyk = cache.path_for(StoredImage(2, str(root), "cmyk.jpg", "b" * 64, "JPEG", "CMYK", 300, 200, None), side=0)
-        rotated = cache.path_for(StoredImage(3, str(root), "plain.jpg", "c" * 64, "JPEG", "RGB", 200, 300, 6), side=0)
+        cmyk = cache.path_for(StoredImage(2, str(root), "cmyk.jpg", cmyk_sha, "JPEG", "CMYK", 300, 200, None), side=0)
+        rotated = cache.path_for(StoredImage(3, str(root), "plain.jpg", plain_sha, "JPEG", "RGB", 200, 300, 6), side=0)
         for path in (shrunk, cmyk, rotated):
             assert path.is_relative_to(tmp_path / "cache")
             with Image.open(path) as shown:
