@@ -31,7 +31,7 @@ from pathlib import Path
 import httpx
 from benchlib import MET, REPO, SHARED, command_line, machine_line, write_section
 from sqlalchemy import text
-from studio_workspace import N_IMAGES, PASSWORD, build
+from studio_workspace import DISTINCT, N_IMAGES, PASSWORD, build
 
 from db import create_db_engine
 from relabel.review.studio import Studio
@@ -263,7 +263,8 @@ def report(args, machine, built, inproc, client, load, db, locked, rss, hwm) -> 
         f"- Command: `{command_line()}`",
         f"- Date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
         f"- Machine: {machine}",
-        f"- Workspace: {N_IMAGES:,} images (the sample photos hard-linked, each row its own display image), ImGT, a "
+        f"- Workspace: {N_IMAGES:,} images (the sample photos hard-linked; the first {DISTINCT:,} in review order "
+        "distinct files, so every card shown has its own file, hash and display copy), ImGT, a "
         f"top-5 classifier run, an OW run, 150,000 decisions by 10 past annotators; SQLite (WAL); overlap "
         f"{OVERLAP}; built by bulk inserts in {built:.1f} s; studio start-up (queue and evidence) "
         f"{inproc['startup'][0]:.1f} s",
