@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,9 +25,9 @@ from db.models import Annotation, Image, ModelRun, Prediction
 from relabel import __version__
 from relabel.arrays import load_array
 from relabel.errors import ConflictError, InputError, brief, unknown_name
-from relabel.sources import LabelRow, drop_for_reimport, image_key, resolve_labels, resolve_rows
+from relabel.import_rows import LabelRow, drop_for_reimport, image_key, resolve_labels, resolve_rows
 from relabel.tables import LABEL_SEPARATORS, TableSchema, read_records
-from relabel.textfiles import read_json, read_lines
+from relabel.textfiles import parse_decimal, read_json, read_lines
 from relabel.vocabulary import Vocabulary
 from relabel.workspace import dataset_vocabulary, get_dataset, image_index
 
@@ -50,21 +49,22 @@ PREDICTION_TABLE = TableSchema(
 
 
 def parse_scores(value: object, where: str) -> list[float] | None:
-    """Scores of a row ('|' or ';' between several, or a JSON list), or None; each must be a finite number."""
+    """Scores of a row ('|' or ';' between several, or a JSON list), or None; each must be a finite number.
+
+    A JSON number is taken as it is (the JSON reader has refused NaN, infinities and absurd lengths); text must
+    be an ASCII decimal (`parse_decimal`): float() alone would take "1_0" as 10 and a fullwidth "０.５" as 0.5.
+    """
     if value is None or value == "":
         return None
     items = LABEL_SEPARATORS.split(value) if isinstance(value, str) else value if isinstance(value, list) else [value]
     scores = []
     for item in items:
-        number = None
         if isinstance(item, str):
-            with suppress(ValueError):
-                number = float(item)
-        elif isinstance(item, int | float) and not isinstance(item, bool):
-            number = float(item)
-        if number is None or not math.isfinite(number):
+            scores.append(parse_decimal(item, where, "score"))
+        elif isinstance(item, int | float) and not isinstance(item, bool) and math.isfinite(item):
+            scores.append(float(item))
+        else:
             raise InputError(f"{where}: score {brief(item, 40)} is not a finite number (NaN and infinity are not)")
-        scores.append(number)
     return scores
 
 

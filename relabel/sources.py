@@ -1,7 +1,8 @@
 """Label sources: import the labels of earlier relabeling efforts (priors) next to the original ImGT labels.
 
 Each import format is a parser in `SOURCE_FORMATS` that yields `LabelRow`s keyed by image file name; `import_source`
-validates every row against the dataset (known images, classes in range) and writes all or nothing.
+validates every row against the dataset (known images, classes in range, stated original labels equal to ImGT;
+see `relabel.import_rows`) and writes all or nothing.
 
 Parsers are strict, because a wrong label set is worse than a refused file (an empty set excludes the image): a
 row cut short, an unknown or missing column, a list that does not parse whole, an id that is not an integer, a
@@ -12,47 +13,32 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import delete, insert
 from sqlalchemy.engine import Engine
-from sqlmodel import select
+from sqlmodel import Session, select
 
 from db.engine import session_scope
 from db.enums import Category, SourceKind
-from db.models import Label, LabelSource
+from db.models import Dataset, Label, LabelSource
 from relabel.errors import ConflictError, InputError, brief, examples, unknown_name
-from relabel.tables import TableSchema, label_tokens, read_records
+from relabel.import_rows import (
+    LabelRow,
+    drop_for_reimport,
+    image_key,
+    is_integer,
+    resolve_labels,
+    resolve_rows,
+    val_key,
+)
+from relabel.tables import TableSchema, check_label_count, read_records
 from relabel.textfiles import read_json
 from relabel.vocabulary import Vocabulary
-from relabel.workspace import IMGT, ImageIndex, dataset_vocabulary, get_dataset, image_index
-
-
-@dataclass
-class LabelRow:
-    key: str  # image path, file name or stem
-    classes: list[int]
-    certainty: list[float] | None = None
-    category: str | None = None
-    extra: dict[str, Any] | None = None
-    where: str = ""  # file:line, for error messages
-
-
-VAL_PREFIX = "ILSVRC2012_val_"
-VAL_KEY = re.compile(rf"{VAL_PREFIX}\d{{8}}")  # the stem `val_key` writes
-
-
-def val_key(number: int) -> str:
-    """File stem of ImageNet validation image `number` (1-based)."""
-    return f"{VAL_PREFIX}{number:08d}"
-
-
-def is_integer(value: object) -> bool:
-    """True for a JSON integer; not for true/false (Python bools are ints), 1.0 or "1"."""
-    return isinstance(value, int) and not isinstance(value, bool)
+from relabel.workspace import IMGT, dataset_vocabulary, get_dataset, image_index
 
 
 def parse_real(path: Path, vocab: Vocabulary) -> Iterable[LabelRow]:
@@ -84,18 +70,20 @@ INDEX_LIST = re.compile(r"\s*[0-9]+(\s*,\s*[0-9]+)*\s*")
 
 
 def index_list(row: dict[str, str], column: str, where: str, n_classes: int) -> list[int]:
-    """Class indices of a Shankar list cell ("415, 813, 868"; empty: none). A cell that is not a complete list of
-    integers in 0..n_classes-1 ("415, 813," or "415, x") is an InputError."""
+    """Class indices of a Shankar list cell ("415, 813, 868"; empty: none), repeats dropped in order. A cell that
+    is not a complete list of integers in 0..n_classes-1 ("415, 813," or "415, x") is an InputError, and so is one
+    with more entries than there are classes."""
     text = row.get(column) or ""
     if not text.strip():
         return []
     if not INDEX_LIST.fullmatch(text):
         raise InputError(f"{where}: {column} {brief(text)} is not a list of class indices like '415, 813, 868'")
     tokens = [t.strip() for t in text.split(",")]
+    check_label_count(len(tokens), n_classes, f"{where}: {column}")
     values = [int(t) if len(t) <= 9 else n_classes for t in tokens]  # int() refuses 4,300 digits: all too big
     if any(v >= n_classes for v in values):
         raise InputError(f"{where}: {column} {brief(text)} has a class outside 0..{n_classes - 1}")
-    return values
+    return list(dict.fromkeys(values))
 
 
 def shankar_flag(row: dict[str, str], column: str, where: str) -> bool:
@@ -109,7 +97,11 @@ def shankar_flag(row: dict[str, str], column: str, where: str) -> bool:
 
 
 def parse_shankar(path: Path, vocab: Vocabulary) -> Iterable[LabelRow]:
-    """Shankar et al. (2020) multi-label CSV: id, category (A/B/M/Z), proposed_labels, unclear and wrong labels."""
+    """Shankar et al. (2020) multi-label CSV: id, category (A/B/M/Z), proposed_labels, unclear and wrong labels.
+
+    A row whose proposed labels contradict its category is refused (see `check_shankar_category`); its
+    original_label must be the dataset's ImGT label (checked by `import_source`).
+    """
     n = len(vocab)
     for where, row in read_records(path, SHANKAR_TABLE, fmt="csv"):
         key, category = row["id"].strip(), row["category"].strip()
@@ -117,26 +109,58 @@ def parse_shankar(path: Path, vocab: Vocabulary) -> Iterable[LabelRow]:
             raise InputError(f"{where}: empty id; expected an image file name such as ILSVRC2012_val_00000001.JPEG")
         if category not in SHANKAR_CATEGORIES:
             raise InputError(f"{where}: category {brief(category)} is not one of {', '.join(SHANKAR_CATEGORIES)}")
-        original = index_list(row, "original_label", where, n)
-        if len(original) > 1:
+        listed = index_list(row, "original_label", where, n)
+        if len(listed) > 1:
             raise InputError(f"{where}: original_label {brief(row['original_label'])} is not one class index")
+        original = listed[0] if listed else None
+        classes = index_list(row, "proposed_labels", where, n)
+        check_shankar_category(category, original, classes, where)
         extra = {
-            "original_label": original[0] if original else None,
+            "original_label": original,
             "unclear": index_list(row, "unclear_multi_labels", where, n),
             "wrong": index_list(row, "wrong_multi_labels", where, n),
             "validated": shankar_flag(row, "manually_validated", where),
             "problematic": shankar_flag(row, "is_problematic", where),
         }
-        classes = index_list(row, "proposed_labels", where, n)
-        yield LabelRow(key, classes, category=category, extra=extra, where=where)
+        yield LabelRow(key, classes, category=category, extra=extra, where=where, original=original)
+
+
+SHANKAR_MEANING = {  # category: (what it says, what proposed_labels must then be)
+    "A": ("the original label is the one correct label", "the original label alone"),
+    "B": ("one correct label, not the original", "one class other than the original"),
+    "M": ("several correct labels", "two or more classes"),
+    "Z": ("no correct label", "empty"),
+}
+
+
+def check_shankar_category(category: str, original: int | None, classes: list[int], where: str) -> None:
+    """Refuse a row whose proposed labels (repeats dropped) contradict its category; see SHANKAR_MEANING. The
+    published file holds no such row: one that does is damaged or from another release, and guessing which of
+    the two columns is right would store a wrong label set."""
+    ok = {
+        "A": len(classes) == 1 and original in (None, classes[0]),
+        "B": len(classes) == 1 and classes[0] != original,
+        "M": len(classes) >= 2,
+        "Z": not classes,
+    }[category]
+    if not ok:
+        says, needs = SHANKAR_MEANING[category]
+        stated = f", original_label {original}" if original is not None else ""
+        raise InputError(
+            f"{where}: category {category} ({says}) needs proposed_labels {needs}, got {classes}{stated}; the row "
+            "contradicts itself"
+        )
 
 
 MTURK_VOTES = ("given", "guessed", "both", "neither")
 MTURK_CATEGORY = {"given": Category.A, "guessed": Category.B, "both": Category.M, "neither": Category.Z}
 
 
+MTURK_WORKERS = 5  # every record of the published file holds exactly five votes
+
+
 def mturk_majority(votes: dict[str, int]) -> str | None:
-    """The outcome that at least 3 of the 5 workers chose (strict majority), or None."""
+    """The outcome that a strict majority of the votes chose (at least 3 of the 5 workers), or None."""
     total = sum(votes.get(k, 0) for k in MTURK_VOTES)
     best = max(MTURK_VOTES, key=lambda k: votes.get(k, 0))
     return best if total and votes.get(best, 0) * 2 > total else None
@@ -154,7 +178,8 @@ def mturk_field(rec: dict[str, Any], key: str, where: str, low: int, high: int |
 
 
 def mturk_votes(rec: dict[str, Any], where: str) -> dict[str, int]:
-    """The workers' vote counts: an object with some of given/guessed/both/neither, each a count >= 0."""
+    """The workers' vote counts: an object with some of given/guessed/both/neither, each a count >= 0, adding up
+    to the five votes each record holds (a missing outcome counts 0)."""
     votes = rec.get("mturk")
     if not isinstance(votes, dict):
         raise InputError(
@@ -163,14 +188,23 @@ def mturk_votes(rec: dict[str, Any], where: str) -> dict[str, int]:
     unknown = sorted(set(votes) - set(MTURK_VOTES))
     if unknown:
         raise InputError(f"{where}: mturk has unknown key(s) {examples(unknown)}; expected {', '.join(MTURK_VOTES)}")
-    return {k: mturk_field(votes, k, f"{where} mturk", 0) if k in votes else 0 for k in MTURK_VOTES}
+    counts = {k: mturk_field(votes, k, f"{where} mturk", 0) if k in votes else 0 for k in MTURK_VOTES}
+    if sum(counts.values()) != MTURK_WORKERS:
+        raise InputError(
+            f"{where}: mturk votes add up to {sum(counts.values())} "
+            f"({', '.join(f'{k} {v}' for k, v in counts.items())}); each record holds the votes of {MTURK_WORKERS} "
+            "workers"
+        )
+    return counts
 
 
 def parse_mturk(path: Path, vocab: Vocabulary) -> Iterable[LabelRow]:
     """cleanlab's `mturk_label_errors.json`: given/guessed labels and 5 workers' votes per candidate error.
 
-    Labels follow the strict majority: given -> [given] (A), guessed -> [guessed] (B), both -> [given, guessed]
-    (M), neither -> [] (Z), no majority -> [] (X). Certainty is the share of votes that accept each label.
+    Labels follow the strict majority (3 of 5): given -> [given] (A), guessed -> [guessed] (B), both ->
+    [given, guessed] (M), neither -> [] (Z), no majority -> [] (X). Certainty is the share of votes that accept
+    each label. A record whose votes do not add up to 5, or whose guessed label is its given one, is refused;
+    the given label must be the dataset's ImGT label (checked by `import_source`).
     """
     data = read_json(path)
     if not isinstance(data, list):
@@ -183,8 +217,13 @@ def parse_mturk(path: Path, vocab: Vocabulary) -> Iterable[LabelRow]:
         number = mturk_field(rec, "id", where, 1)
         given = mturk_field(rec, "given_original_label", where, 0, top)
         guessed = mturk_field(rec, "our_guessed_label", where, 0, top)
+        if guessed == given:
+            raise InputError(
+                f"{where}: given_original_label and our_guessed_label are both {given}; a candidate label error "
+                "proposes a class other than the given one"
+            )
         counts = mturk_votes(rec, where)
-        n = sum(counts.values()) or 1
+        n = MTURK_WORKERS
         outcome = mturk_majority(counts)
         classes = {"given": [given], "guessed": [guessed], "both": [given, guessed]}.get(outcome or "", [])
         share = {given: (counts["given"] + counts["both"]) / n, guessed: (counts["guessed"] + counts["both"]) / n}
@@ -195,6 +234,7 @@ def parse_mturk(path: Path, vocab: Vocabulary) -> Iterable[LabelRow]:
             category=(MTURK_CATEGORY[outcome] if outcome else Category.X).value,
             extra={"votes": counts, "given": given, "guessed": guessed},
             where=where,
+            original=given,
         )
 
 
@@ -219,24 +259,6 @@ def parse_jsonl(path: Path, vocab: Vocabulary) -> Iterable[LabelRow]:
         yield _table_row(row, vocab, where)
 
 
-def image_key(row: dict[str, Any], where: str, column: str = "image") -> str:
-    """The image named by a table row: a non-empty string (a path, file name or stem)."""
-    key = row.get(column)
-    if not isinstance(key, str) or not key.strip():
-        raise InputError(f"{where}: {column} is {brief(key, 40)}; expected an image path, file name or stem")
-    return key.strip()
-
-
-def resolve_labels(value: object, vocab: Vocabulary, where: str) -> list[int]:
-    """Class indices of a label cell (see `label_tokens`); an unknown class names the row."""
-    try:
-        return [vocab.resolve(t) for t in label_tokens(value, where)]
-    except InputError as exc:
-        if str(exc).startswith(where):
-            raise
-        raise InputError(f"{where}: {exc}") from None
-
-
 def _table_row(row: dict[str, Any], vocab: Vocabulary, where: str) -> LabelRow:
     key = image_key(row, where)
     classes = resolve_labels(row.get("labels", row.get("label")), vocab, where)
@@ -255,78 +277,42 @@ SOURCE_FORMATS: dict[str, Callable[[Path, Vocabulary], Iterable[LabelRow]]] = {
 }
 
 
+def check_stated_originals(session: Session, dataset: Dataset, rows: list[LabelRow], ids: list[int], what: str) -> None:
+    """Refuse a file whose rows state an image's original label (Shankar's original_label, MTurk's given label)
+    other than the dataset's ImGT label of that image, counting every such row.
+
+    Such a file was made for another dataset (or another version of its labels): its relabeling answers a
+    question about different labels, so storing it beside this ImGT would be wrong. Images without an ImGT label
+    are not checked.
+    """
+    stated = [(r, image_id) for r, image_id in zip(rows, ids) if image_id >= 0 and r.original is not None]
+    if not stated:
+        return
+    imgt = dict(
+        session.exec(
+            select(Label.image_id, Label.classes)
+            .join(LabelSource, LabelSource.id == Label.source_id)  # type: ignore[arg-type]
+            .where(LabelSource.dataset_id == dataset.id, LabelSource.name == IMGT)
+        ).all()
+    )
+    bad = [
+        f"{r.where}: {r.key} states {r.original}, ImGT is {imgt[image_id]}"
+        for r, image_id in stated
+        if image_id in imgt and r.original not in imgt[image_id]
+    ]
+    if bad:
+        raise InputError(
+            f"{what}: {len(bad)} row(s) state an original label other than the dataset's ImGT label: "
+            f"{examples(bad)}; the file belongs to another dataset or label version; nothing written"
+        )
+
+
 @dataclass
 class SourceReport:
     source: str
     written: int
     skipped_unknown: int
     categories: dict[str, int]
-
-
-def drop_for_reimport(s: Any, old: Any, children: Any, conflict: str, replace: bool) -> None:
-    """Delete `old` (an imported source or run) and its rows (the `children` DELETE) before it is imported again;
-    without `replace`, refuse with the one-line `conflict` and the flag that allows it."""
-    if not replace:
-        raise ConflictError(f"{conflict}; pass --replace to re-import")
-    s.execute(children)
-    s.delete(old)
-    s.flush()
-
-
-def resolve_rows(
-    rows: list[LabelRow], index: ImageIndex, n_classes: int, *, skip_unknown: bool, what: str
-) -> tuple[list[int], int]:
-    """Image ids for `rows` (-1 for an unknown image) and the number of unknown images.
-
-    Raises one InputError: why no row matches an image at all (even with `skip_unknown`: an import of nothing is
-    never what was meant, and a file keyed for another dataset is the usual cause); else one that counts every
-    bad class; else, without `skip_unknown`, one that counts the unknown images.
-    """
-    ids: list[int] = []
-    unknown: list[str] = []
-    bad_class: list[str] = []
-    for r in rows:
-        image_id = index.lookup(r.key)
-        if image_id is None:
-            unknown.append(r.key)
-        if any(not 0 <= c < n_classes for c in r.classes):
-            bad_class.append(f"{r.where}: {r.classes}")
-        ids.append(image_id if image_id is not None else -1)
-    if len(unknown) == len(rows):
-        raise InputError(no_match_message(rows, index, what))
-    if bad_class:
-        raise InputError(
-            f"{what}: {len(bad_class)} row(s) have classes outside 0..{n_classes - 1}: "
-            f"{examples(bad_class)}; nothing written"
-        )
-    if unknown and not skip_unknown:
-        raise InputError(
-            f"{what}: {len(unknown)} of {len(rows)} image(s) are not in the dataset: {examples(unknown)}; "
-            "nothing written (ingest them first, or pass --skip-unknown)"
-        )
-    return ids, len(unknown)
-
-
-def no_match_message(rows: Sequence[LabelRow], index: ImageIndex, what: str) -> str:
-    """Why none of `rows` matches an image of the dataset, one line with an example key and an example file of the
-    dataset. Rows keyed by ImageNet validation numbers (ReaL, MTurk, Shankar) get their own explanation."""
-    if not rows:
-        return f"{what}: holds no rows; nothing written"
-    paths = sorted(index.ids_by_path)
-    if not paths:
-        return f"{what}: the dataset has no images to match its {len(rows)} row(s); ingest them first; nothing written"
-    head = f"{what}: none of its {len(rows)} row(s) matches an image of the dataset; nothing written"
-    dataset_file, key = repr(paths[0]), rows[0].key
-    if all(VAL_KEY.fullmatch(PurePosixPath(r.key).stem) for r in rows):
-        return (
-            f"{head}: its rows are keyed by ImageNet validation numbers ({VAL_PREFIX}NNNNNNNN, e.g. {key!r}) and "
-            f"the dataset's file names do not match (e.g. {dataset_file}); import it into a dataset of the "
-            f"{VAL_PREFIX}* images"
-        )
-    return (
-        f"{head}: a key must be an image's relative path, file name or file stem (e.g. key {key!r}, "
-        f"dataset file {dataset_file})"
-    )
 
 
 def import_source(
@@ -352,6 +338,7 @@ def import_source(
         vocab = dataset_vocabulary(s, ds)
         rows = list(SOURCE_FORMATS[fmt](path, vocab))
         ids, skipped = resolve_rows(rows, image_index(s, ds), len(vocab), skip_unknown=skip_unknown, what=str(path))
+        check_stated_originals(s, ds, rows, ids, str(path))
         old = s.exec(select(LabelSource).where(LabelSource.dataset_id == ds.id, LabelSource.name == name)).first()
         if old is not None:
             what = f"dataset {ds.name!r} already has a label source {name!r}"

@@ -121,3 +121,13 @@ def label_tokens(value: object, where: str) -> list[str]:
                 f"{where}: label {brief(item, 40)} is not a class; give an index (integer), a wnid or a name"
             )
     return [str(item).strip() for item in items if str(item).strip()]
+
+
+def check_label_count(count: int, n_classes: int, where: str) -> None:
+    """Refuse a label set of more entries than the vocabulary has classes: a set names each class at most once,
+    so such a cell (43,000 copies of one class) is a broken file, not labels to shrink."""
+    if count > n_classes:
+        raise InputError(
+            f"{where}: a label set of {count:,} entries, more than the {n_classes:,} classes of the vocabulary; "
+            "a set lists each class at most once"
+        )

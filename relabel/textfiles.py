@@ -6,6 +6,10 @@ the value, never a traceback and never a silently mangled value.
 
 Encodings: UTF-8 with or without a byte-order mark, and UTF-16 or UTF-32 announced by their byte-order mark.
 Anything else that does not decode (latin-1, UTF-16 without a BOM) is refused with the byte offset.
+
+Text that cannot be stored never gets through: a NUL is refused in the bytes and, spelled \u0000, in a JSON
+string, and so is an unpaired surrogate (\ud800). Numbers are ASCII decimals with at most MAX_DIGITS digits
+before the point, in JSON (`parse_json`) as in a text cell (`parse_decimal`).
 """
 
 from __future__ import annotations
@@ -100,39 +104,123 @@ def read_lines(path: Path) -> Iterator[tuple[int, str]]:
 # --- JSON -----------------------------------------------------------------------------------------------------
 
 
-class _NotFinite(ValueError):
+MAX_DIGITS = 20  # an index, count or id in our files has at most 19 digits; a score's whole part far fewer
+DECIMAL = re.compile(r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")  # ASCII only, no "1_0"
+NUMBER_HINT = f"numbers are ASCII decimals (like 3, 0.25 or 1e-4) with at most {MAX_DIGITS} digits before the point"
+
+
+class _BadNumber(ValueError):
     pass
 
 
+def _whole_digits(text: str) -> int:
+    """Digits before the decimal point (or exponent) of a decimal literal."""
+    return len(re.split(r"[.eE]", text.lstrip("+-"), maxsplit=1)[0])
+
+
+def _too_long(text: str) -> str:
+    shown = text if len(text) <= 24 else f"{text[:12]}…({len(text):,} chars)"
+    return f"{shown} has {_whole_digits(text):,} digits before the point; {NUMBER_HINT}"
+
+
+def parse_decimal(text: str, where: str, what: str = "number") -> float:
+    """The finite float a text cell holds; anything but an ASCII decimal (see DECIMAL) is one InputError.
+
+    float() alone would also read "1_0" as 10, fullwidth "０.５" as 0.5, "nan" and "inf": none of them is how a
+    number is written in a data file, and each has been a silently wrong value.
+    """
+    stripped = text.strip()
+    if not DECIMAL.fullmatch(stripped):
+        raise InputError(f"{where}: {what} {brief(text, 40)} is not a number; {NUMBER_HINT} (NaN and infinity are not)")
+    if _whole_digits(stripped) > MAX_DIGITS:
+        raise InputError(f"{where}: {what} {_too_long(stripped)}")
+    value = float(stripped)
+    if not math.isfinite(value):
+        raise InputError(f"{where}: {what} {brief(text, 40)} is beyond the range of a number; numbers must be finite")
+    return value
+
+
 def _refuse_constant(name: str) -> float:
-    raise _NotFinite(f"{name} is not a number JSON allows")
+    raise _BadNumber(f"{name} is not a number JSON allows; numbers must be finite")
 
 
-def _finite_float(text: str) -> float:
+def _json_int(text: str) -> int:
+    if _whole_digits(text) > MAX_DIGITS:
+        raise _BadNumber(f"number {_too_long(text)}")
+    return int(text)
+
+
+def _json_float(text: str) -> float:
+    if _whole_digits(text) > MAX_DIGITS:
+        raise _BadNumber(f"number {_too_long(text)}")
     value = float(text)
     if not math.isfinite(value):
-        raise _NotFinite(f"{brief(text)} is beyond the range of a number")
+        raise _BadNumber(f"{brief(text)} is beyond the range of a number; numbers must be finite")
     return value
+
+
+# A JSON escape: \uXXXX or a backslash and one character. In valid JSON every backslash starts one, so scanning
+# left to right pairs them correctly (an escaped backslash is consumed whole).
+JSON_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|.)", re.DOTALL)
+
+
+UNPAIRED = "an unpaired surrogate (half of a character)"
+NUL = "a NUL character"
+
+
+def _refuse_unstorable_escapes(text: str, where: str, one_line: bool) -> None:
+    """Refuse a \\u escape that decodes to no storable text: an unpaired surrogate or a NUL.
+
+    The decoder refuses such bytes in the file itself, but JSON can still spell them as escapes; they would reach
+    the database (which refuses them with a traceback) or a file name. A pair (\\ud83d\\ude00) is one character.
+    """
+    if "\\u" not in text:
+        return
+    high: re.Match[str] | None = None  # a high surrogate waiting for its low half
+    for m in JSON_ESCAPE.finditer(text):
+        code = int(m.group(1), 16) if m.group(1) else -1
+        if high is not None:
+            if 0xDC00 <= code <= 0xDFFF and m.start() == high.end():
+                high = None
+                continue
+            raise _escape_error(text, high, where, one_line, UNPAIRED)
+        if code == 0:
+            raise _escape_error(text, m, where, one_line, NUL)
+        if 0xD800 <= code <= 0xDBFF:
+            high = m
+        elif 0xDC00 <= code <= 0xDFFF:
+            raise _escape_error(text, m, where, one_line, UNPAIRED)
+    if high is not None:
+        raise _escape_error(text, high, where, one_line, UNPAIRED)
+
+
+def _escape_error(text: str, m: re.Match[str], where: str, one_line: bool, what: str) -> InputError:
+    line = text.count("\n", 0, m.start()) + 1
+    column = m.start() - (text.rfind("\n", 0, m.start()) + 1) + 1
+    at = f"column {column}" if one_line else f"line {line} column {column}"
+    fix = "remove it" if what == NUL else "write the whole character (in UTF-8, or as both halves of the pair)"
+    return InputError(f"{where}: {at}: the string escape {m.group(0)} is {what}, which text cannot hold; {fix}")
 
 
 def parse_json(text: str, where: str, *, one_line: bool = False) -> Any:
     """Standard JSON from `text`; `where` ("file" or "file:line") starts every error.
 
     Refused, each as one InputError: invalid JSON (with its line and column, unless `one_line`), NaN and
-    Infinity (not JSON, though Python writes them), numbers too large for a float, integers of over 4,300 digits,
-    nesting too deep to read.
+    Infinity (not JSON, though Python writes them), numbers with more than MAX_DIGITS digits before the point or
+    too large for a float, strings escaping a NUL or an unpaired surrogate (\\u0000, \\ud800), nesting too
+    deep to read.
     """
     try:
-        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+        value = json.loads(text, parse_constant=_refuse_constant, parse_float=_json_float, parse_int=_json_int)
     except json.JSONDecodeError as exc:
         at = f"column {exc.colno}" if one_line else f"line {exc.lineno} column {exc.colno}"
         raise InputError(f"{where}: invalid JSON at {at}: {exc.msg}") from None
-    except _NotFinite as exc:
-        raise InputError(f"{where}: {exc}; numbers must be finite") from None
-    except ValueError:  # Python refuses integers of over 4,300 digits
-        raise InputError(f"{where}: holds an integer of over 4,300 digits; no index or count is that long") from None
+    except _BadNumber as exc:
+        raise InputError(f"{where}: {exc}") from None
     except RecursionError:
         raise InputError(f"{where}: JSON nested too deeply to read (no format of ours nests past 3 levels)") from None
+    _refuse_unstorable_escapes(text, where, one_line)
+    return value
 
 
 def read_json(path: Path) -> Any:

@@ -1,7 +1,8 @@
 """Class vocabularies: the built-in ImageNet-1k list and custom lists read from a file.
 
 A class is addressed by its 0-based index, its wnid, its unique display name or an unambiguous synonym;
-`Vocabulary.resolve` turns any of these into the index that the workspace stores.
+`Vocabulary.resolve` turns any of these into the index that the workspace stores. A number that is one class's
+index and another class's name (digits listed 1..9, 0) is refused rather than read either way.
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ from relabel.textfiles import read_json, read_lines
 
 BUILTIN = {"imagenet-1k": "imagenet1k.json"}
 INDEX = re.compile(r"-?[0-9]+")  # ASCII digits only: int() also reads "٣", and "²".isdigit() is True
+
+
+class UnknownClassError(InputError):
+    """A token names no class of the vocabulary (as opposed to naming two): readers collect these per file."""
 
 
 @dataclass(frozen=True)
@@ -69,21 +74,45 @@ class Vocabulary:
         return hashlib.sha256(json.dumps(canon, ensure_ascii=False).encode()).hexdigest()
 
     def resolve(self, token: str | int) -> int:
-        """Index of the class named by `token` (index, wnid, display name or unambiguous synonym)."""
-        if isinstance(token, int) or (isinstance(token, str) and INDEX.fullmatch(token.strip())):
-            text = str(token).strip()
-            index = int(text) if len(text) <= 18 else -1  # int() refuses over 4,300 digits; all are out of range
-            if not 0 <= index < len(self.classes):
-                shown = text if len(text) <= 18 else f"{text[:12]}…({len(text):,} digits)"
-                raise InputError(f"class index {shown} is out of range 0..{len(self.classes) - 1}")
+        """Index of the class named by `token`: a 0-based index, a wnid, a display name or an unambiguous synonym.
+
+        A number that is a valid index and also the name (or synonym) of another class, as in a digits vocabulary
+        listed 1..9, 0, is refused naming both readings: either guess would mislabel silently. When both readings
+        give the same class, or the number is no valid index, the one reading that exists is used.
+        """
+        text = str(token).strip()
+        by_name = self._name_hits(text)
+        if not INDEX.fullmatch(text):
+            return self._one_named(token, by_name)
+        index = int(text) if len(text) <= 18 else -1  # int() refuses over 4,300 digits; all are out of range
+        in_range = 0 <= index < len(self.classes)
+        if in_range and (not by_name or by_name == [index]):
             return index
-        key = token.strip().casefold()
+        if not in_range and by_name:
+            return self._one_named(token, by_name)
+        if not in_range:
+            shown = text if len(text) <= 18 else f"{text[:12]}…({len(text):,} digits)"
+            raise UnknownClassError(f"class index {shown} is out of range 0..{len(self.classes) - 1}")
+        named = " or ".join(f"class {i} {self.classes[i].name!r}" for i in by_name)
+        raise InputError(
+            f"class {text!r} is ambiguous in vocabulary {self.name!r}: as an index it is class {index} "
+            f"{self.classes[index].name!r}, as a name it is {named}; write a name that is not a number (the wnid, "
+            "if the classes have one), or rename the classes so no name is another class's index (e.g. 'digit 0')"
+        )
+
+    def _name_hits(self, text: str) -> list[int]:
+        """Classes whose display name is `text` (at most one), else those with it as wnid or synonym."""
+        key = text.casefold()
         exact = self._names.get(key)
-        hits = [exact] if exact is not None else self._lookup.get(key, [])
+        return [exact] if exact is not None else self._lookup.get(key, [])
+
+    def _one_named(self, token: str | int, hits: list[int]) -> int:
         if len(hits) == 1:
             return hits[0]
         if not hits:
-            raise InputError(f"unknown class {brief(token)} in vocabulary {self.name!r} (use an index, wnid or name)")
+            raise UnknownClassError(
+                f"unknown class {brief(token)} in vocabulary {self.name!r} (use an index, wnid or name)"
+            )
         options = ", ".join(f"{i} {self.classes[i].name!r}" for i in hits)
         raise InputError(f"class {brief(token)} is ambiguous in vocabulary {self.name!r}: {options}")
 
@@ -142,8 +171,10 @@ def _class_info(i: int, row: object, where: str) -> ClassInfo:
 def _from_json(name: str, payload: object, where: str) -> Vocabulary:
     """A vocabulary from a JSON list of classes or {"classes": [...]}; `where` names the file in errors."""
     rows = payload.get("classes") if isinstance(payload, dict) else payload
-    if not isinstance(rows, list) or not rows:
+    if not isinstance(rows, list):
         raise InputError(f"{where}: expected a JSON list of classes or {{'classes': [...]}}")
+    if not rows:
+        raise InputError(f"{where}: the list of classes is empty; a vocabulary has at least one class")
     try:
         return Vocabulary(name, [_class_info(i, row, where) for i, row in enumerate(rows)])
     except InputError as exc:
@@ -169,8 +200,16 @@ def load_vocabulary_file(path: str | Path) -> Vocabulary:
         return _from_json(p.stem, read_json(p), str(p))
     if suffix == ".csv":
         rows = [row for _, row in read_records(p, VOCABULARY_TABLE, fmt="csv")]
+        if not rows:
+            raise InputError(f"{p}: has a header but no class rows; a CSV vocabulary has one class per row")
         return _from_json(p.stem, [_csv_class(r) for r in rows], str(p))
-    return _from_json(p.stem, _txt_classes(p), str(p))
+    classes = _txt_classes(p)
+    if not classes:
+        raise InputError(
+            f"{p}: the file is empty (blank lines and '#' comments aside); a .txt vocabulary has one class per line: "
+            "'name[, synonym, ...]'"
+        )
+    return _from_json(p.stem, classes, str(p))
 
 
 def _txt_classes(path: Path) -> list[dict[str, Any]]:

@@ -154,7 +154,8 @@ def test_users_add_reads_the_password_from_the_environment(tmp_path: Path, monke
 
 
 def test_hostile_input_files_are_one_line_errors_and_write_nothing(tmp_path: Path) -> None:
-    """The tester's files: a cut list, NaN scores, latin-1, deep JSON, a vocabulary of numbers, an export to /proc."""
+    """The tester's files: a cut list, NaN scores, latin-1, deep JSON, a vocabulary of numbers, an export to /proc,
+    a lone surrogate, a 401-digit score, a digits vocabulary whose "0" is both an index and a name."""
     images.photo(tmp_path / "data" / "n01440764_a.jpg")
     files = {
         "cut.csv": b'id,category,proposed_labels\nn01440764_a.jpg,M,"415, 813, 8',
@@ -162,6 +163,10 @@ def test_hostile_input_files_are_one_line_errors_and_write_nothing(tmp_path: Pat
         "latin1.csv": "image,labels\nn01440764_a.jpg,caf\u00e9\n".encode("latin-1"),
         "deep.json": b"[" * 100_000 + b"]" * 100_000,
         "v.json": b"[1, 2, 3]",
+        "lone.jsonl": b'{"path": "\\ud800.jpg", "label": "tench"}\n',
+        "huge.jsonl": b'{"image": "n01440764_a.jpg", "label": "tench", "score": ' + b"9" * 401 + b"}\n",
+        "digits.json": b'["1", "2", "3", "4", "5", "6", "7", "8", "9", "0"]',
+        "digits.csv": b"path,label\nn01440764_a.jpg,0\n",
     }
     for name, data in files.items():
         (tmp_path / name).write_bytes(data)
@@ -173,6 +178,14 @@ def test_hostile_input_files_are_one_line_errors_and_write_nothing(tmp_path: Pat
         (["labels", "import", str(tmp_path / "latin1.csv"), "--format", "csv"], 2, "byte offset 32 (line 2)"),
         (["labels", "import", str(tmp_path / "deep.json"), "--format", "real"], 2, "deep.json: JSON nested too"),
         (["ingest", str(tmp_path / "data"), "--vocabulary", str(tmp_path / "v.json")], 2, "v.json: class 0 is 1;"),
+        (["ingest", str(tmp_path / "data"), "--manifest", str(tmp_path / "lone.jsonl")], 2, "\\ud800 is an unpaired"),
+        (["predictions", "import", str(tmp_path / "huge.jsonl"), "--run", "m"], 2, "has 401 digits before the"),
+        (
+            ["ingest", str(tmp_path / "data"), "--manifest", str(tmp_path / "digits.csv"), "--vocabulary"]
+            + [str(tmp_path / "digits.json"), "--dataset", "digits"],
+            2,
+            "digits.csv:2: class '0' is ambiguous in vocabulary 'digits': as an index it is class 0 '1', as a name",
+        ),
         (["snapshot", "export", "s", "--format", "csv", "--out", "/proc/regt.csv"], 6, "cannot write '/proc/regt"),
     ]
     for args, code, expected in cases:

@@ -64,16 +64,27 @@ def test_imagenet_val_with_loc_solution_records_missing_images(engine, vocab, tm
     }
 
 
+def devkit_meta(path: Path, vocab, changes: dict[int, tuple[object, object]] | None = None) -> Path:
+    """A devkit data/meta.mat like the real one: the 1000 leaf synsets as ILSVRC2012_ID 1..1000 (not in
+    sorted-wnid order: id 1 is n02119789, kit fox; id 2 is n02100735) and one inner synset, id 1001.
+    `changes` replaces (ILSVRC2012_ID, WNID) of the entry at a position."""
+    first = ["n02119789", "n02100735"]
+    wnids = first + [c.wnid for c in vocab.classes if c.wnid not in first]
+    rows: list[tuple[object, object, int]] = [(i + 1, w, 0) for i, w in enumerate(wnids)]
+    rows.append((1001, "n00001740", 2))
+    for at, (ilsvrc_id, wnid) in (changes or {}).items():
+        rows[at] = (ilsvrc_id, wnid, rows[at][2])
+    dtype = [("ILSVRC2012_ID", "O"), ("WNID", "O"), ("num_children", "O")]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    savemat(str(path), {"synsets": np.array(rows, dtype=dtype)})
+    return path
+
+
 def test_devkit_ground_truth_is_converted_through_meta(engine, vocab, tmp_path: Path) -> None:
     root = tmp_path / "val"
     make_val_folder(root, [1, 2])
-    # ILSVRC ids are not the sorted-wnid order: id 1 is n02119789 (kit fox), id 2 is n02100735.
-    synsets = np.array(
-        [(1, "n02119789"), (2, "n02100735"), (1001, "n00001740")], dtype=[("ILSVRC2012_ID", "O"), ("WNID", "O")]
-    )
     data = tmp_path / "devkit" / "data"
-    data.mkdir(parents=True)
-    savemat(str(data / "meta.mat"), {"synsets": synsets})
+    devkit_meta(data / "meta.mat", vocab)
     (data / "ILSVRC2012_validation_ground_truth.txt").write_text("2\n1\n")
     run_ingest(engine, root, vocab, labels_file=data / "ILSVRC2012_validation_ground_truth.txt")
     got = stored(engine)
@@ -301,7 +312,21 @@ def test_same_val_name_with_two_extensions_is_refused(engine, vocab, tmp_path: P
 @pytest.mark.parametrize(
     ("name", "content", "pattern"),
     [
-        ("m.jsonl", '{"path": "a\\u0000.jpg", "label": "tabby"}\n', r"m\.jsonl:1: path 'a\\x00\.jpg' holds a NUL"),
+        (
+            "m.jsonl",
+            '{"path": "a\\u0000.jpg", "label": "tabby"}\n',
+            r"m\.jsonl:1: column 12: the string escape \\u0000 is a NUL character, which text cannot hold",
+        ),
+        (
+            "m.jsonl",
+            '{"path": "\\ud800.jpg", "label": "tabby"}\n',
+            r"m\.jsonl:1: column 11: the string escape \\ud800 is an unpaired surrogate",
+        ),
+        (
+            "m.csv",
+            "path,labels\nok.jpg," + "|".join(["tabby"] * 1001) + "\n",
+            r"m\.csv:2: a label set of 1,001 entries",
+        ),
         ("m.csv", b"path,label\na\x00.jpg,tabby\n", r"m\.csv: byte offset 12 \(line 2\) is a NUL character"),
         ("m.csv", f"path,label\n{'x' * 300}.jpg,tabby\n", r"m\.csv:2: path 'x{20,}.*is too long \(304 bytes, longest"),
         ("m.csv", f"path,label\n{'d/' * 3000}a.jpg,tabby\n", r"m\.csv:2: path .*is too long \(6,005 bytes"),
@@ -309,7 +334,17 @@ def test_same_val_name_with_two_extensions_is_refused(engine, vocab, tmp_path: P
         ("m.jsonl", '{"path": ["ok.jpg"], "label": "tabby"}\n', r"m\.jsonl:1: path is \['ok\.jpg'\]; expected a path"),
         ("m.jsonl", '{"path": "ok.jpg", "label": true}\n', r"m\.jsonl:1: label True is not a class"),
     ],
-    ids=["nul-escaped", "nul-byte", "long-name", "long-path", "cut-quote", "path-list", "label-true"],
+    ids=[
+        "nul-escaped",
+        "lone-surrogate",
+        "1001-labels",
+        "nul-byte",
+        "long-name",
+        "long-path",
+        "cut-quote",
+        "path-list",
+        "label-true",
+    ],
 )
 def test_hostile_manifests_are_one_line_and_write_nothing(
     engine, vocab, tmp_path: Path, name: str, content: str | bytes, pattern: str
@@ -347,9 +382,86 @@ def test_label_files_of_the_val_layout_use_the_shared_reader(vocab, tmp_path: Pa
     loc.write_bytes(b"ImageId,PredictionString\nILSVRC2012_val_00000001,n01440764 \xff\n")
     with pytest.raises(InputError, match=r"loc\.csv: not UTF-8 text: byte offset 59 \(line 2\) holds 0xff"):
         plan_ingest(tmp_path / "val", vocab, "imagenet-val", LayoutOptions(labels_file=loc))
-    meta = tmp_path / "meta.mat"
-    synsets = np.array([(1, "n01440764"), (2, "n01443537")], dtype=[("ILSVRC2012_ID", "O"), ("WNID", "O")])
-    savemat(str(meta), {"synsets": synsets})
+    meta = devkit_meta(tmp_path / "meta.mat", vocab)
     (tmp_path / "gt.txt").write_text("\u0661\n")  # an Arabic-Indic one: int() reads it, the devkit never writes it
     with pytest.raises(InputError, match=r"gt\.txt:1: expected an ILSVRC2012 id 1\.\.1000, got '\u0661'"):
         plan_ingest(tmp_path / "val", vocab, "imagenet-val", LayoutOptions(tmp_path / "gt.txt", meta))
+
+
+@pytest.mark.parametrize(
+    ("changes", "pattern"),
+    [
+        ({i: (i + 1, 5) for i in range(3)} | {i: (2000 + i, "n00000000") for i in range(3, 1000)}, r"lacks ids 4, 5"),
+        ({0: (1, 5)}, r"id 1 has WNID 5, not a wnid like 'n01440764'"),
+        ({0: (1, "tench")}, r"id 1 has WNID 'tench', not a wnid"),
+        ({1: (2, "n02119789")}, r"ids 1 and 2 share the WNID n02119789"),
+        ({1: (1, "n02100735")}, r"lacks ids 2 and repeats ids 1 among ILSVRC2012_ID 1\.\.1000"),
+        ({0: (1, "n99999999")}, r"id 1 has WNID n99999999, which is no class of vocabulary 'imagenet-1k'"),
+        ({0: (1.5, "n02119789")}, r"lacks ids 1 among"),
+    ],
+    ids=["three-synsets-wnid-5", "wnid-number", "wnid-name", "wnid-twice", "id-twice", "unknown-wnid", "id-fraction"],
+)
+def test_a_bogus_devkit_meta_is_refused(
+    engine, vocab, tmp_path: Path, changes: dict[int, tuple[object, object]], pattern: str
+) -> None:
+    """The tester's meta.mat: 3 synsets whose WNID is the number 5 labelled both images [5] (5 read as an index)."""
+    make_val_folder(tmp_path / "val", [1, 2])
+    (tmp_path / "gt.txt").write_text("1\n2\n")
+    meta = devkit_meta(tmp_path / "meta.mat", vocab, changes)
+    with pytest.raises(InputError) as caught:
+        run_ingest(engine, tmp_path / "val", vocab, labels_file=tmp_path / "gt.txt", devkit_meta=meta)
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith(f"{meta}: ") and re.search(pattern, message), message
+    assert "data/meta.mat" in message or "imagenet-1k" in message
+    assert count_rows(engine, Image) == 0
+
+
+def test_a_loc_solution_names_classes_by_wnid_only(vocab, tmp_path: Path) -> None:
+    make_val_folder(tmp_path / "val", [1])
+    (tmp_path / "loc.csv").write_text("ImageId,PredictionString\nILSVRC2012_val_00000001,5 0 0 1 1\n")
+    with pytest.raises(InputError, match=r"loc\.csv: 1 unknown class label\(s\) not in vocabulary 'imagenet-1k': '5'"):
+        plan_ingest(tmp_path / "val", vocab, "imagenet-val", LayoutOptions(labels_file=tmp_path / "loc.csv"))
+
+
+DIGITS_1_TO_0 = json.dumps([str(d) for d in (1, 2, 3, 4, 5, 6, 7, 8, 9, 0)])  # SVHN-style: class 9 is "0"
+
+
+def test_a_number_that_is_one_class_index_and_another_class_name_is_refused(engine, tmp_path: Path) -> None:
+    """With the classes listed 1..9, 0 the manifest's `0` could mean index 0 (the class "1") or the class "0":
+    the old reader stored the index reading, shifting every label silently."""
+    from relabel.vocabulary import load_vocabulary_file
+
+    (tmp_path / "digits.json").write_text(DIGITS_1_TO_0)
+    digits = load_vocabulary_file(tmp_path / "digits.json")
+    root = tmp_path / "photos"
+    images.photo(root / "a.jpg")
+    images.photo(root / "b.jpg", color=(5, 5, 5))
+    (tmp_path / "m.csv").write_text("path,label\na.jpg,0\nb.jpg,1\n")
+    with pytest.raises(InputError) as caught:
+        run_ingest(engine, root, digits, manifest=tmp_path / "m.csv")
+    assert str(caught.value).startswith("m.csv:2: class '0' is ambiguous in vocabulary 'digits': as an index it is ")
+    assert "class 0 '1', as a name it is class 9 '0'" in str(caught.value) and "'digit 0'" in str(caught.value)
+    assert count_rows(engine, Image) == 0
+    folders = tmp_path / "by-folder"
+    images.photo(folders / "0" / "a.jpg")
+    with pytest.raises(InputError, match=rf"{re.escape(str(folders))}: class folder '0': class '0' is ambiguous"):
+        plan_ingest(folders, digits, "folders")
+    (tmp_path / "digits.json").write_text(json.dumps([str(d) for d in range(10)]))  # index and name agree
+    same = load_vocabulary_file(tmp_path / "digits.json")
+    run_ingest(engine, root, same, manifest=tmp_path / "m.csv")
+    assert stored(engine) == {"a.jpg": ("ok", [0]), "b.jpg": ("ok", [1])}
+
+
+def test_a_file_name_that_is_not_utf8_is_refused_before_anything_is_written(engine, vocab, tmp_path: Path) -> None:
+    """os.walk hands such a name over with lone surrogates, which the database refused with a traceback."""
+    root = tmp_path / "r"
+    images.photo(root / "n01440764_ok.jpg")
+    (root / "n01440764_b.jpg").write_bytes((root / "n01440764_ok.jpg").read_bytes())
+    os.rename(root / "n01440764_b.jpg", os.fsencode(root) + b"/n01440764_\xff.jpg")
+    with pytest.raises(InputError) as caught:
+        run_ingest(engine, root, vocab)
+    assert str(caught.value) == (
+        f"{root}: 1 image path(s) are not UTF-8 text, which the workspace cannot store: 'n01440764_\\udcff.jpg' "
+        "(each \\udcXX is a byte that does not decode); rename them"
+    )
+    assert count_rows(engine, Image) == 0

@@ -222,6 +222,44 @@ def refused(call, pattern: str) -> None:
         ("p.jsonl", '{"image": "n01440764_a.jpg", "labels": [0], "scores": ["nan"]}', r"p\.jsonl:1: score 'nan'"),
         ("p.jsonl", '{"image": "n01440764_a.jpg", "labels": [0], "scores": [true]}', r"p\.jsonl:1: score True"),
         ("p.csv", "image,lables\nn01440764_a.jpg,tench\n", r"p\.csv:1: the header has unknown column\(s\) 'lables'"),
+        ("p.csv", "image,label,score\nn01440764_a.jpg,tench,1_0\n", r"p\.csv:2: score '1_0' is not a number; numbers "),
+        (
+            "p.csv",
+            "image,label,score\nn01440764_a.jpg,tench,\uff10.\uff15\n",
+            r"p\.csv:2: score '\uff10\.\uff15' is not",
+        ),
+        ("p.csv", "image,label,score\nn01440764_a.jpg,tench,0x1p-2\n", r"p\.csv:2: score '0x1p-2' is not a number"),
+        (
+            "p.csv",
+            f"image,label,score\nn01440764_a.jpg,tench,{'9' * 21}.5\n",
+            r"p\.csv:2: score 9{21}\.5 has 21 digits",
+        ),
+        (
+            "p.jsonl",
+            '{"image": "n01440764_a.jpg", "label": 0, "score": ' + "9" * 401 + "}",
+            r"p\.jsonl:1: number 999999999999…\(401 chars\) has 401 digits before the point",
+        ),
+        (
+            "p.jsonl",
+            '{"image": "n01440764_a.jpg", "status": "error", "reason": "timeout \\ud800"}',
+            r"p\.jsonl:1: column 68: the string escape \\ud800 is an unpaired surrogate \(half of a character\)",
+        ),
+    ],
+    ids=[
+        "nan",
+        "inf",
+        "-Infinity",
+        "json-NaN",
+        "json-1e999",
+        "json-string-nan",
+        "json-true",
+        "header-typo",
+        "underscore",
+        "fullwidth",
+        "hex-float",
+        "21-digits",
+        "json-401-digits",
+        "reason-lone-surrogate",
     ],
 )
 def test_non_finite_scores_and_unknown_columns_write_nothing(
@@ -231,6 +269,16 @@ def test_non_finite_scores_and_unknown_columns_write_nothing(
     (tmp_path / name).write_text(content)
     refused(lambda: import_predictions(engine, tmp_path / name, run="x"), pattern)
     assert run_count(engine) == (0, 0)
+
+
+def test_scores_are_ascii_decimals_and_repeated_labels_keep_their_first_score(engine, vocab, tmp_path: Path) -> None:
+    small_dataset(engine, vocab, tmp_path)
+    (tmp_path / "p.csv").write_text(
+        "image,labels,scores\nn01440764_a.jpg,tench|goldfish|n01440764,.5|3e-1|0.2\nn01440764_b.jpg,tabby,+1\n"
+    )
+    import_predictions(engine, tmp_path / "p.csv", run="m")
+    got = predictions(engine, "m")
+    assert got["n01440764_a.jpg"][1:3] == ([0, 1], [0.5, 0.3]) and got["n01440764_b.jpg"][1:3] == ([281], [1.0])
 
 
 def test_non_finite_and_non_numeric_arrays_write_nothing(engine, vocab, tmp_path: Path) -> None:

@@ -228,7 +228,7 @@ def test_skip_unknown_still_imports_a_partial_match(engine, vocab, tmp_path: Pat
 
 
 def test_no_match_message_for_a_dataset_without_images() -> None:
-    from relabel.sources import LabelRow, no_match_message
+    from relabel.import_rows import LabelRow, no_match_message
     from relabel.workspace import ImageIndex
 
     message = no_match_message([LabelRow("a.jpg", [1])], ImageIndex({}), "t.csv")
@@ -433,9 +433,160 @@ def test_files_no_reader_could_parse_are_one_line_errors(vocab, tmp_path: Path) 
     )
     (tmp_path / "long.json").write_text(f"[[{'9' * 5000}]]")
     refused(
-        lambda: list(parse_real(tmp_path / "long.json", vocab)), r"long\.json: holds an integer of over 4,300 digits"
+        lambda: list(parse_real(tmp_path / "long.json", vocab)),
+        r"long\.json: number 999999999999…\(5,000 chars\) has 5,000 digits before the point; numbers are ASCII "
+        r"decimals .* with at most 20 digits",
     )
     (tmp_path / "sep.jsonl").write_text('{"image": "a\u2028b", "labels": []}\n')  # U+2028 inside a string is JSON
     assert [r.key for r in parse_jsonl(tmp_path / "sep.jsonl", vocab)] == ["a\u2028b"]
     (tmp_path / "empty.csv").write_text("")
     refused(lambda: list(parse_csv(tmp_path / "empty.csv", vocab)), r"empty\.csv: the file is empty; a label table")
+
+
+# --- label sets that contradict themselves or their dataset: refused, or (repeats) stored once -----------------
+
+
+def test_repeated_classes_are_stored_once_and_an_oversized_set_is_refused(engine, vocab, tmp_path: Path) -> None:
+    val_dataset(engine, vocab, tmp_path, [1, 2])
+    (tmp_path / "real.json").write_text("[[970, 970], [795, 970, 795]]")
+    import_source(engine, tmp_path / "real.json", fmt="real")
+    assert sorted(labels_of(engine, "real").values()) == [[795, 970], [970]]
+    (tmp_path / "t.csv").write_text("image,labels\nILSVRC2012_val_00000001," + "|".join(["65"] * 43_000) + "\n")
+    refused(
+        lambda: import_source(engine, tmp_path / "t.csv", fmt="csv"),
+        r"^t\.csv:2: a label set of 43,000 entries, more than the 1,000 classes of the vocabulary",
+    )
+    (tmp_path / "big.json").write_text(json.dumps([[65] * 1001, [1]]))
+    refused(
+        lambda: import_source(engine, tmp_path / "big.json", fmt="real"), r"^big\.json entry 0: a label set of 1,001"
+    )
+    assert prior_count(engine) == 1
+
+
+SHANKAR_CONTRADICTIONS = {  # category, original_label, proposed_labels: the tester's rows
+    "A-other-label": ("A", "65", "66", r"category A \(the original label is the one correct label\) needs "),
+    "A-empty": ("A", "65", "", r"category A .* got \[\], original_label 65"),
+    "Z-with-label": ("Z", "65", "65", r"category Z \(no correct label\) needs proposed_labels empty, got \[65\]"),
+    "B-is-original": ("B", "65", "65", r"category B \(one correct label, not the original\) .* got \[65\]"),
+    "B-two-labels": ("B", "65", '"66, 67"', r"category B .* got \[66, 67\]"),
+    "M-one-label": ("M", "65", "66", r"category M \(several correct labels\) needs proposed_labels two or more"),
+    "M-one-label-twice": ("M", "65", '"66, 66"', r"category M .* got \[66\]"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SHANKAR_CONTRADICTIONS))
+def test_a_shankar_row_contradicting_its_category_is_refused(engine, vocab, tmp_path: Path, case: str) -> None:
+    val_dataset(engine, vocab, tmp_path, [1, 2])
+    category, original, proposed, pattern = SHANKAR_CONTRADICTIONS[case]
+    row = f"ILSVRC2012_val_00000002.JPEG,{category},{original},{proposed},True,,,False\n"
+    (tmp_path / "shankar.csv").write_text(SHANKAR_HEADER + SHANKAR_ROW_1 + row)
+    message = refused(lambda: import_source(engine, tmp_path / "shankar.csv", fmt="shankar"), pattern)
+    assert message.startswith("shankar.csv:3: ") and message.endswith("the row contradicts itself")
+    assert prior_count(engine) == 0
+
+
+def test_the_published_shankar_file_has_no_contradicting_row(vocab) -> None:
+    """Every row passes `check_shankar_category` (parsing runs it); the one repeated class is stored once."""
+    rows = {r.key: r for r in parse_shankar(shared("imagenet-val", "shankar_multilabel.csv"), vocab)}
+    assert len(rows) == 20_000
+    assert rows["ILSVRC2012_val_00000955.JPEG"].classes == [872, 759, 622]  # the file says "872, 759, 622, 622"
+    assert all(r.classes == [r.original] for r in rows.values() if r.category == "A")
+
+
+@pytest.mark.parametrize(
+    ("fmt", "name", "content", "pattern"),
+    [
+        (
+            "shankar",
+            "shankar.csv",
+            SHANKAR_HEADER + SHANKAR_ROW_1 + "ILSVRC2012_val_00000002.JPEG,A,66,66,True,,,False\n",
+            r"shankar\.csv: 1 row\(s\) state an original label other than the dataset's ImGT label: 'shankar\.csv:3: "
+            r"ILSVRC2012_val_00000002\.JPEG states 66, ImGT is \[2\]'; the file belongs to another dataset",
+        ),
+        (
+            "mturk",
+            "m.json",
+            json.dumps([{"id": 2, "given_original_label": 999, "our_guessed_label": 9, "mturk": {"given": 5}}]),
+            r"m\.json: 1 row\(s\) state an original label .*'m\.json record 0: ILSVRC2012_val_00000002 states 999, "
+            r"ImGT is \[2\]'",
+        ),
+    ],
+    ids=["shankar", "mturk"],
+)
+def test_an_original_label_other_than_imgt_is_refused(
+    engine, vocab, tmp_path: Path, fmt: str, name: str, content: str, pattern: str
+) -> None:
+    """`val_dataset` gives image n the ImGT class n: a file stating another original label is for other data."""
+    val_dataset(engine, vocab, tmp_path, [1, 2])
+    (tmp_path / name).write_text(content)
+    refused(lambda: import_source(engine, tmp_path / name, fmt=fmt), pattern + ".*nothing written$")
+    assert prior_count(engine) == 0
+
+
+@pytest.mark.parametrize(
+    ("votes", "pattern"),
+    [
+        ({"given": 1}, r"mturk votes add up to 1 \(given 1, guessed 0, both 0, neither 0\); each record holds the "),
+        ({"given": 3, "guessed": 3}, r"mturk votes add up to 6"),
+        ({"given": 500}, r"mturk votes add up to 500"),
+        ({}, r"mturk votes add up to 0"),
+    ],
+    ids=["one-vote", "three-and-three", "500-votes", "no-votes"],
+)
+def test_mturk_records_hold_five_votes(vocab, tmp_path: Path, votes: dict[str, int], pattern: str) -> None:
+    """The published file has exactly 5 votes in each of its 5,440 records (README: "at least 3 of 5")."""
+    (tmp_path / "m.json").write_text(mturk_file(mturk=votes))
+    refused(lambda: list(parse_mturk(tmp_path / "m.json", vocab)), r"^m\.json record 1: " + pattern + ".*5 workers$")
+
+
+def test_an_mturk_guess_equal_to_the_given_label_is_refused(vocab, tmp_path: Path) -> None:
+    (tmp_path / "m.json").write_text(mturk_file(our_guessed_label=3))
+    refused(
+        lambda: list(parse_mturk(tmp_path / "m.json", vocab)),
+        r"^m\.json record 1: given_original_label and our_guessed_label are both 3",
+    )
+
+
+def test_every_published_mturk_record_has_five_votes() -> None:
+    records = json.loads(shared("imagenet-val", "mturk_label_errors.json").read_text())
+    assert len(records) == 5440 and {sum(r["mturk"].values()) for r in records} == {5}
+
+
+def test_a_key_matching_two_images_is_ambiguous_not_unknown(engine, vocab, tmp_path: Path) -> None:
+    root = tmp_path / "photos"
+    images.photo(root / "a" / "x.jpg")
+    images.photo(root / "b" / "x.jpg", color=(1, 1, 1))
+    images.photo(root / "b" / "x.png", color=(2, 2, 2))
+    ingest_dataset(
+        engine, plan_ingest(root, vocab, "unlabeled"), dataset="p", root=root, vocab=vocab, show_progress=False
+    )
+    for key, matches in (("x.jpg", "'a/x.jpg', 'b/x.jpg'"), ("b/x", "'b/x.jpg', 'b/x.png'")):
+        (tmp_path / "t.csv").write_text(f"image,labels\n{key},tench\n")
+        refused(
+            lambda: import_source(engine, tmp_path / "t.csv", fmt="csv", skip_unknown=True),
+            rf"t\.csv: 1 row key\(s\) are ambiguous, each matching several images: t\.csv:2: '{key}' matches "
+            rf"{matches}; write the image's relative path instead; nothing written$",
+        )
+    assert prior_count(engine) == 0
+    (tmp_path / "t.csv").write_text("image,labels\na/x,tench\nb/x.png,tabby\n")  # folders tell them apart
+    assert import_source(engine, tmp_path / "t.csv", fmt="csv").written == 2
+
+
+@pytest.mark.parametrize(
+    ("content", "pattern"),
+    [
+        ('{"image": "\\ud800", "labels": [1]}', r"t\.jsonl:1: column 12: the string escape \\ud800 is an unpaired"),
+        ('{"image": "a\\udc00", "labels": [1]}', r"t\.jsonl:1: column 13: the string escape \\udc00 is an unpaired"),
+        ('{"image": "a", "labels": ["tench\\u0000"]}', r"t\.jsonl:1: column 33: the string escape \\u0000 is a NUL"),
+        (
+            '{"image": "a", "labels": [1' + "0" * 20 + "]}",
+            r"t\.jsonl:1: number 1(0){20} has 21 digits before the point",
+        ),
+    ],
+    ids=["high-surrogate", "low-surrogate", "nul", "21-digits"],
+)
+def test_text_and_numbers_that_cannot_be_stored_are_refused(vocab, tmp_path: Path, content: str, pattern: str) -> None:
+    (tmp_path / "t.jsonl").write_text(content + "\n")
+    refused(lambda: list(parse_jsonl(tmp_path / "t.jsonl", vocab)), pattern)
+    (tmp_path / "ok.jsonl").write_text('{"image": "\\ud83d\\ude00 \\\\ud800", "labels": [1]}\n')  # a pair; "\\ud800"
+    assert [r.key for r in parse_jsonl(tmp_path / "ok.jsonl", vocab)] == ["\U0001f600 \\ud800"]

@@ -101,6 +101,8 @@ def test_custom_vocabulary_errors(tmp_path: Path) -> None:
         ([{"name": "a", "nmae": "b"}], r"v\.json: class 0 has unknown field\(s\) 'nmae'"),
         ([{"name": "a"}, {"index": 5, "name": "b"}], r"v\.json: class 1 has index 5; classes must be listed in index"),
         ({"classes": 5}, r"v\.json: expected a JSON list of classes"),
+        ([], r"v\.json: the list of classes is empty; a vocabulary has at least one class"),
+        ({"classes": []}, r"v\.json: the list of classes is empty"),
     ],
 )
 def test_wrong_types_in_a_json_vocabulary_are_one_line(tmp_path: Path, payload: object, pattern: str) -> None:
@@ -142,3 +144,52 @@ def test_vocabulary_files_decode_like_every_other_input(tmp_path: Path) -> None:
 def test_digit_lookalikes_and_huge_indices_are_not_tracebacks(vocab, token: str) -> None:
     with pytest.raises(InputError, match=r"(unknown class|out of range 0\.\.999)"):
         vocab.resolve(token)
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "pattern"),
+    [
+        ("v.txt", "", r"v\.txt: the file is empty \(blank lines and '#' comments aside\); a \.txt vocabulary has one"),
+        ("v.txt", "# just a comment\n\n  \n", r"v\.txt: the file is empty"),
+        ("v.csv", "name,wnid\n", r"v\.csv: has a header but no class rows"),
+        ("v.csv", "", r"v\.csv: the file is empty; a CSV vocabulary starts with a header"),
+        ("v.json", '["a", "b", "\\ud800"]', r"v\.json: line 1 column 13: the string escape \\ud800 is an unpaired"),
+        ("v.json", '[{"name": "a", "synonyms": ["a\\u0000"]}]', r"v\.json: line 1 column 31: .*\\u0000 is a NUL"),
+    ],
+    ids=["txt-empty", "txt-comments-only", "csv-header-only", "csv-empty", "json-surrogate", "json-nul"],
+)
+def test_empty_or_unstorable_vocabularies_say_so(tmp_path: Path, name: str, content: str, pattern: str) -> None:
+    (tmp_path / name).write_text(content)
+    with pytest.raises(InputError) as caught:
+        load_vocabulary_file(tmp_path / name)
+    assert "\n" not in str(caught.value) and re.search(pattern, str(caught.value)), str(caught.value)
+
+
+def test_a_number_is_an_index_unless_it_names_another_class(tmp_path: Path) -> None:
+    """SVHN-style digits listed 1..9, 0: "0" is index 0 (class "1") and the name of class 9. Neither reading may
+    win silently; where both give one class, or only one reading exists, that class is meant."""
+    (tmp_path / "digits.txt").write_text("\n".join(["1", "2", "3", "4", "5", "6", "7", "8", "9", "0"]) + "\n")
+    digits = load_vocabulary_file(tmp_path / "digits.txt")
+    for token in ("0", "1", "9", 0):
+        with pytest.raises(InputError) as caught:
+            digits.resolve(token)
+        assert "\n" not in str(caught.value) and "is ambiguous in vocabulary 'digits': as an index it is" in str(
+            caught.value
+        )
+    with pytest.raises(InputError, match=r"class '0' .* as an index it is class 0 '1', as a name it is class 9 '0'"):
+        digits.resolve("0")
+    with pytest.raises(InputError, match=r"rename the classes so no name is another class's index \(e.g. 'digit 0'\)"):
+        digits.resolve("0")
+    (tmp_path / "same.txt").write_text("0\n1\ncat\n2020\n")
+    same = load_vocabulary_file(tmp_path / "same.txt")
+    assert [same.resolve(t) for t in ("0", "1", 1, "2", "cat", "2020", " 1 ")] == [0, 1, 1, 2, 2, 3, 1]
+    (tmp_path / "syn.json").write_text(json.dumps(["a", {"name": "b", "synonyms": ["b", "0"]}]))
+    with pytest.raises(InputError, match=r"class '0' .* as an index it is class 0 'a', as a name it is class 1 'b'"):
+        load_vocabulary_file(tmp_path / "syn.json").resolve("0")
+
+
+def test_numbers_in_the_builtin_vocabulary_stay_indices(vocab) -> None:
+    assert [vocab.resolve(t) for t in ("0", "281", "999", 65)] == [0, 281, 999, 65]
+    for token in ("1_0", "\uff10", "+1", "1.0", "0x41"):
+        with pytest.raises(InputError, match="unknown class"):
+            vocab.resolve(token)

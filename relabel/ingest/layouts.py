@@ -15,14 +15,14 @@ from importlib import resources
 from pathlib import Path, PurePosixPath
 
 from relabel.errors import InputError, brief, examples
-from relabel.tables import TableSchema, label_tokens, read_records
-from relabel.textfiles import csv_rows, read_lines
-from relabel.vocabulary import Vocabulary
+from relabel.ingest.devkit import WNID, read_devkit_ground_truth
+from relabel.tables import TableSchema, check_label_count, label_tokens, read_records
+from relabel.textfiles import csv_rows
+from relabel.vocabulary import UnknownClassError, Vocabulary
 
 IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm", ".jfif"}
 VAL_NAME = re.compile(r"^ILSVRC2012_val_(\d{8})$")
 WNID_PREFIX = re.compile(r"^(n\d{8})[_\-.]")
-DEVKIT_ID = re.compile(r"[0-9]{1,4}")
 # A name longer than the file system takes fails inside os.stat with a traceback; say so up front instead.
 NAME_MAX_BYTES, PATH_MAX_BYTES = 255, 4096
 
@@ -57,9 +57,13 @@ def _is_image(name: str) -> bool:
 
 
 def walk_images(root: Path, warnings: list[str] | None = None) -> list[str]:
-    """Image files under `root` as sorted relative POSIX paths; links that lead outside the root are refused."""
+    """Image files under `root` as sorted relative POSIX paths; links that lead outside the root are refused.
+
+    A file or folder name that is not UTF-8 (Python holds its bytes as lone surrogates, which no database
+    stores) is an InputError naming the paths: the user renames them, rather than losing the images silently.
+    """
     real_root = root.resolve()
-    found, refused = [], []
+    found, refused, unnamed = [], [], []
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for name in filenames:
@@ -67,13 +71,28 @@ def walk_images(root: Path, warnings: list[str] | None = None) -> list[str]:
                 continue
             full = Path(dirpath) / name
             rel = full.relative_to(root).as_posix()
-            if full.is_symlink() and not full.resolve().is_relative_to(real_root):
+            if not _storable(rel):
+                unnamed.append(rel)
+            elif full.is_symlink() and not full.resolve().is_relative_to(real_root):
                 refused.append(rel)
-                continue
-            found.append(rel)
+            else:
+                found.append(rel)
+    if unnamed:
+        raise InputError(
+            f"{root}: {len(unnamed)} image path(s) are not UTF-8 text, which the workspace cannot store: "
+            f"{examples(unnamed)} (each \\udcXX is a byte that does not decode); rename them"
+        )
     if refused and warnings is not None:
         warnings.append(f"refused {len(refused)} link(s) that lead outside the dataset root: {examples(refused)}")
     return sorted(found)
+
+
+def _storable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def usable_path(raw: str, where: str) -> None:
@@ -120,6 +139,17 @@ def _relative_path(root: Path, raw: str, where: str) -> str:
     return normal
 
 
+def _class_of(vocab: Vocabulary, token: str, where: str) -> int | None:
+    """The class `token` names, or None when it names none (the caller collects those for one error per file);
+    a token that names two classes, or is one class's index and another's name, is an InputError at `where`."""
+    try:
+        return vocab.resolve(token)
+    except UnknownClassError:
+        return None
+    except InputError as exc:
+        raise InputError(f"{where}: {exc}") from None
+
+
 def _raise_unknown(what: str, bad: dict[str, list[str]], vocab: Vocabulary) -> None:
     if bad:
         listed = "; ".join(f"{label!r} ({examples(items, 2)})" for label, items in list(bad.items())[:3])
@@ -143,42 +173,12 @@ def _read_loc_solution(path: Path, vocab: Vocabulary) -> dict[str, int]:
         if len(row) < 2 or not row[0].strip() or not row[1].split():
             raise InputError(f"{path}:{lineno}: expected 'ImageId,<wnid> x y x y ...', got {brief(row, 60)}")
         wnid = row[1].split()[0]
-        index = vocab.try_resolve(wnid)
+        index = vocab.try_resolve(wnid) if WNID.fullmatch(wnid) else None  # "5" is no wnid, nor class index 5
         if index is None:
             bad.setdefault(wnid, []).append(row[0])
         else:
             labels[row[0].strip()] = index
     _raise_unknown(str(path), bad, vocab)
-    return labels
-
-
-def _read_devkit_meta(meta: Path) -> dict[int, str]:
-    """ILSVRC2012_ID (1..1000) -> wnid, from the devkit's data/meta.mat."""
-    from scipy.io import loadmat  # heavy; only the devkit format needs it
-    from scipy.io.matlab import MatReadError
-
-    try:
-        synsets = loadmat(str(meta), squeeze_me=True)["synsets"]
-        return {int(s["ILSVRC2012_ID"]): str(s["WNID"]) for s in synsets if int(s["ILSVRC2012_ID"]) <= 1000}
-    except (OSError, KeyError, ValueError, TypeError, IndexError, MatReadError) as exc:
-        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:100]
-        raise InputError(
-            f"{meta}: not a readable ILSVRC2012 devkit meta.mat ({reason}); pass the devkit's data/meta.mat"
-        ) from None
-
-
-def _read_devkit_ground_truth(path: Path, meta: Path | None, vocab: Vocabulary) -> dict[str, int]:
-    if meta is None:
-        beside = path.parent / "meta.mat"
-        if not beside.exists():
-            raise InputError(f"{path}: devkit ids 1..1000 are not class indices; pass --devkit-meta data/meta.mat")
-        meta = beside
-    id_to_wnid = _read_devkit_meta(meta)
-    labels: dict[str, int] = {}
-    for lineno, line in read_lines(path):
-        if not DEVKIT_ID.fullmatch(line.strip()) or int(line) not in id_to_wnid:
-            raise InputError(f"{path}:{lineno}: expected an ILSVRC2012 id 1..1000, got {brief(line.strip(), 40)}")
-        labels[f"ILSVRC2012_val_{lineno:08d}"] = vocab.resolve(id_to_wnid[int(line)])
     return labels
 
 
@@ -204,7 +204,7 @@ def layout_imagenet_val(root: Path, vocab: Vocabulary, opts: LayoutOptions) -> I
         by_stem = {f"ILSVRC2012_val_{i + 1:08d}": c for i, c in enumerate(builtin_val_labels())}
         origin = "built-in ImageNet val labels"
     elif src.name.endswith(".txt"):
-        by_stem, origin = _read_devkit_ground_truth(src, opts.devkit_meta, vocab), str(src)
+        by_stem, origin = read_devkit_ground_truth(src, opts.devkit_meta, vocab), str(src)
     else:
         by_stem, origin = _read_loc_solution(src, vocab), str(src)
     entries = [PlanEntry(p, [by_stem[s]] if s in by_stem else None) for s, p in sorted(on_disk.items())]
@@ -230,9 +230,10 @@ def layout_folders(root: Path, vocab: Vocabulary, opts: LayoutOptions) -> Ingest
     for p in paths:
         folder = p.split("/", 1)[0]
         if folder not in resolved:
-            index = vocab.try_resolve(folder)
+            where = f"{root}: class folder {folder!r}"
+            index = _class_of(vocab, folder, where)
             if index is None:  # "tiger_cat" for "tiger cat"
-                index = vocab.try_resolve(folder.replace("_", " "))
+                index = _class_of(vocab, folder.replace("_", " "), where)
             if index is None:
                 bad.setdefault(folder, []).append(p)
                 continue
@@ -306,9 +307,10 @@ def layout_manifest(root: Path, vocab: Vocabulary, opts: LayoutOptions) -> Inges
         tokens = None if value is None or value == "" else label_tokens(value, where)
         labels = None
         if tokens is not None:
+            check_label_count(len(tokens), len(vocab), where)
             labels = []
             for t in tokens:
-                index = vocab.try_resolve(t)
+                index = _class_of(vocab, t, where)
                 if index is None:
                     bad.setdefault(t, []).append(where)
                 elif index not in labels:
