@@ -20,8 +20,9 @@ from sqlmodel import Session
 
 from db.engine import session_scope
 from db.enums import Role, SuggestionAction, Verdict
-from db.models import Annotation, Dataset, Image, User, utcnow
-from relabel.errors import ConflictError, InputError, NotFoundError
+from db.models import Annotation, Dataset, Image, Prediction, User, utcnow
+from relabel.errors import ConflictError, InputError, NotFoundError, StaleCardError
+from relabel.storable import one_line_name, storable_text
 from relabel.workspace import dataset_vocabulary
 
 FLAGS = ("drawing", "multiple_objects", "duplicate", "inappropriate")
@@ -32,10 +33,11 @@ _DUMMY_SALT = os.urandom(16)  # hashed against when there is no stored hash: the
 
 def check_new_password(password: str) -> str:
     """`password` when it may be given to a new user; raises InputError naming the rule otherwise."""
-    if len(password) < MIN_PASSWORD_LENGTH:
+    storable_text(password, "the password", max_length=1024)
+    if len(password.strip()) < MIN_PASSWORD_LENGTH:
         raise InputError(
-            f"password too short: {len(password)} characters; use at least {MIN_PASSWORD_LENGTH} "
-            "(a passphrase of a few words is easiest to remember)"
+            f"password too short: {len(password.strip())} characters besides spaces; use at least "
+            f"{MIN_PASSWORD_LENGTH} (a passphrase of a few words is easiest to remember)"
         )
     return password
 
@@ -69,12 +71,17 @@ def _derive(password: str, salt: bytes) -> bytes:
 
 
 def add_user(engine: Engine, name: str, role: Role, password: str | None = None) -> User:
-    """Create a user; the password is stored as a salted scrypt hash."""
-    if not name.strip() or len(name) > 64:
-        raise InputError(f"user name {name!r} must be 1..64 characters")
+    """Create a user; the password is stored as a salted scrypt hash. A name is one printable line of at most 64
+    characters without spaces around it (the sign-in form strips them), and differs from every other user's name
+    in more than letter case."""
+    one_line_name(name, "user name", max_length=64)
     with session_scope(engine) as s:
-        if s.scalars(select(User).where(User.name == name)).first() is not None:
-            raise ConflictError(f"user {name!r} already exists")
+        taken = [n for n in s.scalars(select(User.name)) if n.casefold() == name.casefold()]
+        if taken:
+            raise ConflictError(
+                f"user {taken[0]!r} already exists"
+                + ("" if taken[0] == name else f"; {name!r} differs only in letter case")
+            )
         user = User(name=name, role=role, password_hash=hash_password(password) if password else None)
         s.add(user)
     return user
@@ -113,6 +120,7 @@ def _by_token(session: Session, client_token: str | None) -> int | None:
 _TOKEN = select(Annotation.id).where(Annotation.client_token == bindparam("token"))
 _USER = select(User.id, User.role).where(User.name == bindparam("name"))
 _IMAGE_DATASET = select(Image.dataset_id).where(Image.id == bindparam("image_id"))
+_SUGGESTION_IMAGE = select(Prediction.image_id).where(Prediction.id == bindparam("suggestion_id"))
 _LAST_EVENT = select(func.max(Annotation.id)).where(
     Annotation.image_id == bindparam("image_id"), Annotation.user_id == bindparam("user_id")
 )
@@ -182,6 +190,13 @@ def store_annotation(
                 raise ConflictError(f"user {user!r} is an annotator; only leads adjudicate")
             if stale_check is not None:
                 stale_check(last_event_id(conn, image_id, u.id))
+            if suggestion_id is not None:
+                shown_for = conn.execute(_SUGGESTION_IMAGE, {"suggestion_id": suggestion_id}).scalar()
+                if shown_for != image_id:  # the run was re-imported since the card was served (ids may be reused)
+                    raise StaleCardError(
+                        f"suggestion #{suggestion_id} is not a prediction for image {image_id} (its run was "
+                        "re-imported since the card was shown); reload the card and decide again"
+                    )
             image_dataset = conn.execute(_IMAGE_DATASET, {"image_id": image_id}).scalar()
             if image_dataset is None or (dataset_id is not None and image_dataset != dataset_id):
                 raise NotFoundError(f"image id {image_id} does not exist in this dataset")

@@ -29,6 +29,11 @@ class ConflictError(RelabelError):
     exit_code = 4
 
 
+class StaleCardError(ConflictError):
+    """A decision answers a review card that is out of date: issued before a restart, answered since in another
+    tab, its image since given to other annotators, or its suggestion since re-imported."""
+
+
 class OutputError(RelabelError):
     """An output file cannot be written (disk full, no permission, a place that takes no files). No partial file
     was left behind."""

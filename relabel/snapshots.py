@@ -18,8 +18,10 @@ from db.models import Dataset, Image, Label, Snapshot, SnapshotLabel
 from relabel import __version__
 from relabel.annotations import Decision, consensus, current_decisions
 from relabel.errors import ConflictError, InputError, examples, unknown_name
+from relabel.storable import one_line_name, storable_text
 from relabel.workspace import IMGT, dataset_vocabulary, get_dataset, get_source
 
+MAX_MIN_VOTES = 1000  # more agreeing votes than any team gives one image: a typo, not a policy
 UNDECIDED_POLICIES = {
     "keep": "undecided images keep the base source's labels (ImGT unless --base names a prior)",
     "exclude": "undecided images get an empty label set and drop out of multi-label scoring",
@@ -89,8 +91,9 @@ def create_snapshot(
     """Freeze the consensus of every image of the dataset as snapshot `name`."""
     if undecided not in UNDECIDED_POLICIES:
         raise InputError(f"unknown undecided-image policy {undecided!r}; known: {', '.join(UNDECIDED_POLICIES)}")
-    if min_votes < 1:
-        raise InputError(f"--min-votes must be at least 1, got {min_votes}")
+    one_line_name(name, "snapshot name")
+    if not 1 <= min_votes <= MAX_MIN_VOTES:
+        raise InputError(f"--min-votes must be between 1 and {MAX_MIN_VOTES}, got {min_votes}")
     with session_scope(engine) as s:
         ds = get_dataset(s, dataset)
         if s.scalars(select(Snapshot).where(Snapshot.dataset_id == ds.id, Snapshot.name == name)).first():
@@ -145,6 +148,7 @@ def create_snapshot(
 
 
 def get_snapshot(session: Session, dataset: Dataset, name: str) -> Snapshot:
+    storable_text(name, "snapshot name", max_length=200)
     row = session.scalars(select(Snapshot).where(Snapshot.dataset_id == dataset.id, Snapshot.name == name)).first()
     if row is None:
         known = session.scalars(select(Snapshot.name).where(Snapshot.dataset_id == dataset.id)).all()

@@ -19,7 +19,7 @@ from relabel.annotations import (
     retract_annotation,
     verify_password,
 )
-from relabel.errors import ConflictError, InputError
+from relabel.errors import ConflictError, InputError, StaleCardError
 from relabel.ingest import ingest_dataset, plan_ingest
 from tests import images
 
@@ -68,7 +68,8 @@ def test_empty_tokens_are_no_tokens_and_a_missing_suggestion_is_a_one_line_error
     for image_id in image_ids:  # two decisions without a token: both stored, no unique-constraint clash
         record_annotation(engine, image_id=image_id, user="ann", verdict=Verdict.unclear, client_token="")
     assert n_annotations(engine) == 2
-    with pytest.raises(InputError, match=rf"^decision on image {image_ids[0]} refused by the database: ") as err:
+    missing = rf"^suggestion #987654 is not a prediction for image {image_ids[0]} "
+    with pytest.raises(StaleCardError, match=missing) as err:
         record_annotation(
             engine, image_id=image_ids[0], user="bob", verdict=Verdict.labels, classes=[1], suggestion_id=987654
         )

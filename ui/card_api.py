@@ -13,12 +13,12 @@ from typing import Any
 
 from db.enums import Verdict
 from relabel.annotations import FLAGS
-from relabel.errors import InputError, NotFoundError
+from relabel.errors import InputError, NotFoundError, StaleCardError
 from relabel.review.cards import Card
 from relabel.review.class_search import ClassSearch
 from relabel.review.queue import QueueFilter
-from relabel.review.studio import ACTIONS, Disputed, Studio
-from relabel.review.tokens import StaleCardError
+from relabel.review.studio import ACTIONS, MAX_NOTE, Disputed, Studio
+from relabel.storable import storable_text
 from relabel.vocabulary import Vocabulary
 from ui import views
 from ui.card_payload import card_payload, class_ref, file_url
@@ -47,15 +47,18 @@ def parse_filter(studio: Studio, data: dict[str, Any]) -> QueueFilter:
 def parse_key(data: dict[str, Any]) -> tuple[int, str]:
     """'IMAGE_ID:TOKEN', the key of the card a decision answers."""
     image_id, _, token = str(data.get("key") or "").partition(":")
-    if not image_id.isdigit() or not token:
+    if not (image_id.isascii() and image_id.isdigit()) or int(image_id[:12]) > MAX_IMAGE_ID or not token:
         raise InputError("no card is open: press N to load one")
     return int(image_id), token
 
 
+MAX_IMAGE_ID = 2**31 - 1  # the largest id either database stores
+
+
 def parse_image_id(value: Any) -> int:
-    text = str(value).strip() if value is not None else ""
-    if not text.isdigit():
-        raise InputError(f"image {value!r} is not an image id (a positive whole number)")
+    text = str(value).strip()[:40] if value is not None else ""
+    if not (text.isascii() and text.isdigit()) or int(text) > MAX_IMAGE_ID:
+        raise InputError(f"image {text!r} is not an image id (a whole number from 1 to {MAX_IMAGE_ID})")
     return int(text)
 
 
@@ -83,7 +86,7 @@ def parse_note(value: Any) -> str:
         return ""
     if not isinstance(value, str):
         raise InputError("the note must be text")
-    return value
+    return storable_text(value, "the note", max_length=MAX_NOTE)
 
 
 # -- replies -------------------------------------------------------------------------------------------------------
@@ -192,10 +195,11 @@ def decide(studio: Studio, user: str, data: dict[str, Any], *, adjudicate: bool 
 def reopened(
     studio: Studio, user: str, image_id: int, error: str, data: dict[str, Any], *, reveal: bool
 ) -> dict[str, Any]:
-    """The card of `image_id` served afresh after a refused decision, with the refusal as the error (just the
-    error when the user may not open that image: a token forged for someone else's image earns no card)."""
+    """The card of `image_id` served afresh after a refused decision, with the refusal as the error; the next card
+    instead when the user may no longer open that image (it went to others, or the token was forged for it)."""
     if not studio.may_open(user, image_id):
-        raise StaleCardError(error)
+        following_card = next_disputed(studio, user) if reveal else following(studio, user, parse_filter(studio, data))
+        return following_card | {"error": error}
     card, token = studio.open_card(user, image_id, hold=not reveal)
     flt = None if reveal else parse_filter(studio, data)
     return {"error": error, "card": served(studio, user, card, token, error, flt, reveal=reveal)}

@@ -15,11 +15,15 @@ pass_settings = click.make_pass_decorator(Settings)
 @click.option(
     "--host", default="127.0.0.1", show_default=True, help="Address to bind; keep 127.0.0.1 unless behind a proxy."
 )
-@click.option("--port", type=int, default=7860, show_default=True, help="Port to listen on.")
-@click.option("--overlap", type=int, default=1, show_default=True, help="Annotators per image (blind N-way overlap).")
+@click.option("--port", type=click.IntRange(1, 65535), default=7860, show_default=True, help="Port to listen on.")
+@click.option(
+    "--overlap", type=click.IntRange(1, 100), default=1, show_default=True, help="Annotators per image (blind overlap)."
+)
 @click.option("--suggestion-run", help="Run whose answers are the suggestion (default: the newest OW/CW/CW+ run).")
 @click.option("--classifier-run", help="Run shown as the classifier's top-5 (default: the newest top-k run).")
-@click.option("--concurrency", type=int, default=16, show_default=True, help="Requests handled at once.")
+@click.option(
+    "--concurrency", type=click.IntRange(1, 256), default=16, show_default=True, help="Requests handled at once."
+)
 @pass_settings
 def serve(
     settings: Settings,
@@ -47,6 +51,7 @@ def serve(
     from relabel.review.studio import Studio
     from ui.app import launch_app
 
+    check_port_free(host, port)
     studio = Studio(
         settings.engine,
         dataset,
@@ -70,3 +75,16 @@ def serve(
         reports_dir=settings.workspace / REPORTS_DIR,
         concurrency=concurrency,
     )
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Refuse, in one line, a port another program already listens on (before the studio loads its queue)."""
+    import socket
+
+    from relabel.errors import InputError
+
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            probe.bind((host, port))
+    except OSError as exc:
+        raise InputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose another --port") from None

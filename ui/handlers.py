@@ -13,6 +13,7 @@ from typing import Any
 
 from relabel.errors import InputError
 from relabel.review.studio import Studio
+from relabel.storable import storable_text
 from ui import views
 
 
@@ -32,6 +33,7 @@ def audit_log(studio: Studio, user: str, who: str | None = None, limit: Any = 20
     from relabel.review.cards import audit_events
 
     studio.require_lead(user)
+    who = storable_text(who or "", "the user filter", max_length=64)
     n = int(limit or 200)
     if not 1 <= n <= 10_000:
         raise InputError(f"show between 1 and 10000 events, not {n}")

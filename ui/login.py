@@ -33,7 +33,7 @@ FREE_PER_ADDRESS = 20  # from one address: higher, since a lab behind one addres
 LOCK_S = 30.0  # the first lockout; it doubles with each further failure
 MAX_LOCK_S = 900.0
 FORGET_S = 3600.0  # failures this long ago no longer count
-MAX_KEYS = 10_000  # keys remembered at most; the stalest go first
+MAX_KEYS = 10_000  # keys remembered at most; the stalest unlocked ones go first
 HASH_WORKERS = 2  # password hashes at once
 LOCKED_STATUS = 400  # what Gradio's login page shows as a failed sign-in (it ignores 429)
 
@@ -118,8 +118,17 @@ class LoginThrottle:
             record.locked_until = now + min(self.lock_s * 2**over, self.max_lock_s)
         self._failures[key] = record
         self._failures.move_to_end(key)
-        while len(self._failures) > self.max_keys:
-            self._failures.popitem(last=False)
+        self._forget_stalest(now)
+
+    def _forget_stalest(self, now: float) -> None:
+        """Keep at most `max_keys` records, forgetting the stalest that are not locked: a flood of failures under
+        other names must never free a locked one (each lock costs its maker `free` hashed attempts)."""
+        excess = len(self._failures) - self.max_keys
+        if excess <= 0:
+            return
+        stale = [k for k, r in self._failures.items() if r.locked_until <= now][:excess]
+        for key in stale:
+            del self._failures[key]
 
 
 class LoginGuard:

@@ -14,6 +14,8 @@
   studio under its own buttons.
 - **API listing.** FastAPI's and Gradio's OpenAPI documents and Gradio's monitoring pages answer 404 (the studio's
   events are for its own page; `ui.app.StudioBlocks` empties the listing in `/gradio_api/info` and the page).
+- **No uploads.** The studio has no component that takes a file, so the upload routes answer 404: no user can
+  store files on the server or leave them for another. Every answer says `X-Content-Type-Options: nosniff`.
 
 Gradio adds its CORS middleware outside this one: it still answers preflight requests, and puts its
 Access-Control headers on this middleware's refusals, which a foreign page may then read (they say only
@@ -34,7 +36,16 @@ from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-HIDDEN_PATHS = ("/openapi.json", "/docs", "/redoc", "/gradio_api/openapi.json", "/gradio_api/mcp", "/monitoring")
+HIDDEN_PATHS = (
+    "/openapi.json",
+    "/docs",
+    "/redoc",
+    "/gradio_api/openapi.json",
+    "/gradio_api/mcp",
+    "/monitoring",
+    "/gradio_api/upload",  # the studio takes no files: nothing to upload, nothing for users to drop for each other
+    "/gradio_api/upload_progress",
+)
 DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 
 _address: contextvars.ContextVar[str] = contextvars.ContextVar("client_address", default="unknown")
@@ -122,6 +133,7 @@ class StudioGuard:
                         headers.append("set-cookie", cookie)
                 headers.setdefault("content-security-policy", "frame-ancestors 'self'")
                 headers.setdefault("x-frame-options", "SAMEORIGIN")
+                headers.setdefault("x-content-type-options", "nosniff")  # a file is what its type says, never HTML
             await send(message)
 
         return secured

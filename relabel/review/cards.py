@@ -295,7 +295,7 @@ def event(a: Any, user: str) -> Event:
 
 # StoredImage's fields after `root`, in order, as columns: read without loading Image objects
 IMAGE_COLUMNS = (Image.id, Image.path, Image.sha256, Image.format, Image.mode, Image.width, Image.height,
-                 Image.exif_orientation)  # fmt: skip
+                 Image.exif_orientation, Image.bytes)  # fmt: skip
 
 
 def stored_image(image: Image, root: str | None) -> StoredImage:
@@ -309,6 +309,7 @@ def stored_image(image: Image, root: str | None) -> StoredImage:
         image.width,
         image.height,
         image.exif_orientation,
+        image.bytes,
     )
 
 

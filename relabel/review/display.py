@@ -48,6 +48,7 @@ class StoredImage:
     width: int | None = None
     height: int | None = None
     exif_orientation: int | None = None
+    size: int | None = None  # bytes, as ingest recorded them
 
     def shows_as_is(self, side: int) -> bool:
         """True when a browser shows the file itself correctly within `side` (0: any size): a common format, RGB
@@ -88,6 +89,13 @@ def copy_verified(image: StoredImage, out: BinaryIO) -> None:
         fd = os.open(source, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     except OSError as exc:  # ELOOP: the file became a link after it was resolved
         raise InputError(f"image {image.image_id}: cannot open {image.path!r}: {exc.strerror or exc}") from exc
+    found = os.fstat(fd).st_size
+    if image.size is not None and found != image.size:  # refused before a byte is copied, however large the file
+        os.close(fd)
+        raise InputError(
+            f"image {image.image_id}: {image.path!r} has changed since ingest ({found} bytes, ingest recorded "
+            f"{image.size}); re-ingest the dataset to show it"
+        )
     digest = hashlib.sha256()
     with os.fdopen(fd, "rb") as src:
         while chunk := src.read(COPY_CHUNK):

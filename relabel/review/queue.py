@@ -186,15 +186,16 @@ class ReviewQueue:
             return None
 
     def may_serve(self, image_id: int, user_id: int) -> bool:
-        """Whether `user_id` may open `image_id` out of queue order (a shared link, Back): they decided it or hold
-        it, or the queue would serve it to them now as an image to review or a disputed one."""
+        """Whether `user_id` may open or decide `image_id` now: they decided it, hold an unexpired lease on it, or
+        the queue would serve it to them as an image to review or a disputed one. An image left (skipped, or the
+        lease run out) and since given all its opinions by others is no longer theirs."""
         with self._lock:
             e = self.evidence.get(image_id)
             if e is None:
                 return False
-            if user_id in e.voters or self._current.get(user_id) == image_id:
-                return True
             now = self.clock()
+            if user_id in e.voters or self._leases.get(image_id, {}).get(user_id, 0.0) > now:
+                return True
             return any(self._eligible(image_id, user_id, QueueFilter(status=s), now) for s in ("open", "disputed"))
 
     def remaining(self, user_id: int, flt: QueueFilter = QueueFilter()) -> int:

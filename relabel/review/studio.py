@@ -23,13 +23,14 @@ from sqlmodel import Session
 from db.enums import Role, SuggestionAction, Verdict
 from db.models import Annotation, Image, User
 from relabel.annotations import Decision, current_decisions, retract_annotation, store_annotation, verify_password
-from relabel.errors import ConflictError, InputError, NotFoundError
+from relabel.errors import ConflictError, InputError, NotFoundError, StaleCardError
 from relabel.review.cards import IMAGE_COLUMNS, Card, RunChoice, load_card, pick_runs
 from relabel.review.display import DisplayCache, StoredImage
 from relabel.review.evidence import load_evidence
 from relabel.review.examples import load_examples
 from relabel.review.queue import Evidence, QueueFilter, ReviewQueue
-from relabel.review.tokens import CardTokens, Shown, StaleCardError
+from relabel.review.tokens import CardTokens, Shown
+from relabel.storable import storable_text
 from relabel.vocabulary import Vocabulary
 from relabel.workspace import dataset_vocabulary, get_dataset
 
@@ -266,9 +267,13 @@ class Studio:
         if adjudicate:
             self.require_lead(user)
         shown = self.tokens.check(token, user_id, image_id)
+        if not adjudicate and not self.queue.may_serve(image_id, user_id):
+            raise StaleCardError(
+                f"image {image_id} went to other annotators after you left it and has the opinions it needs; "
+                "your answer was not saved"
+            )
         verdict, chosen = self._resolve_action(action, list(classes), shown)
-        if len(note) > MAX_NOTE:
-            raise InputError(f"the note has {len(note)} characters; at most {MAX_NOTE} are kept")
+        storable_text(note, "the note", max_length=MAX_NOTE)
         seconds = round(time.monotonic() - shown.at, 3)
 
         def refuse_if_stale(latest: int | None) -> None:

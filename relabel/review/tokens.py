@@ -15,14 +15,10 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from relabel.errors import ConflictError, InputError
+from relabel.errors import ConflictError, InputError, StaleCardError
 
 MAX_TOKENS = 200_000  # tokens kept in memory; an evicted token is refused like an unknown one (the card reloads)
 MAX_TOKEN_LENGTH = 64
-
-
-class StaleCardError(ConflictError):
-    """The card a decision answers is out of date: issued before a restart, or answered since in another tab."""
 
 
 @dataclass(frozen=True)

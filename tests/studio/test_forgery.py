@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import func, insert, select
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from db.enums import SuggestionAction, Verdict
-from db.models import Annotation, Image, Snapshot, User
+from db.models import Annotation, Image, Prediction, Snapshot, User
 from relabel.annotations import store_annotation
 from relabel.errors import ConflictError, InputError, NotFoundError, RelabelError
 from relabel.exports import export_snapshot
@@ -130,3 +130,73 @@ def test_a_snapshot_frozen_with_foreign_classes_is_not_exported(
     with pytest.raises(InputError, match=r"not exported .*1 image\(s\) hold classes outside 0\.\.9: 'a\.jpg"):
         export_snapshot(studio.engine, "old", fmt=fmt, out=out, dataset="small")
     assert not out.exists()
+
+
+def test_an_image_left_and_given_to_others_cannot_be_decided_with_the_old_card(db_url: str, tmp_path: Path) -> None:
+    studio = Studio(build_workspace(tmp_path, db_url), cache_dir=tmp_path / "cache", overlap=1)
+    card = card_api.next_card(studio, "alice", {})["card"]
+    card_api.skip(studio, "alice", {"key": card["key"]})
+    bob = card_api.open_image(studio, "bob", {"image_id": card["image_id"]})["card"]
+    card_api.decide(studio, "bob", {"key": bob["key"], "action": "original"})
+    reply = card_api.decide(studio, "alice", {"key": card["key"], "action": "labels", "classes": [5]})
+    assert "went to other annotators" in reply["error"] and reply["card"]["image_id"] != card["image_id"]
+    with Session(studio.engine) as s:
+        assert s.scalars(select(Annotation.user_id).where(Annotation.image_id == card["image_id"])).all() == [
+            studio.user("bob")[0]
+        ]
+
+
+def test_a_suggestion_replaced_since_the_card_was_served_is_refused(two_datasets: tuple[Studio, int]) -> None:
+    studio, other = two_datasets
+    card = card_api.next_card(studio, "alice", {})["card"]
+    shown = studio.tokens.check(card["key"].split(":")[1], studio.user("alice")[0], card["image_id"])
+    assert shown.suggestion_id is not None
+    with Session(studio.engine) as s:  # a re-import gave the prediction's id to another image's row
+        s.execute(update(Prediction).where(Prediction.id == shown.suggestion_id).values(image_id=other))
+        s.commit()
+    reply = card_api.decide(studio, "alice", {"key": card["key"], "action": "suggestion"})
+    assert "is not a prediction for image" in reply["error"] and reply["card"]["image_id"] == card["image_id"]
+    assert count(studio.engine) == 0
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"image_id": "²"}, "not an image id"),
+        ({"image_id": str(2**63)}, "not an image id"),
+        ({"image_id": "-1"}, "not an image id"),
+    ],
+)
+def test_image_ids_that_are_not_plain_whole_numbers_are_refused(
+    two_datasets: tuple[Studio, int], data: dict[str, Any], message: str
+) -> None:
+    studio, _ = two_datasets
+    with pytest.raises(InputError, match=message):
+        card_api.open_image(studio, "lena", data)
+    with pytest.raises(InputError, match="no card is open"):
+        card_api.decide(studio, "alice", {"key": f"{data['image_id']}:{'a' * 24}", "action": "original"})
+
+
+@pytest.mark.parametrize(("note", "message"), [("a\0b", "NUL"), ("\ud800", "unpaired surrogate")])
+def test_a_note_a_database_cannot_store_is_refused(two_datasets: tuple[Studio, int], note: str, message: str) -> None:
+    studio, _ = two_datasets
+    card = card_api.next_card(studio, "alice", {})["card"]
+    with pytest.raises(InputError, match=message):
+        card_api.decide(studio, "alice", {"key": card["key"], "action": "original", "note": note})
+    with pytest.raises(InputError, match=message):
+        studio.decide("alice", card["key"].split(":")[1], card["image_id"], "original", note=note)
+    assert count(studio.engine) == 0
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [("a\0b", "NUL"), ("two\nlines", "control characters"), ("x" * 201, "at most 200"), (" ", "empty")],
+)
+def test_snapshot_names_are_one_printable_line(two_datasets: tuple[Studio, int], name: str, message: str) -> None:
+    studio, _ = two_datasets
+    with pytest.raises(InputError, match=message):
+        create_snapshot(studio.engine, name, dataset="photos")
+    with pytest.raises(InputError, match="between 1 and 1000"):
+        create_snapshot(studio.engine, "ok", dataset="photos", min_votes=10**308)
+    with Session(studio.engine) as s:
+        assert s.scalar(select(func.count()).select_from(Snapshot)) == 0

@@ -102,6 +102,15 @@ class TestSignInThrottle:
         assert locked is not None and locked.who == "this address"
         assert throttle.begin("alice", "10.0.0.10") is None  # another address is not
 
+    def test_a_flood_of_other_failures_never_frees_a_locked_name(self) -> None:
+        throttle = LoginThrottle(clock=FakeClock(), max_keys=100)
+        for _ in range(FREE_PER_USER):
+            throttle.begin("bob", "10.0.0.1")
+        for i in range(1_000):  # many names from many addresses, far more keys than are kept
+            throttle.begin(f"name{i}", f"10.1.{i // 250}.{i % 250}")
+        locked = throttle.begin("bob", "10.0.0.1")
+        assert locked is not None and locked.who == "'bob'"
+
     def test_a_locked_out_attempt_is_refused_without_hashing_even_when_right(self) -> None:
         checked: list[str] = []
 
@@ -186,6 +195,46 @@ class TestPasswords:
             carol = s.scalars(select(User).where(User.name == "carol")).one()
         assert verify_password(ok, carol.password_hash)
 
+    @pytest.mark.parametrize(
+        ("name", "password", "message"),
+        [
+            ("dave", " " * 12, "password too short"),
+            (" alice", "long-enough-pass", "starts or ends with a space"),
+            ("new\nline", "long-enough-pass", "control characters"),
+            ("Alice", "long-enough-pass", "differs only in letter case"),
+            ("x" * 65, "long-enough-pass", "at most 64"),
+        ],
+    )
+    def test_users_add_refuses_names_no_one_could_sign_in_with(
+        self, tmp_path: Path, name: str, password: str, message: str
+    ) -> None:
+        from relabel.cli import cli
+
+        ws = ["--workspace", str(tmp_path / "ws")]
+        runner = CliRunner()
+        assert runner.invoke(cli, [*ws, "users", "add", "alice", "--password", "long-enough-pass"]).exit_code == 0
+        refused = runner.invoke(cli, [*ws, "users", "add", name, "--password", password])
+        assert refused.exit_code != 0 and message in refused.output and "Traceback" not in refused.output
+        assert refused.output.strip().splitlines()[-1].count(message) == 1  # the reason, on one line
+
+    def test_serve_refuses_a_bad_or_taken_port_in_one_line(self, tmp_path: Path) -> None:
+        import socket
+
+        from relabel.cli import cli
+
+        ws = ["--workspace", str(tmp_path / "ws")]
+        runner = CliRunner()
+        assert runner.invoke(cli, [*ws, "init"]).exit_code == 0
+        too_big = runner.invoke(cli, [*ws, "serve", "--port", "99999"])
+        assert too_big.exit_code == 2 and "99999" in too_big.output and "Traceback" not in too_big.output
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            port = taken.getsockname()[1]
+            busy = runner.invoke(cli, [*ws, "serve", "--port", str(port)])
+        assert busy.exit_code != 0 and f"cannot listen on 127.0.0.1:{port}" in busy.output
+        assert len(busy.output.strip().splitlines()) == 1
+
     def test_the_demo_password_meets_the_rule(self) -> None:
         from relabel.demo import DEMO_PASSWORD
 
@@ -237,30 +286,26 @@ class TestSameOrigin:
 
 
 class TestUploadsAndBodies:
-    def test_a_large_upload_is_refused_and_not_kept(self, server: tuple[str, Studio]) -> None:
+    def test_no_file_can_be_uploaded_and_bodies_are_capped(self, server: tuple[str, Studio]) -> None:
         from gradio.utils import get_upload_folder
 
         url, _ = server
         alice = CardClient(url, "alice")
-        name = f"big-{uuid.uuid4().hex}.bin"
-        over_gradio_cap = alice.http.post("/gradio_api/upload", files={"files": (name, os.urandom(1_500_000))})
-        over_body_cap = alice.http.post("/gradio_api/upload", files={"files": (name, b"\0" * (5 << 20))})
-        assert over_gradio_cap.status_code == over_body_cap.status_code == 413
+        name = f"drop-{uuid.uuid4().hex}.jpg"
+        for size in (4, 1_500_000):  # the studio takes no files: a small one is refused as a large one
+            reply = alice.http.post("/gradio_api/upload", files={"files": (name, b"<html>" + b"a" * size)})
+            assert reply.status_code == 404
+        assert not [p for p in Path(get_upload_folder()).rglob(name)]
 
         def chunks(head: bytes) -> Iterator[bytes]:  # no Content-Length: counted as it arrives
             yield head
             for _ in range(5):
                 yield b"a" * (1 << 20)
 
-        part = f'--x\r\nContent-Disposition: form-data; name="files"; filename="{name}"\r\n\r\n'.encode()
-        streamed = alice.http.post("/gradio_api/upload", content=chunks(part),
-                                   headers={"Content-Type": "multipart/form-data; boundary=x"})  # fmt: skip
         event = alice.http.post("/gradio_api/queue/join", content=chunks(b'{"data": ["'),
                                 headers={"Content-Type": "application/json"})  # fmt: skip
-        assert streamed.status_code == event.status_code == 413
-        assert not [p for p in Path(get_upload_folder()).rglob(name)]
-        small = alice.http.post("/gradio_api/upload", files={"files": ("small.txt", b"fine")})
-        assert small.status_code == 200  # the cap, not a ban
+        assert event.status_code == 413
+        assert alice.http.get("/config").headers["x-content-type-options"] == "nosniff"
 
 
 class TestApiListing:
@@ -307,8 +352,9 @@ class TestApiListing:
 def jpeg(path: Path, size: tuple[int, int], color: tuple[int, int, int]) -> StoredImage:
     path.parent.mkdir(parents=True, exist_ok=True)
     Image.new("RGB", size, color).save(path, "JPEG")
-    sha = hashlib.sha256(path.read_bytes()).hexdigest()
-    return StoredImage(1, str(path.parent), path.name, sha, "JPEG", "RGB", *size, None)
+    data = path.read_bytes()
+    return StoredImage(1, str(path.parent), path.name, hashlib.sha256(data).hexdigest(), "JPEG", "RGB", *size, None,
+                       len(data))  # fmt: skip
 
 
 class TestDisplayCache:
@@ -338,6 +384,15 @@ class TestDisplayCache:
                 with pytest.raises(InputError, match=rf"'{image.path}' has changed since ingest"):
                     cache.path_for(image, side=side)
         assert not [p for p in (tmp_path / "cache").rglob("*") if p.is_file()]
+
+    def test_a_huge_file_put_in_an_image_s_place_is_refused_before_it_is_copied(self, tmp_path: Path) -> None:
+        cache = DisplayCache(tmp_path / "cache", side=256)
+        image = jpeg(tmp_path / "root" / "photo.jpg", (100, 80), (0, 0, 255))
+        with (tmp_path / "root" / "photo.jpg").open("r+b") as f:
+            f.truncate(1 << 30)  # a sparse 1 GiB file: copying it before the check would write 1 GiB
+        with pytest.raises(InputError, match=r"has changed since ingest \(1073741824 bytes, ingest recorded"):
+            cache.path_for(image, side=0)
+        assert sum(p.stat().st_size for p in (tmp_path / "cache").rglob("*") if p.is_file()) == 0
 
     def test_the_original_in_the_cache_is_a_checked_copy_not_a_link(self, tmp_path: Path) -> None:
         cache = DisplayCache(tmp_path / "cache", side=256)
