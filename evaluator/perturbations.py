@@ -1,31 +1,38 @@
-"""Seeded image corruptions (ImageNet-C style, severity 1-5) and text typos, for robustness retention runs.
+"""Seeded image corruptions (the 15 of ImageNet-C, and Gaussian blur, at severity 1-5) and text typos.
 
 `perturb(image, name, severity, seed)` takes a PIL RGB image or a uint8 (H, W, 3) array and returns the same type
-and size. The same seed gives identical pixels. Only PIL, numpy and scipy are used (no OpenCV or ImageMagick),
-so where ImageNet-C calls those, the operation is re-implemented as noted below.
+and size. The same seed gives identical pixels. The corruptions themselves live in `evaluator.corruptions`
+(numpy, scipy and Pillow only); this module holds their registry and severity tables, and the steps around them:
 
-Severity parameters follow Hendrycks & Dietterich (ICLR 2019), `make_imagenet_c.py` / `imagenet_c/corruptions.py`:
+1. the corruption, at the parameter of its severity (tables below, from Hendrycks & Dietterich, ICLR 2019,
+   `make_imagenet_c.py`, as `imagecorruptions` generalises them to any image size);
+2. rounding to the nearest integer and clipping to 0..255 (ImageNet-C truncates; the two differ by at most 1);
+3. the benchmark's JPEG step: the released ImageNet-C files were written by Pillow as JPEG at quality 85
+   (`optimize=True`), so every corrupted image is saved and decoded that way too, Gaussian noise as much as JPEG
+   compression. `benchmark_jpeg=False` skips it and returns the corruption alone.
 
-| name           | parameter                  | severity 1, 2, 3, 4, 5         | ImageNet-C uses                 |
-|----------------|----------------------------|--------------------------------|---------------------------------|
-| gaussian_noise | σ of N(0, σ) on x ∈ [0, 1] | .08 .12 .18 .26 .38            | same                            |
-| shot_noise     | photons c: Poisson(c·x)/c  | 60 25 12 5 3                   | same                            |
-| impulse_noise  | share of values set 0 or 1 | .03 .06 .09 .17 .27            | skimage random_noise('s&p')     |
-| gaussian_blur  | σ in pixels                | 1 2 3 4 6                      | skimage gaussian (nearest edge) |
-| defocus_blur   | disk radius, anti-alias σ  | 3,.1  4,.5  6,.5  8,.5  10,.5  | OpenCV filter2D (reflect-101)   |
-| motion_blur    | radius, σ; angle U(±45°)   | 10,3  15,5  15,8  15,12  20,15 | ImageMagick MotionBlurImage     |
-| jpeg           | JPEG quality               | 25 18 15 10 7                  | same (PIL)                      |
-| contrast       | factor towards the mean    | .4 .3 .2 .1 .05                | same                            |
-| brightness     | added to HSV value V       | .1 .2 .3 .4 .5                 | skimage HSV round trip          |
-| pixelate       | BOX down/up-sampling scale | .6 .5 .4 .3 .25                | of 224 px; here of the own size |
+| name              | parameter per severity 1, 2, 3, 4, 5                                            |
+|-------------------|---------------------------------------------------------------------------------|
+| gaussian_noise    | σ of N(0, σ) on x ∈ [0, 1]: .08 .12 .18 .26 .38                                 |
+| shot_noise        | photons c, Poisson(c·x)/c: 60 25 12 5 3                                         |
+| impulse_noise     | share of values set to 0 or 1: .03 .06 .09 .17 .27                              |
+| defocus_blur      | disk radius, anti-alias σ: 3,.1  4,.5  6,.5  8,.5  10,.5                        |
+| glass_blur        | σ, max shift δ, passes: .7,1,2  .9,2,1  1,2,3  1.1,3,2  1.5,4,2                 |
+| motion_blur       | radius, σ (angle U(±45°)): 10,3  15,5  15,8  15,12  20,15                       |
+| zoom_blur         | zooms arange(1, stop, step): 1.11,.01  1.16,.01  1.21,.02  1.26,.02  1.31,.03   |
+| snow              | flake mean, sd, zoom, threshold, streak radius, σ, image kept (7 numbers each)  |
+| frost             | image kept, frost added: 1,.4  .8,.6  .7,.7  .65,.7  .6,.75                     |
+| fog               | haze strength, fractal decay: 1.5,2  2,2  2.5,1.7  2.5,1.5  3,1.4               |
+| brightness        | added to HSV value V: .1 .2 .3 .4 .5                                            |
+| contrast          | factor towards the channel mean: .4 .3 .2 .1 .05                                |
+| elastic_transform | displacement gain α = 250 × .05 .065 .085 .1 .12 (σ 1 % of each side)           |
+| pixelate          | box down-sampling to this share of each side (nearest back up): .6 .5 .4 .3 .25 |
+| jpeg              | JPEG quality: 25 18 15 10 7 (ImageNet-C's jpeg_compression)                     |
+| gaussian_blur     | σ in pixels: 1 2 3 4 6 (one of ImageNet-C's 4 extra corruptions, not of the 15) |
 
-Notes. Motion blur sums 2·radius + 1 copies of the image shifted by i pixels (i = 0 .. 2·radius) along the angle,
-weighted by exp(−i² / 2σ²) and normalised: ImageMagick's one-sided kernel, with shifts rounded to whole pixels and
-edge pixels repeated. The defocus disk is anti-aliased after it is normalised, as in ImageNet-C, so at severities 4
-and 5 its weights sum to 1.013 and 1.011 (a flat image brightens by about 1 %). Brightness uses that RGB scales
-linearly with V at fixed hue and saturation, so rgb ← rgb · min(V + c, 1) / V (grey c for black pixels), which
-equals skimage's rgb→hsv→rgb. Float results are rounded to the nearest integer (ImageNet-C truncates). The noise
-corruptions and motion blur's angle use `numpy.random.default_rng(seed)`; the others ignore the seed.
+The random ones (gaussian, shot and impulse noise, glass and motion blur, snow, frost, fog, elastic transform)
+draw as `imagecorruptions` does after `np.random.seed(seed)` (impulse noise and glass blur: its `seed=`), so with
+seeds below 2**32 the pixels match it to ±1 grey level; see `evaluator.corruptions`. The others ignore the seed.
 
 `perturb_text(text, severity, seed)` makes keyboard typos for text-conditioned models: each letter is hit with
 probability TYPO_RATES[severity − 1] by one of swap (with the next letter), drop, insert (a QWERTY neighbour
@@ -36,32 +43,34 @@ registry, TEXT_PERTURBATIONS (`typo`), whose names never clash with the image on
 
 from __future__ import annotations
 
-import io
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
 from PIL import Image
-from scipy import ndimage, signal
 
+from evaluator import corruptions as c
 from evaluator.errors import EvaluationError, unknown_name
 
 SEVERITIES = (1, 2, 3, 4, 5)
 TYPO_RATES = (0.02, 0.05, 0.10, 0.15, 0.20)
+BENCHMARK_JPEG_QUALITY = 85  # make_imagenet_c.py: Image.fromarray(np.uint8(img)).save(path, quality=85, optimize=True)
 ImageT = TypeVar("ImageT", Image.Image, np.ndarray)
-Apply = Callable[[np.ndarray, Any, np.random.Generator], np.ndarray]
+Apply = Callable[[np.ndarray, Any, int], np.ndarray]
 ApplyText = Callable[[str, float, np.random.Generator], str]
 
 
 @dataclass(frozen=True)
 class Corruption:
-    """One registered corruption: `apply(pixels uint8 (H, W, 3), parameter, rng)` → (H, W, 3) values in 0..255."""
+    """One registered corruption: `apply(pixels uint8 (H, W, 3), parameter, seed)` → (H, W, 3) on the 0..255
+    scale (float or uint8; `perturb` rounds and clips)."""
 
     name: str
     params: tuple[Any, ...]  # one per severity 1..5
     apply: Apply
     seeded: bool  # whether the result depends on the seed
+    benchmark: bool = True  # one of ImageNet-C's 15 (False: one of its extra corruptions)
 
 
 @dataclass(frozen=True)
@@ -73,119 +82,49 @@ class TextPerturbation:
     apply: ApplyText
 
 
-# --------------------------------------------------------------------------------------------- corruptions
-
-
-def _unit(pixels: np.ndarray) -> np.ndarray:
-    return pixels.astype(np.float32) / 255.0
-
-
-def _gaussian_noise(pixels: np.ndarray, sigma: float, rng: np.random.Generator) -> np.ndarray:
-    x = _unit(pixels)
-    return (x + sigma * rng.standard_normal(x.shape, dtype=np.float32)) * 255
-
-
-def _shot_noise(pixels: np.ndarray, photons: float, rng: np.random.Generator) -> np.ndarray:
-    return rng.poisson(_unit(pixels) * photons) / photons * 255
-
-
-def _impulse_noise(pixels: np.ndarray, amount: float, rng: np.random.Generator) -> np.ndarray:
-    out = pixels.astype(np.float32)
-    flipped = rng.random(pixels.shape) < amount
-    salt = rng.random(pixels.shape) < 0.5
-    out[flipped & salt] = 255
-    out[flipped & ~salt] = 0
-    return out
-
-
-def _gaussian_blur(pixels: np.ndarray, sigma: float, rng: np.random.Generator) -> np.ndarray:
-    return ndimage.gaussian_filter(pixels.astype(np.float32), sigma=(sigma, sigma, 0), mode="nearest", truncate=4.0)
-
-
-def _disk(radius: int, alias_sigma: float) -> np.ndarray:
-    """ImageNet-C's anti-aliased disk: a normalised disk, then a 3×3 (5×5 past radius 8) Gaussian of it."""
-    half, taps = (8, 3) if radius <= 8 else (radius, 5)
-    grid = np.arange(-half, half + 1)
-    disk = (grid[:, None] ** 2 + grid[None, :] ** 2 <= radius**2).astype(np.float64)
-    disk /= disk.sum()
-    offsets = np.arange(taps) - taps // 2
-    g = np.exp(-(offsets**2) / (2 * alias_sigma**2))
-    g /= g.sum()
-    for axis in (0, 1):
-        disk = ndimage.correlate1d(disk, g, axis=axis, mode="mirror")
-    return disk
-
-
-def _convolve_mirror(pixels: np.ndarray, kernel: np.ndarray) -> np.ndarray:
-    """2-D convolution of each channel with a symmetric kernel, reflect-101 borders (OpenCV's default)."""
-    r0, r1 = kernel.shape[0] // 2, kernel.shape[1] // 2
-    padded = np.pad(pixels.astype(np.float32), ((r0, r0), (r1, r1), (0, 0)), mode="reflect")
-    return signal.fftconvolve(padded, kernel[:, :, None].astype(np.float32), mode="valid", axes=(0, 1))
-
-
-def _defocus_blur(pixels: np.ndarray, param: tuple[int, float], rng: np.random.Generator) -> np.ndarray:
-    return _convolve_mirror(pixels, _disk(*param))
-
-
-def _motion_blur(pixels: np.ndarray, param: tuple[int, float], rng: np.random.Generator) -> np.ndarray:
-    radius, sigma = param
-    angle = np.deg2rad(rng.uniform(-45, 45))
-    steps = np.arange(2 * radius + 1)
-    weights = np.exp(-(steps**2) / (2 * sigma**2))
-    weights /= weights.sum()
-    dy, dx = np.rint(steps * np.sin(angle)).astype(int), np.rint(steps * np.cos(angle)).astype(int)
-    pad = 2 * radius
-    padded = np.pad(pixels.astype(np.float32), ((pad, pad), (pad, pad), (0, 0)), mode="edge")
-    h, w = pixels.shape[:2]
-    out = np.zeros(pixels.shape, np.float32)
-    for weight, y, x in zip(weights, dy, dx):
-        out += weight * padded[pad - y : pad - y + h, pad - x : pad - x + w]
-    return out
-
-
-def _jpeg(pixels: np.ndarray, quality: int, rng: np.random.Generator) -> np.ndarray:
-    buffer = io.BytesIO()
-    Image.fromarray(pixels).save(buffer, format="JPEG", quality=quality)
-    buffer.seek(0)
-    with Image.open(buffer) as decoded:
-        return np.asarray(decoded.convert("RGB"))
-
-
-def _contrast(pixels: np.ndarray, factor: float, rng: np.random.Generator) -> np.ndarray:
-    x = _unit(pixels)
-    means = x.mean(axis=(0, 1), keepdims=True)
-    return ((x - means) * factor + means) * 255
-
-
-def _brightness(pixels: np.ndarray, shift: float, rng: np.random.Generator) -> np.ndarray:
-    x = _unit(pixels)
-    value = x.max(axis=2, keepdims=True)
-    lifted = np.minimum(value + shift, 1.0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(value > 0, x * (lifted / value), lifted) * 255
-
-
-def _pixelate(pixels: np.ndarray, scale: float, rng: np.random.Generator) -> np.ndarray:
-    image = Image.fromarray(pixels)
-    small = (max(1, int(image.width * scale)), max(1, int(image.height * scale)))
-    return np.asarray(image.resize(small, Image.Resampling.BOX).resize(image.size, Image.Resampling.BOX))
-
+_SNOW = (
+    (0.1, 0.3, 3, 0.5, 10, 4, 0.8),
+    (0.2, 0.3, 2, 0.5, 12, 4, 0.7),
+    (0.55, 0.3, 4, 0.9, 12, 8, 0.7),
+    (0.55, 0.3, 4.5, 0.85, 12, 8, 0.65),
+    (0.55, 0.3, 2.5, 0.85, 12, 12, 0.55),
+)
 
 PERTURBATIONS: dict[str, Corruption] = {
-    c.name: c
-    for c in (
-        Corruption("gaussian_noise", (0.08, 0.12, 0.18, 0.26, 0.38), _gaussian_noise, seeded=True),
-        Corruption("shot_noise", (60, 25, 12, 5, 3), _shot_noise, seeded=True),
-        Corruption("impulse_noise", (0.03, 0.06, 0.09, 0.17, 0.27), _impulse_noise, seeded=True),
-        Corruption("gaussian_blur", (1, 2, 3, 4, 6), _gaussian_blur, seeded=False),
-        Corruption("defocus_blur", ((3, 0.1), (4, 0.5), (6, 0.5), (8, 0.5), (10, 0.5)), _defocus_blur, seeded=False),
-        Corruption("motion_blur", ((10, 3), (15, 5), (15, 8), (15, 12), (20, 15)), _motion_blur, seeded=True),
-        Corruption("jpeg", (25, 18, 15, 10, 7), _jpeg, seeded=False),
-        Corruption("contrast", (0.4, 0.3, 0.2, 0.1, 0.05), _contrast, seeded=False),
-        Corruption("brightness", (0.1, 0.2, 0.3, 0.4, 0.5), _brightness, seeded=False),
-        Corruption("pixelate", (0.6, 0.5, 0.4, 0.3, 0.25), _pixelate, seeded=False),
+    k.name: k
+    for k in (
+        Corruption("gaussian_noise", (0.08, 0.12, 0.18, 0.26, 0.38), c.gaussian_noise, seeded=True),
+        Corruption("shot_noise", (60, 25, 12, 5, 3), c.shot_noise, seeded=True),
+        Corruption("impulse_noise", (0.03, 0.06, 0.09, 0.17, 0.27), c.impulse_noise, seeded=True),
+        Corruption("defocus_blur", ((3, 0.1), (4, 0.5), (6, 0.5), (8, 0.5), (10, 0.5)), c.defocus_blur, seeded=False),
+        Corruption(
+            "glass_blur", ((0.7, 1, 2), (0.9, 2, 1), (1, 2, 3), (1.1, 3, 2), (1.5, 4, 2)), c.glass_blur, seeded=True
+        ),
+        Corruption("motion_blur", ((10, 3), (15, 5), (15, 8), (15, 12), (20, 15)), c.motion_blur, seeded=True),
+        Corruption(
+            "zoom_blur",
+            ((1, 1.11, 0.01), (1, 1.16, 0.01), (1, 1.21, 0.02), (1, 1.26, 0.02), (1, 1.31, 0.03)),
+            c.zoom_blur,
+            seeded=False,
+        ),
+        Corruption("snow", _SNOW, c.snow, seeded=True),
+        Corruption("frost", ((1, 0.4), (0.8, 0.6), (0.7, 0.7), (0.65, 0.7), (0.6, 0.75)), c.frost, seeded=True),
+        Corruption("fog", ((1.5, 2), (2.0, 2), (2.5, 1.7), (2.5, 1.5), (3.0, 1.4)), c.fog, seeded=True),
+        Corruption("brightness", (0.1, 0.2, 0.3, 0.4, 0.5), c.brightness, seeded=False),
+        Corruption("contrast", (0.4, 0.3, 0.2, 0.1, 0.05), c.contrast, seeded=False),
+        Corruption(
+            "elastic_transform",
+            (250 * 0.05, 250 * 0.065, 250 * 0.085, 250 * 0.1, 250 * 0.12),
+            c.elastic_transform,
+            seeded=True,
+        ),
+        Corruption("pixelate", (0.6, 0.5, 0.4, 0.3, 0.25), c.pixelate, seeded=False),
+        Corruption("jpeg", (25, 18, 15, 10, 7), c.jpeg, seeded=False),
+        Corruption("gaussian_blur", (1, 2, 3, 4, 6), c.gaussian_blur, seeded=False, benchmark=False),
     )
 }
+# ImageNet-C's 15, in the paper's order: noise, blur, weather, digital.
+BENCHMARK_CORRUPTIONS = tuple(name for name, k in PERTURBATIONS.items() if k.benchmark)
 
 
 # TEXT_PERTURBATIONS, the registry of text perturbations, closes the module: after the typo code it refers to.
@@ -201,16 +140,23 @@ def get_perturbation(name: str) -> Corruption:
     return PERTURBATIONS[name]
 
 
-def perturb(image: ImageT, name: str, severity: int, seed: int = 0) -> ImageT:
-    """`image` (PIL RGB, or uint8 (H, W, 3) array) corrupted by `name` at `severity` 1-5; same type and size."""
+def perturb(image: ImageT, name: str, severity: int, seed: int = 0, *, benchmark_jpeg: bool = True) -> ImageT:
+    """`image` (PIL RGB, or uint8 (H, W, 3) array) corrupted by `name` at `severity` 1-5; same type and size.
+
+    With `benchmark_jpeg` (the default) the result is then saved as JPEG at quality 85 and decoded, as the
+    released ImageNet-C images were; False returns the corruption alone.
+    """
     corruption = get_perturbation(name)
     _check_severity(severity)
     _check_seed(seed)
-    pixels = _pixels(image)
-    out = corruption.apply(pixels, corruption.params[severity - 1], np.random.default_rng(seed))
+    if not isinstance(benchmark_jpeg, bool):
+        raise EvaluationError(f"benchmark_jpeg must be True or False, got {benchmark_jpeg!r}")
+    out = corruption.apply(_pixels(image), corruption.params[severity - 1], int(seed))
     if out.dtype != np.uint8:
         out = np.clip(np.rint(out), 0, 255).astype(np.uint8)
-    elif not out.flags.writeable:  # arrays read back from PIL are read-only views; hand out an ordinary array
+    if benchmark_jpeg:
+        out = c.jpeg_round_trip(out, BENCHMARK_JPEG_QUALITY, optimize=True)
+    if not out.flags.writeable:  # arrays read back from PIL are read-only views; hand out an ordinary array
         out = out.copy()
     return Image.fromarray(out) if isinstance(image, Image.Image) else out
 
