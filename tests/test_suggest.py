@@ -14,7 +14,7 @@ from sqlmodel import Session
 from db.models import Image, ModelRun, Prediction
 from relabel.errors import ConflictError, InputError
 from relabel.ingest import ingest_dataset, plan_ingest
-from relabel.suggest.distractors import confusion_from_predictions, load_confusion
+from relabel.suggest.distractors import DistractorSource, confusion_from_predictions, load_confusion
 from relabel.suggest.protocols import ProtocolContext, get_protocol, mc_options, parse_choice, split_lines
 from relabel.suggest.runner import SuggestJob, run_suggestions
 from relabel.suggest.textmap import ClassNameIndex, normalize_answer
@@ -73,7 +73,7 @@ def test_open_world_maps_free_answers(ws, vocab, mapper) -> None:
 
 
 def test_closed_world_counts_out_of_prompt_answers_and_cwplus_maps_them(ws, vocab, mapper) -> None:
-    table = {"cat": "Tabby", "espresso": "a cup of espresso coffee", "missile": "rocket launcher", "tench": "tench."}
+    table = {"cat": "Tabby", "espresso": "An espresso", "missile": "rocket launcher", "tench": "tench."}
     cw = run_suggestions(
         job(ws, vocab, ScriptedChatModel(answer_by_key(table)), "cw"), dataset=None, run_name="cw", show_progress=False
     )
@@ -120,8 +120,10 @@ def test_mc_distractors_exclude_every_reference_label(vocab) -> None:
     ctx = ProtocolContext(vocab, reference={1: [281, 282, 285]}, mc_options=4)
     for seed in range(20):
         ctx.seed = seed
-        options = mc_options(1, ctx)
-        assert options is not None and 281 in options and not {282, 285} & set(options)
+        question = mc_options(1, ctx)
+        assert question is not None and 281 in question.classes and not {282, 285} & set(question.classes)
+        assert sorted(question.sources) == ["random", "random", "random", "reference"]
+        assert question.sources[question.classes.index(281)] == "reference"
     assert mc_options(2, ctx) is None
 
 
@@ -131,12 +133,13 @@ def test_hard_distractors_from_clusters_and_confusion(vocab, tmp_path: Path) -> 
             [{"category": [1], "classes": {"281": "tabby", "282": "tiger cat", "285": "Egyptian cat", "287": "lynx"}}]
         )
     )
-    ctx = ProtocolContext(
-        vocab, reference={1: [281]}, mc_options=4, distractors=load_confusion(tmp_path / "c.json", 1000)
-    )
-    assert sorted(mc_options(1, ctx)) == [281, 282, 285, 287]
-    src = confusion_from_predictions(np.array([5, 5, 5, 6]), np.array([6, 7, 6, 5]), 1000, "run:x")
-    assert src.neighbours[5][:2] == [6, 7]
+    source = DistractorSource(load_confusion(tmp_path / "c.json", 1000))
+    ctx = ProtocolContext(vocab, reference={1: [281]}, mc_options=4, distractors=source)
+    question = mc_options(1, ctx)
+    assert question is not None and sorted(question.classes) == [281, 282, 285, 287]
+    assert sorted(question.sources) == ["confusion", "confusion", "confusion", "reference"]
+    src = confusion_from_predictions([(5, [6], None), (5, [7], None), (5, [6], None), (6, [5], None)], 1000, "run:x")
+    assert src.by_class[5][:2] == [6, 7]
     with pytest.raises(InputError, match="1000×1000"):
         np.save(tmp_path / "m.npy", np.zeros((3, 3)))
         load_confusion(tmp_path / "m.npy", 1000)

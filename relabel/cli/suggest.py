@@ -55,8 +55,22 @@ model_option = click.option(
 @click.option("--images-per-request", type=int, default=1, show_default=True, help="Images in one prompt (ow, cw).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the image order and MC options.")
 @click.option("--mc-options", type=int, default=4, show_default=True, help="Options per MC question.")
-@click.option("--distractors", type=click.Choice(["random", "hard"]), default="random", show_default=True)
-@click.option("--confusion", help="Hard distractors from FILE.json (class groups), FILE.npy (matrix) or run:NAME.")
+@click.option(
+    "--distractors",
+    type=click.Choice(["random", "hard"]),
+    default="random",
+    show_default=True,
+    help="MC: hard ones come from --confusion, then from the classes nearest in the text space (--encoder).",
+)
+@click.option(
+    "--confusion",
+    help="Hard MC distractors from run:NAME (its top-5 mistakes), FILE.json (class groups) or FILE.npy (matrix).",
+)
+@click.option(
+    "--accept-synonyms",
+    is_flag=True,
+    help="cw/cwplus: also accept an unlisted synonym or wnid as its class (still counted out-of-prompt).",
+)
 @click.option("--encoder", default="minilm", show_default=True, help="Text encoder for mapping: minilm, st:MODEL, ...")
 @click.option("--base-url", envvar="OPENAI_BASE_URL", help="OpenAI-compatible server (env OPENAI_BASE_URL).")
 @click.option("--max-side", type=int, default=1024, show_default=True, help="Longest image side sent to API models.")
@@ -89,6 +103,7 @@ def suggest(
       relabel suggest --model openai:gpt-4o --protocol cwplus --images disputed --concurrency 16
       relabel suggest --model openai:gpt-4o --protocol cwplus --images disputed --concurrency 16 --retry-errors
       relabel suggest --model openai:qwen2.5-vl --base-url http://localhost:8000/v1 --protocol ow
+      relabel suggest --model openai:gpt-4o --protocol cw --accept-synonyms    # synonyms/wnids still count as OOP
       relabel suggest --model hf-vlm:Qwen/Qwen2.5-VL-3B-Instruct --protocol mc --distractors hard \\
           --confusion run:efficientnet-lite0@topk
     """

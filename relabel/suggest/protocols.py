@@ -2,7 +2,8 @@
 
 Each protocol builds requests from images, parses outputs into `Answer`s, and is recorded with its prompt's
 version hash. Free-text answers that need the embedding space (OW, and CW+'s out-of-prompt answers) are mapped in
-one batch per chunk by `map_pending`.
+one batch per chunk by `map_pending`. After each call the runner stores what `Protocol.summarize` measured over
+the run's answers in `params["measured"]` (CW: the strict out-of-prompt rate; MC: the hard-distractor share).
 """
 
 from __future__ import annotations
@@ -10,17 +11,19 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from importlib import resources
 from typing import Any
 
 import numpy as np
 
 from relabel.errors import InputError, unknown_name
-from relabel.suggest.distractors import DistractorSource
+from relabel.suggest.distractors import RANDOM, REFERENCE, DistractorSource, summarize_distractors
 from relabel.suggest.textmap import ClassNameIndex, normalize_answer
 from relabel.suggest.types import ChatRequest, ImageRef, ModelOutput
-from relabel.vocabulary import Vocabulary
+from relabel.vocabulary import INDEX, Vocabulary
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 TOP_K = 5
@@ -59,10 +62,16 @@ class ProtocolContext:
     mc_options: int = 4
     distractors: DistractorSource | None = None  # None: random distractors
     images_per_request: int = 1
+    accept_synonyms: bool = False  # CW/CW+: also accept an unlisted synonym or wnid (still counted out-of-prompt)
 
     @property
     def class_names(self) -> list[str]:
         return [c.name for c in self.vocab.classes]
+
+    @cached_property
+    def listed_names(self) -> dict[str, int]:
+        """Class index by display name, in the form `listed_key` gives, as the CW prompt lists them."""
+        return {listed_key(c.name): c.index for c in self.vocab.classes}
 
 
 @dataclass
@@ -81,6 +90,8 @@ class Protocol:
     multi_template = ""
     needs_mapper = False
     needs_reference = False  # MC builds its options around the reference label: an evaluation protocol
+    uses_distractors = False  # MC: reads --distractors and --confusion
+    reads_synonyms = False  # CW, CW+: read --accept-synonyms
 
     def version(self, ctx: ProtocolContext) -> str:
         return prompt_version(self.template, self.multi_template)
@@ -117,6 +128,10 @@ class Protocol:
     def _parse_one(self, text: str, state: dict[str, Any], ctx: ProtocolContext) -> Answer:
         raise NotImplementedError
 
+    def summarize(self, details: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        """Figures measured over the `details` of a run's answered predictions, stored in `params["measured"]`."""
+        return {}
+
 
 def split_lines(text: str, n: int) -> list[str] | None:
     """One answer per image: the whole text for one image, numbered lines ("1: tabby") for several."""
@@ -144,21 +159,45 @@ class OpenWorld(Protocol):
 
 
 class ClosedWorld(Protocol):
-    """The model chooses among all class names; an answer not on the list is out-of-prompt (OOP)."""
+    """The model chooses among all class names; an answer that is not a listed name is out-of-prompt (OOP).
 
-    name = "cw"
+    An answer is in-prompt when it is one of the listed display names as written, parentheses included
+    ("crane (bird)"), up to `listed_key`'s formatting allowances. With `ctx.accept_synonyms` an answer that names a
+    class by an unlisted synonym or its wnid gets that class too, marked `details["accepted"]`, but stays OOP:
+    `details["oop"]` is always the strict verdict, and `summarize` reports both rates."""
+
+    name, reads_synonyms = "cw", True
     template, multi_template = load_prompt("cw"), load_prompt("cw_multi")
     map_oop = False
+
+    def describe(self, ctx: ProtocolContext) -> dict[str, Any]:
+        return {**super().describe(ctx), "accept_synonyms": ctx.accept_synonyms}
 
     def _prompt(self, ctx: ProtocolContext, n: int) -> str:
         listing = "\n".join(ctx.class_names)
         return self.template.format(classes=listing) if n == 1 else self.multi_template.format(n=n, classes=listing)
 
     def _parse_one(self, text: str, state: dict[str, Any], ctx: ProtocolContext) -> Answer:
-        index = exact_class(text, ctx.vocab)
+        index = ctx.listed_names.get(listed_key(text))
         if index is not None:
             return Answer([index], raw=text, details={"oop": False})
+        if ctx.accept_synonyms and (found := unlisted_class(text, ctx.vocab)) is not None:
+            return Answer([found[0]], raw=text, details={"oop": True, "accepted": found[1]})
         return Answer(raw=text, details={"oop": True}, to_map=text if self.map_oop else None)
+
+    def summarize(self, details: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        """`oop_strict_rate`: answers that are not a listed name / answers; `oop_lenient_rate` leaves out those
+        accepted as a synonym or wnid (equal to the strict rate unless `accept_synonyms`)."""
+        answered = len(details)
+        oop = sum(bool(d.get("oop")) for d in details)
+        accepted = sum(bool(d.get("accepted")) for d in details)
+        return {
+            "answered": answered,
+            "oop_strict": oop,
+            "oop_strict_rate": round(oop / answered, 4) if answered else None,
+            "accepted_synonym_or_wnid": accepted,
+            "oop_lenient_rate": round((oop - accepted) / answered, 4) if answered else None,
+        }
 
 
 class ClosedWorldPlus(ClosedWorld):
@@ -170,12 +209,13 @@ class ClosedWorldPlus(ClosedWorld):
 class MultipleChoice(Protocol):
     """k options: the reference class and k-1 distractors (random or hard), shuffled with a per-image seed."""
 
-    name, needs_reference = "mc", True
+    name, needs_reference, uses_distractors = "mc", True, True
     template = load_prompt("mc")
 
     def describe(self, ctx: ProtocolContext) -> dict[str, Any]:
-        kind = ctx.distractors.describe() if ctx.distractors else "random"
-        return {**super().describe(ctx), "options": ctx.mc_options, "distractors": kind, "seed": ctx.seed}
+        hard = ctx.distractors.describe() if ctx.distractors else {}
+        kind = "hard" if ctx.distractors else "random"
+        return {**super().describe(ctx), "options": ctx.mc_options, "distractors": kind, **hard, "seed": ctx.seed}
 
     def build(self, images: list[ImageRef], ctx: ProtocolContext) -> list[Pending]:
         if ctx.images_per_request != 1:
@@ -183,20 +223,24 @@ class MultipleChoice(Protocol):
         return [self._mc_request(im, ctx) for im in images]
 
     def _mc_request(self, image: ImageRef, ctx: ProtocolContext) -> Pending:
-        options = mc_options(image.image_id, ctx)
-        if options is None:
+        question = mc_options(image.image_id, ctx)
+        if question is None:
             return Pending(ChatRequest((image,), ""), [image], [{"error": "no reference label for mc"}])
-        listing = "\n".join(f"{LETTERS[i]}. {ctx.vocab.classes[c].name}" for i, c in enumerate(options))
-        return Pending(
-            ChatRequest((image,), self.template.format(options=listing), max_tokens=8), [image], [{"options": options}]
-        )
+        listing = "\n".join(f"{LETTERS[i]}. {ctx.vocab.classes[c].name}" for i, c in enumerate(question.classes))
+        state = {"options": question.classes, "option_sources": question.sources}
+        return Pending(ChatRequest((image,), self.template.format(options=listing), max_tokens=8), [image], [state])
 
     def _parse_one(self, text: str, state: dict[str, Any], ctx: ProtocolContext) -> Answer:
         options = state["options"]
+        asked = {"options": options, "option_sources": state["option_sources"]}
         choice = parse_choice(text, [ctx.vocab.classes[c].name for c in options])
         if choice is None:
-            return Answer(raw=text, details={"oop": True, "options": options})
-        return Answer([options[choice]], raw=text, details={"oop": False, "options": options, "choice": choice})
+            return Answer(raw=text, details={"oop": True, **asked})
+        return Answer([options[choice]], raw=text, details={"oop": False, **asked, "choice": choice})
+
+    def summarize(self, details: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        """The hard-distractor share over the answered questions (`relabel.suggest.distractors`)."""
+        return summarize_distractors(d["option_sources"] for d in details if "option_sources" in d)
 
 
 class TopK(Protocol):
@@ -229,10 +273,27 @@ def get_protocol(name: str) -> Protocol:
     return PROTOCOLS[name]()
 
 
-def exact_class(text: str, vocab: Vocabulary) -> int | None:
-    """The class whose display name or synonym the answer states exactly (case and punctuation aside)."""
-    key = normalize_answer(text)
-    return vocab.try_resolve(key) if key and not key.isdigit() else None
+_QUOTES = "\"'`*_“”‘’ \t\n"
+
+
+def listed_key(text: str) -> str:
+    """An answer or a listed class name as CW compares them: case-folded, runs of white space made one space,
+    surrounding quotes and markdown emphasis and one trailing period dropped, curly apostrophes made straight.
+    Nothing else is forgiven: parentheses, articles and hyphens must be as listed."""
+    t = " ".join(text.replace("’", "'").casefold().split()).strip(_QUOTES)
+    return t[:-1].rstrip(_QUOTES) if t.endswith(".") else t
+
+
+def unlisted_class(text: str, vocab: Vocabulary) -> tuple[int, str] | None:
+    """(class, "wnid" | "synonym") when the answer names exactly one class by its wnid or a synonym (case,
+    punctuation and a leading article aside); None for anything else, indices included."""
+    for key in dict.fromkeys([listed_key(text), normalize_answer(text)]):
+        if not key or INDEX.fullmatch(key):
+            continue
+        index = vocab.try_resolve(key)
+        if index is not None:
+            return index, "wnid" if key == (vocab.classes[index].wnid or "").casefold() else "synonym"
+    return None
 
 
 def parse_choice(text: str, option_names: list[str]) -> int | None:
@@ -248,8 +309,18 @@ def parse_choice(text: str, option_names: list[str]) -> int | None:
     return hits[0] if len(hits) == 1 else None
 
 
-def mc_options(image_id: int, ctx: ProtocolContext) -> list[int] | None:
-    """Reference class + distractors, shuffled by a generator seeded with (seed, image id)."""
+@dataclass(frozen=True)
+class McOptions:
+    """One question's options in the order shown, and where each came from (`reference`, or a distractor source:
+    `confusion`, `text`, `random`; see relabel.suggest.distractors)."""
+
+    classes: list[int]
+    sources: list[str]
+
+
+def mc_options(image_id: int, ctx: ProtocolContext) -> McOptions | None:
+    """Reference class + distractors (hard ones first when `ctx.distractors`, random ones for the slots left),
+    shuffled by a generator seeded with (seed, image id); None without a reference label."""
     reference = ctx.reference.get(image_id) or []
     if not reference:
         return None
@@ -258,11 +329,12 @@ def mc_options(image_id: int, ctx: ProtocolContext) -> list[int] | None:
     k = min(ctx.mc_options, len(ctx.vocab))
     exclude = set(reference)
     chosen = ctx.distractors.hard(true, k - 1, exclude, rng) if ctx.distractors else []
-    pool = np.array([c for c in range(len(ctx.vocab)) if c not in exclude and c not in chosen])
-    chosen += [int(c) for c in rng.choice(pool, size=k - 1 - len(chosen), replace=False)]
-    options = [true, *chosen]
-    rng.shuffle(options)
-    return [int(c) for c in options]
+    taken = exclude | {c for c, _ in chosen}
+    pool = np.array([c for c in range(len(ctx.vocab)) if c not in taken])
+    chosen += [(int(c), RANDOM) for c in rng.choice(pool, size=k - 1 - len(chosen), replace=False)]
+    options = [(true, REFERENCE), *chosen]
+    rng.shuffle(options)  # type: ignore[arg-type]  # a list shuffles as before: random runs keep their questions
+    return McOptions([int(c) for c, _ in options], [source for _, source in options])
 
 
 def map_pending(answers: list[Answer], mapper: ClassNameIndex | None) -> None:

@@ -8,6 +8,10 @@ so its id stays what annotations may refer to.
 
 When the adapter stops for an outage (`OutageError`), the answers of the requests that finished are stored, the
 images never sent get no row, and the summary says why the run stopped and how many images were not started.
+
+Besides its settings, a run's params hold what each call added up: `usage` (tokens, cost) and `measured` (what
+the protocol measured over all the run's answers, e.g. the hard-distractor share of MC or the strict out-of-prompt
+rate of CW); neither has to match when a run is resumed.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from relabel.suggest.types import ImageRef, ModelOutput
 from relabel.workspace import IMGT, get_dataset, get_source
 
 SELECTIONS = ("all", "disputed")
+TALLIES = ("usage", "measured")  # params written after each call, not settings: left out of the resume check
 
 
 @dataclass
@@ -55,9 +60,11 @@ class RunSummary:
     usage: dict[str, int] = field(default_factory=dict)
     cost: float | None = None
     seconds: float = 0.0
+    measured: dict[str, Any] = field(default_factory=dict)  # the run's params["measured"] after this call
 
     def line(self) -> str:
         """The one-line summary a person reads after the run."""
+        share = self.measured.get("hard_distractor_share")
         final = self.errors - self.retryable
         kinds = [f"{self.retryable} retryable: run again"] * bool(self.retryable)
         kinds += [f"{final} final: --retry-errors"] * bool(final)
@@ -69,6 +76,7 @@ class RunSummary:
             + (f", {self.oop} out-of-prompt ({self.oop / max(self.ok, 1):.1%} of answers)" if self.oop else "")
             + (f", {self.cached} from cache" if self.cached else "")
             + (f", {self.not_started} not started" if self.not_started else "")
+            + (f", hard distractors {share:.1%}" if share is not None else "")
         )
 
     def stop_message(self) -> str:
@@ -184,7 +192,7 @@ def open_run(
         session.add(run)
         session.flush()
         return run
-    settings = {k: v for k, v in run.params.items() if k != "usage"}
+    settings = {k: v for k, v in run.params.items() if k not in TALLIES}
     if (run.model, run.protocol, settings) != (model, protocol, params):
         raise ConflictError(
             f"run {name!r} exists with other settings ({run.model}, {run.protocol}); "
@@ -223,6 +231,8 @@ def run_suggestions(
     with session_scope(job.engine) as s:
         ds = get_dataset(s, dataset)
         params = {**job.protocol.describe(job.ctx), "adapter": job.adapter.describe()}
+        if job.mapper is not None:
+            params["mapper"] = job.mapper.describe()
         run = open_run(s, ds, run_name, job.adapter.name, job.protocol.name, params)
         images = select_images(s, ds, which, limit, job.ctx.seed)
         if job.protocol.needs_reference and not job.ctx.reference:
@@ -344,6 +354,7 @@ def _postfix(adapter: Any, summary: RunSummary) -> str:
 
 
 def _record_usage(job: SuggestJob, run_id: int, summary: RunSummary) -> None:
+    """Add this call's usage to the run's params and store what the protocol measures over all its answers."""
     usage = dict(getattr(job.adapter, "usage_totals", {}) or {})
     summary.usage = usage
     summary.cost = job.adapter.estimated_cost() if hasattr(job.adapter, "estimated_cost") else None
@@ -354,4 +365,11 @@ def _record_usage(job: SuggestJob, run_id: int, summary: RunSummary) -> None:
             merged = {k: prior.get(k, 0) + v for k, v in usage.items() if isinstance(v, (int, float))}
             if summary.cost is not None:
                 merged["cost_usd"] = round(prior.get("cost_usd", 0.0) + summary.cost, 6)
-            s.execute(update(ModelRun).where(ModelRun.id == run_id).values(params={**run.params, "usage": merged}))
+            params = {**run.params, "usage": merged}
+            details = s.scalars(
+                select(Prediction.details).where(Prediction.run_id == run_id, Prediction.status == PredictionStatus.ok)
+            )
+            summary.measured = job.protocol.summarize([d for d in details if d])
+            if summary.measured:
+                params["measured"] = summary.measured
+            s.execute(update(ModelRun).where(ModelRun.id == run_id).values(params=params))

@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
@@ -16,7 +15,13 @@ from db.models import ModelRun, Prediction
 from relabel.errors import InputError
 from relabel.suggest.adapters import load_adapter, parse_spec
 from relabel.suggest.cache import DbResponseCache
-from relabel.suggest.distractors import DistractorSource, confusion_from_predictions, load_confusion
+from relabel.suggest.distractors import (
+    DistractorSource,
+    Neighbours,
+    confusion_from_predictions,
+    load_confusion,
+    text_neighbours,
+)
 from relabel.suggest.failures import STOP_AFTER_FAILURES
 from relabel.suggest.protocols import ProtocolContext, get_protocol
 from relabel.suggest.runner import SuggestJob, reference_labels
@@ -39,7 +44,8 @@ class SuggestSettings:
     seed: int = 0
     mc_options: int = 4
     distractors: str = "random"
-    confusion: str | None = None  # FILE (.json groups or .npy matrix) or run:NAME
+    confusion: str | None = None  # FILE (.json groups or .npy matrix) or run:NAME; hard ones are topped up from text
+    accept_synonyms: bool = False  # cw/cwplus: accept unlisted synonyms and wnids (still counted out-of-prompt)
     encoder: str = "minilm"
     max_side: int = 1024
     base_url: str | None = None
@@ -67,33 +73,37 @@ def _adapter_options(s: SuggestSettings, engine: Engine, prompt_version: str) ->
     return {"device": s.device, "batch_size": s.batch_size}
 
 
-def _distractors(s: SuggestSettings, engine: Engine, n_classes: int) -> DistractorSource | None:
-    if s.distractors == "random":
-        return None
-    if s.distractors != "hard":
+def _confusion(s: SuggestSettings, engine: Engine, n_classes: int) -> Neighbours | None:
+    """The `--confusion` source of hard distractors, checked before any model loads; None without one."""
+    if s.distractors not in ("random", "hard"):
         raise InputError(f"unknown distractor kind {s.distractors!r}; known: random, hard")
     if not s.confusion:
-        raise InputError("hard distractors need --confusion FILE.json|FILE.npy|run:NAME")
-    if not s.confusion.startswith("run:"):
-        return load_confusion(Path(s.confusion), n_classes)
+        return None
+    if s.distractors == "random":
+        raise InputError("--confusion is read only with --distractors hard")
+    if s.confusion.startswith("run:"):
+        return _run_confusion(engine, s.dataset, s.confusion, n_classes)
+    return load_confusion(Path(s.confusion), n_classes)
+
+
+def _run_confusion(engine: Engine, dataset: str | None, spec: str, n_classes: int) -> Neighbours:
+    """The confusions of the stored run `spec` ("run:NAME"): all its ranked classes (top-5 for scoring models)
+    against the reference labels."""
     with session_scope(engine) as session:
-        ds = get_dataset(session, s.dataset)
-        run = session.scalars(
-            select(ModelRun).where(ModelRun.dataset_id == ds.id, ModelRun.name == s.confusion[4:])
-        ).first()
+        ds = get_dataset(session, dataset)
+        run = session.scalars(select(ModelRun).where(ModelRun.dataset_id == ds.id, ModelRun.name == spec[4:])).first()
         if run is None:
-            raise InputError(f"no model run {s.confusion[4:]!r} to take confusions from")
+            raise InputError(f"no model run {spec[4:]!r} to take confusions from")
         ref = reference_labels(session, ds)
         rows = session.execute(
-            select(Prediction.image_id, Prediction.classes).where(
+            select(Prediction.image_id, Prediction.classes, Prediction.scores).where(
                 Prediction.run_id == run.id, Prediction.status == PredictionStatus.ok
             )
         ).all()
-    pairs = [(ref[i][0], c[0]) for i, c in rows if c and ref.get(i)]
-    if not pairs:
+    ranked = [(ref[i][0], classes, scores) for i, classes, scores in rows if classes and ref.get(i)]
+    if not ranked:
         raise InputError(f"run {run.name!r} has no predictions on labelled images to build confusions from")
-    true, pred = np.array(pairs).T
-    return confusion_from_predictions(true, pred, n_classes, s.confusion)
+    return confusion_from_predictions(ranked, n_classes, spec)
 
 
 def _check_counts(s: SuggestSettings) -> None:
@@ -115,16 +125,23 @@ def build_job(s: SuggestSettings, engine: Engine, cache_dir: Path | None) -> Sug
     with session_scope(engine) as session:
         vocab = dataset_vocabulary(session, get_dataset(session, s.dataset))
     _check_counts(s)
+    if s.accept_synonyms and not protocol.reads_synonyms:
+        raise InputError(f"--accept-synonyms is read by the cw and cwplus protocols, not {protocol.name!r}")
+    hard = protocol.uses_distractors and s.distractors == "hard"
+    confusion = _confusion(s, engine, len(vocab)) if protocol.uses_distractors else None
     ctx = ProtocolContext(
         vocab,
         seed=s.seed,
         mc_options=s.mc_options,
         images_per_request=s.images_per_request,
-        distractors=_distractors(s, engine, len(vocab)),
+        accept_synonyms=s.accept_synonyms,
     )
     adapter = load_adapter(s.model, **_adapter_options(s, engine, protocol.version(ctx)))
     adapter.check()  # a missing key or an unreachable server fails here, before the text encoder loads
-    mapper = ClassNameIndex(load_encoder(s.encoder), vocab, cache_dir) if protocol.needs_mapper else None
+    encoder = load_encoder(s.encoder) if protocol.needs_mapper or hard else None
+    if hard and encoder is not None:
+        ctx.distractors = DistractorSource(confusion, text_neighbours(encoder, vocab, cache_dir))
+    mapper = ClassNameIndex(encoder, vocab, cache_dir) if protocol.needs_mapper and encoder else None
     return SuggestJob(
         engine, adapter, protocol, ctx, mapper, chunk_size=max(64, s.concurrency * s.images_per_request * 4)
     )

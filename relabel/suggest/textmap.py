@@ -1,7 +1,21 @@
-"""Map free-text answers to classes by nearest neighbour in a text-embedding space.
+"""Map free-text answers to classes: the answer's object phrase against each class's names and description.
 
-Class-name embeddings are computed once per (encoder, vocabulary) and cached on disk; each distinct answer is
-embedded once per call. Every synonym of a class is embedded, and a class scores its best synonym.
+How an answer is read (`ClassNameIndex.map`):
+
+1. its object phrase is taken out of the sentence (`relabel.suggest.phrases.object_phrase`: "It looks like a
+   slip-on shoe in the picture." -> "slip-on shoe"), and its core without the scene (`core_phrase`);
+2. a phrase that is exactly one of the vocabulary's names or synonyms (plurals, case, spaces and hyphens aside)
+   picks that class; where several classes share it ("crane") the scores below choose among them;
+3. otherwise each class gets three scores, each standardised over the classes (z-score) and summed with `WEIGHTS`:
+   `name`: cosine of the core phrase to the class's nearest name or synonym; a name that shares a word with the
+   phrase loses `EXTRA_WORD_PENALTY` times the share of its words the phrase lacks, and `HEAD_PENALTY` more when
+   their last words (the heads of English compounds) differ, so "mountain" is not a *mountain bike*;
+   `description`: cosine of the phrase to "name: gloss" (the vocabulary's description of the class);
+   `bm25`: the phrase's words against the class's names, synonyms and gloss (`relabel.suggest.lexical`).
+
+Class-side embeddings are computed once per (encoder, vocabulary) and cached on disk; each distinct phrase is
+embedded once per call. The weights were chosen on tests/data/mapping_dev.jsonl (1,075 hand-written answers), apart
+from the 2,018 held-out answers in tests/data/mapping_paraphrases.jsonl that bench/bench_mapping.py measures.
 """
 
 from __future__ import annotations
@@ -10,18 +24,25 @@ import hashlib
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
 from relabel.errors import InputError, RelabelError
+from relabel.suggest.lexical import Bm25Index, name_key, words
+from relabel.suggest.phrases import core_phrase, object_phrase
 from relabel.vocabulary import Vocabulary
 
 DEFAULT_ENCODER = "minilm"
 MINILM_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
 _PUNCT = re.compile(r"[^\w\s'-]+")
+WEIGHTS = {"name": 1.0, "description": 1.5, "bm25": 1.0}
+EXTRA_WORD_PENALTY = 0.3
+HEAD_PENALTY = 0.3
+MAPPER_VERSION = "phrase+names+gloss+bm25/1"  # recorded with each run: a change of method is a change of setting
+_BATCH = 1024  # phrases scored at once: bounds the (batch, names) similarity matrices
 
 
 class TextEncoder(Protocol):
@@ -105,14 +126,33 @@ def load_encoder(spec: str = DEFAULT_ENCODER) -> TextEncoder:
     return ENCODERS[kind](name)
 
 
+def encode_cached(encoder: TextEncoder, texts: list[str], cache_dir: Path | None, kind: str) -> np.ndarray:
+    """`encoder.encode(texts)`, kept in `cache_dir/KIND-DIGEST.npy` (digest of the encoder id and the texts)."""
+    digest = hashlib.sha256(json.dumps([encoder.id, texts]).encode()).hexdigest()[:20]
+    path = cache_dir / f"{kind}-{digest}.npy" if cache_dir else None
+    if path is not None and path.exists():
+        try:
+            return np.load(path, allow_pickle=False)
+        except (OSError, ValueError, EOFError):  # a cache file cut short: encode again and rewrite it
+            path.unlink(missing_ok=True)
+    emb = encoder.encode(texts)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp.npy")
+        np.save(tmp, emb)
+        tmp.replace(path)
+    return emb
+
+
 @dataclass
 class Mapping:
     classes: np.ndarray  # (N,) int class index per answer
-    similarity: np.ndarray  # (N,) cosine similarity of the answer to that class's best synonym
+    similarity: np.ndarray  # (N,) cosine of the answer's core phrase to that class's nearest name or synonym
+    phrases: list[str] = field(default_factory=list)  # (N,) the object phrase read from each answer
 
 
 class ClassNameIndex:
-    """Nearest-class look-up for answers; class-name embeddings cached in `cache_dir`."""
+    """Nearest-class look-up for free answers; class-side embeddings cached in `cache_dir`."""
 
     def __init__(self, encoder: TextEncoder, vocab: Vocabulary, cache_dir: Path | None = None) -> None:
         self.encoder = encoder
@@ -123,38 +163,82 @@ class ClassNameIndex:
                 owners.append(c.index)
         self.owners = np.asarray(owners, dtype=np.int64)
         self.n_classes = len(vocab)
-        self.embeddings = self._load_or_encode(texts, cache_dir)
-
-    def _load_or_encode(self, texts: list[str], cache_dir: Path | None) -> np.ndarray:
-        digest = hashlib.sha256(json.dumps([self.encoder.id, texts]).encode()).hexdigest()[:20]
-        path = cache_dir / f"class-embeddings-{digest}.npy" if cache_dir else None
-        if path is not None and path.exists():
-            try:
-                return np.load(path, allow_pickle=False)
-            except (OSError, ValueError, EOFError):  # a cache file cut short: encode again and rewrite it
-                path.unlink(missing_ok=True)
-        emb = self.encoder.encode(texts)
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp.npy")
-            np.save(tmp, emb)
-            tmp.replace(path)
-        return emb
+        self.embeddings = encode_cached(encoder, texts, cache_dir, "class-embeddings")
+        described = [f"{c.name}: {c.gloss}" if c.gloss else c.name for c in vocab.classes]
+        self.descriptions = encode_cached(encoder, described, cache_dir, "class-descriptions")
+        self.bm25 = Bm25Index(vocab)
+        self.exact: dict[str, list[int]] = {}
+        self.name_words = [set(words(t)) for t in texts]
+        self.name_heads = [(words(t) or [""])[-1] for t in texts]
+        self.names_by_word: dict[str, list[int]] = {}
+        for j, (text, owner) in enumerate(zip(texts, owners)):
+            hits = self.exact.setdefault(name_key(text), [])
+            hits.extend([owner] * (owner not in hits))
+            for w in self.name_words[j]:
+                self.names_by_word.setdefault(w, []).append(j)
 
     def map(self, answers: list[str]) -> Mapping:
-        """Nearest class for each answer; each distinct normalised answer is embedded once."""
-        normal = [normalize_answer(a) for a in answers]
-        distinct = list(dict.fromkeys(normal))
+        """The class of each answer; each distinct object phrase is embedded once."""
+        phrases = [object_phrase(a) for a in answers]
+        distinct = list(dict.fromkeys(phrases))
         if not distinct:
             return Mapping(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
-        sims = self.encoder.encode(distinct) @ self.embeddings.T  # (U, S)
-        per_class = np.full((len(distinct), self.n_classes), -np.inf, dtype=np.float32)
-        np.maximum.at(per_class.T, self.owners, sims.T)  # best synonym per class
-        best = per_class.argmax(axis=1)
-        best_sim = per_class[np.arange(len(distinct)), best]
-        where = {a: i for i, a in enumerate(distinct)}
-        rows = np.fromiter((where[a] for a in normal), dtype=np.int64, count=len(normal))
-        return Mapping(best[rows], best_sim[rows])
+        best = np.zeros(len(distinct), dtype=np.int64)
+        best_sim = np.zeros(len(distinct), dtype=np.float32)
+        for start in range(0, len(distinct), _BATCH):
+            part = slice(start, start + _BATCH)
+            best[part], best_sim[part] = self._map_distinct(distinct[part])
+        where = {p: i for i, p in enumerate(distinct)}
+        rows = np.fromiter((where[p] for p in phrases), dtype=np.int64, count=len(phrases))
+        return Mapping(best[rows], best_sim[rows], phrases)
+
+    def _map_distinct(self, phrases: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        cores = [core_phrase(p) for p in phrases]
+        texts = list(dict.fromkeys([*phrases, *cores]))
+        at = {t: i for i, t in enumerate(texts)}
+        emb = self.encoder.encode(texts)
+        phrase_emb, core_emb = emb[[at[p] for p in phrases]], emb[[at[c] for c in cores]]
+        name_sims = core_emb @ self.embeddings.T  # (U, S)
+        names = self._best_per_class(name_sims - EXTRA_WORD_PENALTY * self._extra_words(cores), self.owners)
+        signals = {
+            "name": names,
+            "description": phrase_emb @ self.descriptions.T,
+            "bm25": self.bm25.scores(phrases),
+        }
+        fused = np.sum([WEIGHTS[k] * _standardise(v) for k, v in signals.items()], axis=0)
+        best = fused.argmax(axis=1)
+        for i, (phrase, core) in enumerate(zip(phrases, cores)):
+            hits = self.exact.get(name_key(phrase)) or self.exact.get(name_key(core))
+            if hits:
+                best[i] = hits[int(np.argmax(fused[i, hits]))]
+        cosine = self._best_per_class(name_sims, self.owners)
+        return best, cosine[np.arange(len(phrases)), best]
+
+    def _best_per_class(self, sims: np.ndarray, owners: np.ndarray) -> np.ndarray:
+        """(U, C): each class's best column of `sims` (U, S), where `owners` (S,) names each column's class."""
+        out = np.full((sims.shape[0], self.n_classes), -np.inf, dtype=np.float32)
+        np.maximum.at(out.T, owners, sims.T)
+        return out
+
+    def _extra_words(self, cores: list[str]) -> np.ndarray:
+        """(U, S): for each name sharing a word with the core phrase, the share of the name's words the phrase
+        lacks, plus `HEAD_PENALTY / EXTRA_WORD_PENALTY` when their last words (the heads of English compounds)
+        differ: "mountain" vs *mountain bike*, "yellow lab" vs *lab coat*."""
+        out = np.zeros((len(cores), len(self.owners)), dtype=np.float32)
+        head_extra = HEAD_PENALTY / EXTRA_WORD_PENALTY
+        for i, core in enumerate(cores):
+            ordered = words(core)
+            have = set(ordered)
+            for j in {j for w in have for j in self.names_by_word.get(w, ())}:
+                lacking = len(self.name_words[j] - have) / len(self.name_words[j])
+                out[i, j] = lacking + head_extra * (self.name_heads[j] != ordered[-1])
+        return out
 
     def describe(self) -> dict[str, Any]:
-        return {"encoder": self.encoder.id, "n_names": int(len(self.owners))}
+        return {"encoder": self.encoder.id, "n_names": int(len(self.owners)), "method": MAPPER_VERSION}
+
+
+def _standardise(scores: np.ndarray) -> np.ndarray:
+    """Each row as z-scores over the classes, so that signals of different spread weigh alike."""
+    std = scores.std(axis=1, keepdims=True)
+    return (scores - scores.mean(axis=1, keepdims=True)) / np.where(std > 0, std, 1.0)
