@@ -7,11 +7,18 @@ workspace database, so rescoring stored predictions against a new snapshot is ch
 Modules, in the order a result is built:
 
 - `references`: `LabelSets`, the multi-label reference (padded int array, -1 padding), and input checks;
-- `scoring`: top-k and ReaL-rule accuracy, mean per-class accuracy, per-category breakdown, bootstrap CIs, OOP
-  rate, and `score_many` for rescoring many models at once;
-- `ranking`: how the ranking of models changes between two references (ranks, shifts, Kendall's τ);
-- `reliability`: ARGUS-style parts (capability, consistency, robustness retention, efficiency) and overall;
+- `scoring`: top-k and ReaL-rule accuracy (failed replies scored as wrong, infrastructure errors apart),
+  per-category breakdown, per-image outcomes, OOP rate, and `score_many` for rescoring many models at once;
+- `per_class`: mean per-class accuracy, by reference set or by a class per image;
+- `intervals`: Wilson and Clopper–Pearson intervals of one accuracy (never degenerate at 0 or 1);
+- `paired`: differences of two accuracies on the same images (paired bootstrap), and `JointBootstrap`, one set
+  of image resamples shared by every model and reference;
+- `published`: metrics as their authors define them (Shankar et al. 2020);
+- `ranking`: how the ranking of models changes between two references (ranks, shifts, Kendall's τ, rank
+  intervals from joint resamples);
+- `reliability`: reliability after ARGUS (capability, CDC, robustness retention, efficiency against budgets);
 - `perturbations`: seeded ImageNet-C corruptions and text typos for robustness runs (a name → function registry).
+- `corruptions`: the ImageNet-C image corruptions themselves, pure functions on uint8 arrays.
 
 Every public function validates its input and raises `EvaluationError` (a `ValueError`) naming the bad value.
 """

@@ -156,6 +156,64 @@ def as_label_sets(ref: LabelSets | ArrayLike, n_classes: int | None) -> LabelSet
     return LabelSets.from_single(ref, IMAGENET_CLASSES if n_classes is None else n_classes)
 
 
+def check_k(k: object, width: int) -> int:
+    """`k` as an int in 1..width (the columns of the predictions)."""
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
+        raise EvaluationError(f"k must be a positive integer, got {k!r}")
+    if k > width:
+        raise EvaluationError(f"k = {k} but the predictions have only {width} column(s)")
+    return int(k)
+
+
+def check_boot(n_boot: object, allow_zero: bool = True) -> None:
+    """`n_boot` is an int ≥ 0 (≥ 1 without `allow_zero`)."""
+    if isinstance(n_boot, bool) or not isinstance(n_boot, int | np.integer) or n_boot < (0 if allow_zero else 1):
+        raise EvaluationError(f"n_boot must be an integer ≥ {0 if allow_zero else 1}, got {n_boot!r}")
+
+
+def check_predictions(
+    pred: ArrayLike, ref: LabelSets, k: int, ok: ArrayLike | None, failed: ArrayLike | None, *, batched: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Predictions as (n_images, k') or (n_models, n_images, k') ints, and the answered (`ok`) and failed masks
+    of the leading shape."""
+    arr = np.asarray(pred)
+    if not batched and arr.ndim == 1:
+        arr = arr[:, None]
+    arr = check_int_array(arr, "predictions", ndim=3 if batched else 2)
+    if arr.shape[-2] != ref.n_images:
+        raise EvaluationError(f"predictions have {arr.shape[-2]} images but the reference has {ref.n_images}")
+    check_k(k, arr.shape[-1])
+    check_classes(arr, "predictions", ref.n_classes)
+    if not ref.counts.any():
+        raise EvaluationError(f"the reference labels none of its {ref.n_images} images (every set is empty)")
+    lead = arr.shape[:-1]
+    answered = _lead_mask(ok, "ok", lead, batched, default=True)
+    wrong = _lead_mask(failed, "failed", lead, batched, default=False)
+    both = answered & wrong
+    if both.any():
+        where = tuple(int(i) for i in np.argwhere(both)[0])
+        place = f"model {where[0]}, image {where[1]}" if len(where) == 2 else f"image {where[0]}"
+        raise EvaluationError(f"failed marks {place}, which is ok (answered); failed may mark only failed calls")
+    return arr, answered, wrong
+
+
+def _lead_mask(values: ArrayLike | None, what: str, lead: tuple[int, ...], batched: bool, default: bool) -> np.ndarray:
+    if values is None:
+        return np.full(lead, default)
+    shared = batched and np.shape(values) == lead[1:]  # one mask (n_images,) for every model of a batch
+    mask = check_mask(values, what, lead[1:] if shared else lead)
+    return np.broadcast_to(mask, lead)
+
+
+def correct_and_scored(
+    arr: np.ndarray, ref: LabelSets, k: int, answered: np.ndarray, wrong: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per image: correct under the ReaL rule at k (answered images only), and scored (answered or failed, with
+    a non-empty set). Trusts its input."""
+    correct = any_of_first(match_predictions(arr, ref, k), k) & answered
+    return correct, (answered | wrong) & (ref.counts > 0)
+
+
 def match_predictions(pred: np.ndarray, ref: LabelSets, k: int) -> np.ndarray:
     """(..., n_images, k) bool: whether each of the first k predictions is in the image's set. Trusts its input.
 

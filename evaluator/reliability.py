@@ -1,25 +1,28 @@
-"""ARGUS-style reliability: capability, cross-dataset consistency, robustness retention and efficiency.
+"""Reliability after ARGUS: capability, cross-dataset consistency, robustness retention, efficiency, overall.
 
-Each part is a number in [0, 1], higher is better, and the overall score is their weighted mean.
+Only CDC's formula is the ARGUS authors'. P, RR, E, the weights and the overall score are this project's own
+definitions, in the spirit of ARGUS; reports say so. Each part is a number in [0, 1], higher is better.
 
 capability (P)
-    Mean of the scores over every dataset/split × protocol cell. Scores must already be in [0, 1] (an
-    accuracy); NaN is rejected rather than skipped, so two models are never compared over different cells.
-cross-dataset consistency (CDC)
-    CDC = 1 − mean_i |a_i − ā| / ā over the per-dataset scores a_i (the mean absolute deviation relative to the
-    mean), clipped to [0, 1]. One dataset gives 1. ā = 0 gives 0: a model that scores nothing anywhere has no
-    capability to be consistent about, and 0 keeps the weighted mean from rewarding it.
+    The mean of the scores given, any non-empty shape. Scores must already be in [0, 1] (an accuracy); NaN is
+    rejected rather than skipped, so two models are never compared over different cells. Which cells enter (one
+    protocol, the images every compared run scored, the reference the protocol may be scored against) is the
+    caller's choice; `relabel.evaluation.reliability` documents it.
+cross-dataset consistency (CDC, the ARGUS formula)
+    CDC = 1 − mean_i |a_i − ā| / ā over a model's scores a_i on n ≥ 2 different datasets (the mean absolute
+    deviation relative to the mean), clipped to [0, 1]. One dataset gives no CDC at all: a single score has no
+    spread to measure, and 1 would reward a model for being evaluated less. ā = 0 gives 0: a model that scores
+    nothing anywhere has no capability to be consistent about.
 robustness retention (RR)
     RR = mean over perturbations × severities of min(perturbed / clean, 1). Each term is clipped to [0, 1] so a
     perturbation that happens to help does not buy back the loss on another one. `clean` may be one number or
-    an array that broadcasts against `perturbed` (e.g. one clean score per dataset); a term whose clean score
-    is 0 counts 0, for the same reason as ā = 0 above.
+    an array that broadcasts against `perturbed`; a term whose clean score is 0 counts 0.
 efficiency (E)
-    Relative to the compared models: for a cost (latency p50 and p95 per image, peak memory, parameters, FLOPs)
-    the term is min over models / value; for throughput it is value / max over models. So the best model on a
-    measure gets 1 and one twice as costly gets 0.5. A measure enters only when it is known for every compared
-    model (a model is never rewarded for an unknown), and E is the mean of the terms that entered. A single
-    model gets 1.0.
+    Against fixed reference budgets (`BUDGETS`), never against the other models compared, so a model's E does not
+    change when a model is added or removed. Each measure x with budget B gives the term B / (B + x): 1 for a free
+    measure, 0.5 exactly at the budget, 1/3 at twice the budget, → 0 as x grows. E is the mean of the terms of
+    the measures known for the model; a measure nobody could take (the memory or FLOPs of a model behind an API)
+    is unknown and enters no term. No measure known: E is unknown.
 overall
     Σ w_j · part_j / Σ w_j over the four parts; equal weights by default. Weights are non-negative, finite and
     not all 0; they are normalised to sum to 1.
@@ -27,8 +30,8 @@ overall
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -37,8 +40,50 @@ from evaluator.errors import EvaluationError
 from evaluator.ranking import ranking_shift
 
 PARTS = ("capability", "consistency", "robustness", "efficiency")
-COSTS = ("latency_p50_s", "latency_p95_s", "peak_memory_bytes", "n_parameters", "flops")
-BENEFITS = ("throughput_per_s",)
+MIN_DATASETS = 2  # CDC needs a spread: two datasets at least
+
+
+@dataclass(frozen=True)
+class EfficiencyBudgets:
+    """The fixed reference budget of each efficiency measure: at the budget a measure's term is 0.5.
+
+    latency_s: seconds per image (median); 0.1 s is ten images a second on one device.
+    peak_memory_bytes: the model's peak memory; 4 GiB fits a consumer GPU beside the desktop.
+    flops: floating-point operations per image; 10 GFLOPs is about ResNet-50 at 224 px (8.2 GFLOPs).
+    cost_per_1k_images: money (the price list's currency, USD for OpenAI) per 1,000 images; 1.0.
+    """
+
+    latency_s: float = 0.1
+    peak_memory_bytes: float = 4 * 2**30
+    flops: float = 10e9
+    cost_per_1k_images: float = 1.0
+
+
+BUDGETS = EfficiencyBudgets()
+MEASURES = tuple(f.name for f in fields(EfficiencyBudgets))
+MEASURE_LABELS = {"latency_s": "latency", "peak_memory_bytes": "memory", "flops": "FLOPs",
+                  "cost_per_1k_images": "cost"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class EfficiencyMeasurement:
+    """What was measured for one model, in the units of `EfficiencyBudgets`; None = not known (never 0).
+
+    Every known value is finite and ≥ 0.
+    """
+
+    latency_s: float | None = None
+    peak_memory_bytes: float | None = None
+    flops: float | None = None
+    cost_per_1k_images: float | None = None
+
+
+@dataclass(frozen=True)
+class EfficiencyScore:
+    """E (None when no measure is known) and the term in (0, 1] of each known measure, keyed as in MEASURES."""
+
+    value: float | None
+    terms: dict[str, float]
 
 
 @dataclass(frozen=True)
@@ -53,21 +98,6 @@ class ReliabilityParts:
     def __post_init__(self) -> None:
         for name in PARTS:
             _check_unit(np.asarray(getattr(self, name), dtype=np.float64), name)
-
-
-@dataclass(frozen=True)
-class EfficiencyMeasurement:
-    """What was measured for one model; None = not known. Every known value is finite and > 0.
-
-    Latencies in seconds per image, peak memory in bytes, throughput in images per second.
-    """
-
-    latency_p50_s: float | None = None
-    latency_p95_s: float | None = None
-    peak_memory_bytes: float | None = None
-    throughput_per_s: float | None = None
-    n_parameters: float | None = None
-    flops: float | None = None
 
 
 @dataclass(frozen=True)
@@ -113,17 +143,36 @@ class ReliabilityTable:
 
 
 def capability(scores: ArrayLike) -> float:
-    """P: the mean of `scores`, any non-empty shape (datasets/splits × protocols), every value in [0, 1]."""
+    """P: the mean of `scores`, any non-empty shape, every value in [0, 1]."""
     arr = _unit_array(scores, "capability scores")
     return float(arr.mean())
 
 
 def cross_dataset_consistency(scores: ArrayLike) -> float:
-    """CDC in [0, 1] from per-dataset scores (n_datasets,) in [0, 1]; see the module docstring."""
+    """CDC in [0, 1] from one model's scores on n_datasets ≥ 2 datasets, (n_datasets,) in [0, 1]."""
     arr = _unit_array(scores, "per-dataset scores")
     if arr.ndim != 1:
         raise EvaluationError(f"per-dataset scores must be 1-D (one per dataset), got shape {arr.shape}")
-    return _compute_cdc(arr)
+    if len(arr) < MIN_DATASETS:
+        raise EvaluationError(
+            f"CDC needs scores on at least {MIN_DATASETS} datasets, got {len(arr)}; with one dataset it is unknown"
+        )
+    return float(_compute_cdc(arr[None])[0])
+
+
+def consistency_of_resamples(resampled: ArrayLike) -> np.ndarray:
+    """CDC of each resample: `resampled` (n_boot, n_datasets ≥ 2) per-dataset scores → (n_boot,) float.
+
+    A resample with a NaN score (it held none of a dataset's images) gives NaN; other values must lie in [0, 1].
+    """
+    arr = np.asarray(resampled, dtype=np.float64)
+    if arr.ndim != 2 or arr.shape[1] < MIN_DATASETS:
+        raise EvaluationError(f"resampled scores must be (n_boot, n_datasets ≥ 2), got shape {arr.shape}")
+    known = np.isfinite(arr).all(axis=1)
+    _check_unit(arr[known], "resampled per-dataset scores")
+    out = np.full(len(arr), np.nan)
+    out[known] = _compute_cdc(arr[known])
+    return out
 
 
 def robustness_retention(clean: ArrayLike, perturbed: ArrayLike) -> float:
@@ -140,24 +189,22 @@ def robustness_retention(clean: ArrayLike, perturbed: ArrayLike) -> float:
     return _compute_rr(base, after)
 
 
-def efficiency(measurements: Sequence[EfficiencyMeasurement]) -> np.ndarray:
-    """E in (0, 1] for each of n_models models, relative to each other; returns (n_models,) float."""
-    if not measurements:
-        raise EvaluationError("efficiency needs at least one model's measurements")
-    columns = {}
-    for field in (*COSTS, *BENEFITS):
-        values = [getattr(m, field) for m in measurements]
-        if any(v is None for v in values):
+def efficiency(measurement: EfficiencyMeasurement, budgets: EfficiencyBudgets = BUDGETS) -> EfficiencyScore:
+    """E of one model against fixed `budgets` (module docstring); depends on no other model."""
+    if not isinstance(measurement, EfficiencyMeasurement):
+        raise EvaluationError(f"expected an EfficiencyMeasurement, got {type(measurement).__name__}")
+    values = {}
+    for name in MEASURES:
+        value, budget = getattr(measurement, name), getattr(budgets, name)
+        if not (isinstance(budget, int | float) and np.isfinite(budget) and budget > 0):
+            raise EvaluationError(f"budget {name} = {budget!r}; budgets must be finite numbers > 0")
+        if value is None:
             continue
-        arr = np.asarray(values, dtype=np.float64)
-        bad = np.flatnonzero(~np.isfinite(arr) | (arr <= 0))
-        if len(bad):
-            raise EvaluationError(f"model {bad[0]} has {field} = {values[bad[0]]!r}; measurements must be > 0")
-        columns[field] = arr
-    if not columns:
-        known = ", ".join((*COSTS, *BENEFITS))
-        raise EvaluationError(f"no measure is known for every model; give at least one of {known} for all")
-    return _compute_efficiency(columns)
+        number = isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool)
+        if not number or not np.isfinite(value) or value < 0:
+            raise EvaluationError(f"{name} = {value!r}; a measurement must be a finite number ≥ 0 (None: unknown)")
+        values[name] = float(value)
+    return _compute_efficiency(values, budgets)
 
 
 def overall(
@@ -236,11 +283,12 @@ def _check_weights(weights: Mapping[str, float] | None) -> np.ndarray:
     return w / w.sum()
 
 
-def _compute_cdc(scores: np.ndarray) -> float:
-    mean = scores.mean()
-    if mean == 0:
-        return 0.0
-    return float(np.clip(1 - np.abs(scores - mean).mean() / mean, 0, 1))
+def _compute_cdc(scores: np.ndarray) -> np.ndarray:
+    """CDC of each row of `scores` (n_rows, n_datasets). Trusts its input."""
+    mean = scores.mean(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cdc = 1 - np.abs(scores - mean[:, None]).mean(axis=1) / mean
+    return np.where(mean == 0, 0.0, np.clip(cdc, 0, 1))
 
 
 def _compute_rr(clean: np.ndarray, perturbed: np.ndarray) -> float:
@@ -249,9 +297,9 @@ def _compute_rr(clean: np.ndarray, perturbed: np.ndarray) -> float:
     return float(terms.mean())
 
 
-def _compute_efficiency(columns: dict[str, np.ndarray]) -> np.ndarray:
-    terms = [values.min() / values if field in COSTS else values / values.max() for field, values in columns.items()]
-    return np.mean(terms, axis=0)
+def _compute_efficiency(values: dict[str, float], budgets: EfficiencyBudgets) -> EfficiencyScore:
+    terms = {name: getattr(budgets, name) / (getattr(budgets, name) + x) for name, x in values.items()}
+    return EfficiencyScore(float(np.mean(list(terms.values()))) if terms else None, terms)
 
 
 def _compute_overall(parts: ReliabilityParts, weights: np.ndarray) -> float:

@@ -22,9 +22,23 @@ OUT_DIR = click.Path(file_okay=False, path_type=Path)
     help="imgt, a prior source (real), snapshot:NAME or latest; repeat for several "
     "(default: imgt and the newest snapshot).",
 )
-@click.option("--weights", default="P=1,CDC=1,RR=1,E=1", show_default=True, help="Weights of the ARGUS overall score.")
 @click.option(
-    "--boot", type=int, default=1000, show_default=True, help="Bootstrap resamples for the 95 % CI (0: none)."
+    "--weights", default="P=1,CDC=1,RR=1,E=1", show_default=True, help="Weights of the reliability overall score."
+)
+@click.option(
+    "--metric",
+    "metrics",
+    multiple=True,
+    help="Also score with a published metric: shankar (Shankar et al. 2020's own reading of an imported Shankar "
+    "source; shankar:SOURCE names it). Repeat for several.",
+)
+@click.option(
+    "--boot",
+    type=int,
+    default=1000,
+    show_default=True,
+    help="Bootstrap resamples for paired differences and rank intervals (0: none; top-1 always has its Wilson "
+    "interval).",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap.")
 @click.option("--out", type=OUT_DIR, help="Report folder (default: WORKSPACE/reports/<UTC time>).")
@@ -37,6 +51,7 @@ def evaluate(
     runs: tuple[str, ...],
     references: tuple[str, ...],
     weights: str,
+    metrics: tuple[str, ...],
     boot: int,
     seed: int,
     out: Path | None,
@@ -51,6 +66,7 @@ def evaluate(
     Examples:
       relabel evaluate                                   # every run vs imgt and the newest snapshot
       relabel evaluate --reference imgt --reference real --run cv
+      relabel evaluate --reference imgt --reference real --reference shankar --metric shankar
       relabel evaluate --weights P=1,CDC=1,RR=2,E=0.5 --out reports/round-3
       relabel evaluate --history                         # how each run's score moved across rounds
       relabel evaluate robustness --model efficientnet-lite0 --limit 200
@@ -59,7 +75,7 @@ def evaluate(
         return
     from relabel.evaluation import evaluate as evaluate_runs
     from relabel.evaluation import evaluation_history, text
-    from relabel.evaluation.argus import parse_weights
+    from relabel.evaluation.reliability import parse_weights
     from relabel.evaluation.report import default_report_dir, write_report
 
     settings: Settings = ctx.obj
@@ -67,8 +83,8 @@ def evaluate(
         click.echo(text.render_history(evaluation_history(settings.engine, dataset)))
         return
     ev = evaluate_runs(
-        settings.engine, dataset, runs=runs, references=references, weights=parse_weights(weights), n_boot=boot,
-        seed=seed,
+        settings.engine, dataset, runs=runs, references=references, weights=parse_weights(weights), metrics=metrics,
+        n_boot=boot, seed=seed,
     )  # fmt: skip
     click.echo(text.render_evaluation(ev))
     if not no_report:
@@ -123,7 +139,7 @@ def robustness(
     typos) in the class names of CLIP/SigLIP or in the instructions of a generative model's prompt (the
     listed classes and options stay as written); image-only classifiers read
     no text and refuse it. Generative models are asked through --protocol (default cw). The result is stored;
-    `relabel evaluate` folds it into the ARGUS table (RR and E).
+    `relabel evaluate` folds it into the reliability table (RR and E).
 
     \b
     Examples:

@@ -1,9 +1,13 @@
-"""Measurements taken while a model runs, for the efficiency part E: peak memory, FLOPs, parameters, device.
+"""Measurements taken while a model runs, for the efficiency part E: peak memory, FLOPs, parameters, cost.
 
 Peak RSS is the kernel's high-water mark (`VmHWM`). On Linux it is reset first (writing 5 to
 /proc/self/clear_refs), so the peak belongs to the measured block: the loaded model, the batches and Python
 itself. Elsewhere, or where the reset is refused, it is the process's peak since it started
 (`resource.getrusage`), and the report says so. torch is imported only when the model already did.
+
+What E reads as the model's memory (`model_memory`): the CUDA peak for a model on a GPU, the process's peak RSS
+for a model on the CPU, and nothing for a model behind an API (its adapter names a `base_url`): the model runs on
+a server, and this process's RSS is the client's, not the model's.
 """
 
 from __future__ import annotations
@@ -96,3 +100,30 @@ def describe_adapter(adapter: Any) -> dict[str, Any]:
         return dict(adapter.describe())
     except Exception:  # a description is for the record only; a model that cannot describe itself still runs
         return {}
+
+
+def runs_remotely(description: dict[str, Any]) -> bool:
+    """Whether the model runs in another process than this one: its adapter talks to a server (`base_url`)."""
+    return bool(description.get("base_url"))
+
+
+def model_memory(
+    device: str, cuda_peak_bytes: int | None, peak_rss_bytes: int | None, description: dict[str, Any]
+) -> tuple[int | None, str]:
+    """The model's peak memory in bytes, and where it was read; None (with the reason) where it was not measured."""
+    if runs_remotely(description):
+        return None, "unknown: the model runs on a server; this process's memory is the client's"
+    if device.startswith("cuda"):
+        return (cuda_peak_bytes or None), "CUDA peak" if cuda_peak_bytes else "unknown: no CUDA peak recorded"
+    return (peak_rss_bytes or None), "process peak RSS" if peak_rss_bytes else "unknown: no peak RSS recorded"
+
+
+def cost_per_1k_images(adapter: Any, images_per_request: int = 1) -> float | None:
+    """Money per 1,000 images over the requests the adapter paid for, at its token prices (`estimated_cost()`);
+    None when it has no prices or paid for no request (every answer came from the cache)."""
+    estimate = getattr(adapter, "estimated_cost", None)
+    cost = estimate() if callable(estimate) else None
+    calls = int(getattr(adapter, "usage_totals", {}).get("calls", 0))
+    if cost is None or calls <= 0:
+        return None
+    return 1000 * float(cost) / (calls * max(1, images_per_request))

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 import numpy as np
 
-from relabel.evaluation.results import ArgusTable, Evaluation, RobustnessResult
+from relabel.evaluation.results import Evaluation, ReliabilityTable, RobustnessResult
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -91,10 +91,42 @@ def accuracy_by_reference(ev: Evaluation) -> bytes:
     fig = _figure(8, 1.2 + 0.28 * len(runs) * len(refs) + 0.2 * len(runs))
     ax = fig.add_subplot()
     _grouped_barh(ax, runs, series, errors)
-    ax.set_xlabel("top-1 accuracy (%)")
+    ax.set_xlabel("top-1 accuracy (%), 95 % Wilson interval")
     ax.set_xlim(0, 109)
-    ax.set_title(f"Top-1 per run and reference (dataset {_short(ev.dataset)})")
+    ax.set_title(
+        f"Top-1 per run and reference (dataset {_short(ev.dataset)})\neach on the images the run scored under that "
+        "reference; differences on common images: paired.png",
+        fontsize=10,
+    )
     _legend_outside(ax, "reference")
+    return _png(fig)
+
+
+@_plain_text
+def paired_differences(ev: Evaluation) -> bytes | None:
+    """Top-1 under each later reference minus under the first, per run, on the images the run scored under both
+    (percentage points, with the paired bootstrap interval); None when there is no pair."""
+    rows = [(s, s.paired) for s in ev.scores if s.paired is not None and s.paired.n_common]
+    if not rows:
+        return None
+    labels = [f"{_short(s.run)} · {_short(s.reference)} ({p.n_common:,} images)" for s, p in rows]
+    diff = np.array([100 * p.difference for _, p in rows])
+    low = np.array([np.nan if p.ci_low is None else 100 * p.ci_low for _, p in rows])
+    high = np.array([np.nan if p.ci_high is None else 100 * p.ci_high for _, p in rows])
+    fig = _figure(8, 1.4 + 0.35 * len(rows))
+    ax = fig.add_subplot()
+    y = np.arange(len(rows))
+    xerr = np.nan_to_num(np.vstack([diff - low, high - diff])) if np.isfinite(low).any() else None
+    ax.errorbar(diff, y, xerr=xerr, fmt="o", capsize=3, color="C0", ecolor="0.3", elinewidth=0.8)
+    for yi, d in zip(y, diff):
+        ax.annotate(f"{d:+.2f}", (d, yi), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7)
+    ax.axvline(0, color="0.5", linewidth=0.8)
+    ax.set_yticks(y, labels)
+    ax.invert_yaxis()
+    ax.grid(axis="x", alpha=0.3)
+    base = _short(ev.references[0].name)
+    ax.set_xlabel(f"Δ top-1 against {base} (percentage points), 95 % paired interval")
+    ax.set_title(f"Paired differences against {base}, on the images both references score", fontsize=10)
     return _png(fig)
 
 
@@ -148,9 +180,9 @@ def robustness_curves(results: Sequence[RobustnessResult], reference: str = "img
 
 
 @_plain_text
-def argus_parts(table: ArgusTable) -> bytes:
-    """P, CDC, RR, E and the overall score of each model; unknown parts are marked n/a."""
-    models = [r.model for r in table.rows]
+def reliability_parts(table: ReliabilityTable) -> bytes:
+    """P, CDC, RR, E and the overall score of each row (run, protocol); unknown parts are marked n/a."""
+    models = [f"{r.run} ({r.protocol})" for r in table.rows]
     parts = {"P": "capability", "CDC": "consistency", "RR": "robustness", "E": "efficiency", "overall": "overall"}
     series = {
         label: np.array([np.nan if getattr(r, attr) is None else 100 * getattr(r, attr) for r in table.rows])
@@ -162,6 +194,6 @@ def argus_parts(table: ArgusTable) -> bytes:
     ax.set_xlim(0, 112)
     ax.set_xlabel("part × 100 (higher is better)")
     weights = ", ".join(f"{k}={v:g}" for k, v in table.weights.items())
-    ax.set_title(f"ARGUS reliability parts (overall weights {weights})", fontsize=10)
+    ax.set_title(f"Reliability parts, after ARGUS (overall weights {weights})", fontsize=10)
     _legend_outside(ax, None)
     return _png(fig)

@@ -18,7 +18,7 @@ A reference is named by a spec:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from sqlalchemy import select
@@ -45,6 +45,7 @@ class ReferenceInfo:
     n_labelled: int  # of those, images with a non-empty set
     multi_label: bool  # some image has more than one class
     categories: dict[str, int] | None = None  # snapshot categories (A/B/M/Z/X/U) -> images
+    source_format: str | None = None  # the import format of a source ("real", "shankar", ...); None: a snapshot
 
 
 @dataclass(frozen=True, eq=False)
@@ -105,7 +106,8 @@ def _source_reference(session: Session, dataset: Dataset, source: LabelSource) -
     digest = snapshot_hash([(path, list(classes), "") for _, path, classes in rows])
     kind = "original" if source.name == IMGT else "prior"
     ids = [image_id for image_id, _, _ in rows]
-    return _build(session, dataset, source.name, kind, digest, ids, [c for _, _, c in rows], None)
+    ref = _build(session, dataset, source.name, kind, digest, ids, [c for _, _, c in rows], None)
+    return replace(ref, info=replace(ref.info, source_format=source.format))
 
 
 def _snapshot_reference(session: Session, dataset: Dataset, snap: Snapshot) -> Reference:

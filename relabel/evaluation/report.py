@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from relabel.evaluation import plots, text
+from relabel.evaluation.references import ReferenceInfo
 from relabel.evaluation.results import DEFINITIONS, ROBUSTNESS_DEFINITIONS, Evaluation, RobustnessResult
 from relabel.exports import write_atomic
 
@@ -69,9 +70,10 @@ def write_report(evaluation: Evaluation, folder: Path) -> ReportFiles:
     write_atomic(data, json.dumps(evaluation.to_dict(), indent=1, allow_nan=False, ensure_ascii=False) + "\n")
     figures = {
         "accuracy_by_reference.png": lambda: plots.accuracy_by_reference(evaluation),
+        "paired.png": lambda: plots.paired_differences(evaluation),
         "protocols.png": lambda: plots.protocol_comparison(evaluation),
         "robustness.png": lambda: plots.robustness_curves(evaluation.robustness) if evaluation.robustness else None,
-        "argus.png": lambda: plots.argus_parts(evaluation.argus) if evaluation.argus else None,
+        "reliability.png": lambda: plots.reliability_parts(evaluation.reliability) if evaluation.reliability else None,
     }
     written = _write_figures(folder, figures)
     markdown = folder / REPORT_MD
@@ -106,44 +108,144 @@ def scores_markdown(ev: Evaluation, figures: set[str]) -> str:
     parts = [
         f"# Evaluation of dataset {escape_md(ev.dataset)}",
         f"- Date: {ev.created_at:%Y-%m-%d %H:%M:%S} UTC\n- Tool: relabel {escape_md(ev.tool_version)} ({stored})\n"
-        f"- Bootstrap: {ev.n_boot} resamples, seed {ev.seed}\n- Data: `{EVALUATION_JSON}` beside this file",
+        f"- Intervals: 95 %; {_intervals_line(ev)}\n- Data: `{EVALUATION_JSON}` beside this file",
+    ]
+    if ev.warnings:
+        parts += ["## Warnings", "\n".join(f"- {escape_md(w)}" for w in ev.warnings)]
+    parts += [
         "## References",
         md_table(text.references_table(ev)),
-        "## Scores\n\nAccuracies in %; an error (failed model call) is never scored as wrong.",
+        "Which images each number is on:\n\n" + "\n".join(f"- {_reference_line(r)}" for r in ev.references),
+        "## Scores\n\n" + SCORES_NOTE,
         md_table(text.scores_table(ev)),
         _figure(figures, "accuracy_by_reference.png", "Top-1 per run and reference"),
     ]
-    ranking = text.ranking_table(ev)
-    if ranking is not None and ev.ranking is not None:
-        a, b = escape_md(ev.references[0].name), escape_md(ev.references[1].name)
-        tau = text.num(ev.ranking.kendall_tau)
-        parts += [f"## Ranking shift: {a} → {b}\n\nKendall's τ-b = {tau}.", md_table(ranking)]
+    parts += _paired_markdown(ev, figures)
     for title, table in (
-        ("## Per category", text.category_table(ev)),
+        ("## Published metrics\n\n" + PUBLISHED_NOTE, text.published_table(ev)),
+        ("## Failed calls\n\n" + FAILURES_NOTE, text.failures_table(ev)),
+        ("## Per category\n\nTop-1 % on the scored images of each snapshot category (images in brackets).",
+         text.category_table(ev)),
         ("## Out-of-prompt answers", text.oop_table(ev)),
-    ):
+    ):  # fmt: skip
         if table is not None:
             parts += [title, md_table(table)]
     parts += [
         "## Protocols",
         _figure(figures, "protocols.png", "Top-1 by protocol") or "No model was run with more than one protocol.",
     ]
-    parts += _argus_markdown(ev, figures)
+    parts += _reliability_markdown(ev, figures)
     parts += ["## Definitions", "\n".join(f"- **{k}**: {escape_md(v)}" for k, v in DEFINITIONS.items())]
     return "\n\n".join(p for p in parts if p) + "\n"
 
 
-def _argus_markdown(ev: Evaluation, figures: set[str]) -> list[str]:
-    if ev.argus is None:
+SCORES_NOTE = (
+    "Accuracies in %, each on the images the run has scored under that reference (column *scored*): the images "
+    "of the reference that the run predicted, less those the reference excludes (an empty label set) and those "
+    "lost to infrastructure errors. Top-1 counts a failed reply (the model answered, the answer could not be used) "
+    "as wrong; *excl. failures* leaves failed replies out. Infrastructure errors (HTTP, timeouts, unreadable "
+    "images) are never scored: re-running the command asks again. The interval is the 95 % Wilson score interval "
+    "of top-1. Rows of different references are on different images: compare references in the paired table."
+)
+PUBLISHED_NOTE = (
+    "Metrics as their authors define them (`--metric`). Shankar et al. (2020), as recommended with the TFDS "
+    "release: problematic images skipped, a prediction among the correct or the unclear labels counts, accuracy "
+    "per class of the original label, averaged over the classes (interval: percentile bootstrap of images). "
+    "Beside it, the ReGT-style reading of the same source: pooled top-1 over every image it labels, problematic "
+    "ones included, unclear labels not counted."
+)
+FAILURES_NOTE = (
+    "A failed reply (the model answered, but not in a usable form, e.g. a multi-image reply that broke the "
+    "numbered format, or a refusal) is the model's failure and counts as wrong. An infrastructure error (HTTP "
+    "errors, timeouts, connection failures, unreadable images, calls marked retryable) is not an answer: it is "
+    "left out of every accuracy, and the next run of the same command asks again."
+)
+
+
+def _intervals_line(ev: Evaluation) -> str:
+    if not ev.n_boot:
+        return "top-1: Wilson score interval; differences and ranks: none (--boot 0)"
+    return (
+        f"top-1: Wilson score interval; differences and ranks: {ev.n_boot} bootstrap resamples of images "
+        f"(paired: the same images under both references; ranks: one resample for every run), seed {ev.seed}"
+    )
+
+
+def _reference_line(r: ReferenceInfo) -> str:
+    """What a reference scores, in words: its images, the excluded ones, and how a multi-label set is read."""
+    kind = {"original": "the original labels (ImGT)", "snapshot": "a ReGT snapshot"}.get(r.kind, "an imported prior")
+    excluded = r.n_images - r.n_labelled
+    line = f"**{escape_md(r.name)}**, {kind}: covers {r.n_images:,} images and labels {r.n_labelled:,}"
+    if excluded:
+        line += f"; {excluded:,} with an empty set are excluded from every score against it"
+    line += "; a prediction is right when it is in the image's set (ReaL rule)" if r.multi_label else "; one label each"
+    note = SOURCE_NOTES.get(r.source_format or "")
+    return line + (f". {note}" if note else "") + "."
+
+
+SOURCE_NOTES = {  # what a reader of each paper should know about how its labels are read here
+    "real": "ReaL (Beyer et al. 2020): the classes its raters accepted; an image none fitted is excluded, as the "
+    "paper prescribes",
+    "shankar": "Shankar et al. (2020), read the ReGT way: the proposed labels, problematic images scored, unclear "
+    "labels never counted, pooled over images; the authors' own metric is `--metric shankar` (below)",
+    "mturk": "The MTurk review of cleanlab's candidate label errors (Northcutt et al. 2021): the strict majority of "
+    "5 workers (given label, guessed label, or both); neither and no majority are excluded. The images are "
+    "where cleanlab's cross-validated prediction differs from the original label, not a sample of the dataset",
+}
+
+
+def _paired_markdown(ev: Evaluation, figures: set[str]) -> list[str]:
+    parts = []
+    paired = text.paired_table(ev)
+    if paired is not None:
+        a = escape_md(ev.references[0].name)
+        parts += [
+            f"## Paired with {a}: the same images under both references\n\nEach row holds one run on the images it "
+            f"has scored under both {a} and the reference, so the difference is the change of labels alone. "
+            f"Δ = reference − {a} in percentage points; the interval resamples those images, the same ones under "
+            f"both references (paired bootstrap). Set the reference's top-1 beside {a} on these images, not beside "
+            f"{a} in the table above.",
+            md_table(paired),
+            _figure(figures, "paired.png", f"Paired differences against {a}"),
+        ]
+    ranking = text.ranking_table(ev)
+    if ranking is not None and ev.ranking is not None:
+        a, b = escape_md(ev.references[0].name), escape_md(ev.references[1].name)
+        tau = text.num(ev.ranking.kendall_tau)
+        parts += [
+            f"## Ranking shift: {a} → {b}\n\nOn the {ev.ranking_images:,} images every run has scored under both "
+            f"references. Rank 1 is the best; tied runs share the best rank. Intervals: 95 % percentile intervals "
+            f"over bootstrap resamples of these images, one resample for all runs. Kendall's τ-b = {tau}.",
+            md_table(ranking),
+        ]
+    return parts
+
+
+def _reliability_markdown(ev: Evaluation, figures: set[str]) -> list[str]:
+    table = ev.reliability
+    if table is None:
         return []
     parts = [
-        f"## Reliability (ARGUS)\n\nWeights: {escape_md(text.weights_line(ev.argus))}. Ranks among the models "
-        "with an overall score; places gained = rank by P − rank by overall."
-        + (f" Kendall's τ-b between the two rankings: {text.num(ev.argus.kendall_tau)}." if ev.argus.kendall_tau
-           is not None else ""),
-        md_table(text.argus_table(ev.argus)),
-        "\n".join(f"- {escape_md(n)}" for n in ev.argus.notes),
-        _figure(figures, "argus.png", "ARGUS parts per model"),
+        f"## {escape_md(table.title)}\n\n{escape_md(table.method)}",
+        f"Weights: {escape_md(text.weights_line(table))}. Rows are runs; a row is ranked only against the rows of "
+        "its task, among those with an overall score; places gained = rank by P − rank by overall. E is against "
+        f"fixed budgets ({escape_md(text.budgets_line(table))}; a measure at its budget scores 0.5), so a row's E "
+        "does not depend on the other rows.",
+        f"Uncertainty: {escape_md(table.uncertainty)}.",
+    ]
+    for task, title in text.reliability_tasks(table):
+        tau = table.kendall_tau.get(task)
+        parts += [
+            f"### {escape_md(title)}" + (f"\n\nKendall's τ-b between the two rankings: {text.num(tau)}." if tau
+                                          is not None else ""),
+            md_table(text.reliability_table(table, task)),
+            md_table(text.reliability_basis_table(table, task)),
+        ]  # fmt: skip
+    parts += [
+        "\n".join(f"- {escape_md(n)}" for n in table.notes),
+        _figure(figures, "reliability.png", "Reliability parts per run"),
+        "### Reliability definitions\n\n" + "\n".join(f"- **{k}**: {escape_md(v)}" for k, v in
+                                                      table.definitions.items()),
     ]  # fmt: skip
     if ev.robustness:
         parts += ["## Robustness and efficiency", md_table(text.efficiency_table(ev.robustness))]

@@ -11,42 +11,55 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from evaluator.ranking import RankingShift
+from evaluator.paired import PairedDifference
+from evaluator.ranking import RankingShift, RankInterval
 from evaluator.scoring import Score
 from relabel.evaluation.references import ReferenceInfo
 from relabel.evaluation.runs import RunInfo
 
+if TYPE_CHECKING:
+    from relabel.evaluation.compare import Outcomes
+
 DEFINITIONS = {
     "top1": "share of scored images whose first prediction is in the image's reference set (ReaL rule; for a "
-    "single-label reference this is ordinary top-1 accuracy)",
+    "single-label reference this is ordinary top-1 accuracy); a failed reply counts as wrong",
     "top5": "share of scored images with any of the first 5 predictions in the set; only for runs that rank 5",
-    "scored": "images of the reference that the run predicted, whose call did not fail and whose set is non-empty",
-    "errors": "failed model calls: counted apart, never scored as wrong",
+    "scored": "images of the reference that the run predicted, whose set is non-empty and whose call was answered "
+    "or ended in a failed reply",
+    "failed": "n_failed: failed replies (the model answered, but the reply could not be used: a broken numbered "
+    "format, a refusal): scored as wrong, and counted here",
+    "excluding_failures": "top-1 over the answered scored images only: n_correct / (n_scored - n_failed)",
+    "errors": "n_errors: infrastructure errors (no answer: HTTP errors, timeouts, connection failures, unreadable "
+    "images, calls marked retryable): counted apart, never scored; re-running the command asks again",
     "excluded": "images whose reference set is empty (ReaL's excluded images, snapshot categories Z and X)",
-    "ci": "95 % percentile bootstrap interval of top-1 (binomial resampling of the scored images, seeded)",
+    "ci": "95 % Wilson score interval of top-1 (ci_low, ci_high): never degenerate, also at 0 and 100 %",
+    "paired": "top-1 under the first reference (a, imgt by default) and under this one (b) on the images the run "
+    "has scored under both (n_common); difference = b - a; ci_low/ci_high: 95 % paired bootstrap interval "
+    "(images resampled with replacement, the same images under both references, seeded)",
+    "ranking": "ranks by top-1 under the first two references over ranking_images, the images every run scored "
+    "under both; rank_intervals: 95 % percentile intervals of each run's ranks and places gained over joint "
+    "resamples of those images (one resample for all runs)",
+    "warnings": "runs that cover different images, or part of a reference, with the images in common",
+    "published": "metrics as their authors define them (--metric), e.g. Shankar et al. (2020): problematic images "
+    "skipped, correct or unclear labels count, per-class accuracy by original label averaged over classes",
     "mean_per_class": "unweighted mean over classes of top-1 on the scored images whose set holds the class",
     "per_category": "top-1 on the images of each snapshot category (A confirmed, B changed, M several labels, "
     "Z none fits, X unclear, U undecided)",
     "oop": "out-of-prompt answers among answered calls (generative protocols that record it)",
-    "kendall_tau": "Kendall's tau-b between the runs' top-1 under the first two references",
-    "capability": "P: mean top-1 over the references x protocols (runs) of the model",
-    "consistency": "CDC: 1 - mean_i |a_i - mean(a)| / mean(a) over the model's per-reference top-1 a_i "
-    "(each the mean over its protocols), clipped to [0, 1]",
-    "robustness": "RR: mean over perturbations x severities of min(perturbed top-1 / clean top-1, 1), from the "
-    "model's latest robustness run, against ImGT",
-    "efficiency": "E: mean over measures known for every compared model of min/value (latency p50, p95, peak "
-    "memory, parameters, FLOPs) or value/max (throughput): 1 for the best model on each measure",
-    "overall": "weighted mean of P, CDC, RR and E (weights shown, normalised to sum 1); only for models whose "
-    "weighted parts are all known",
+    "kendall_tau": "Kendall's tau-b between the runs' top-1 under the first two references, on the ranking's images",
 }
+
+
+JSON = "json"  # field metadata: False keeps a field (per-image arrays) out of the JSON form
 
 
 def jsonable(value: Any) -> Any:
     """`value` with dataclasses as dicts, datetimes as ISO text, tuples as lists and NaN/inf as None."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        fields = [f for f in dataclasses.fields(value) if f.metadata.get(JSON, True)]
+        return {f.name: jsonable(getattr(value, f.name)) for f in fields}
     if isinstance(value, dict):
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -72,13 +85,66 @@ class RunScore:
     top5: Score | None
     mean_per_class: float
     per_category: dict[str, Score] | None
+    paired: PairedDifference | None = None  # against the evaluation's first reference, on common images
 
 
 @dataclass(frozen=True)
-class ArgusRow:
-    """The four reliability parts of one model (None: unknown), its overall score and its two ranks."""
+class PublishedScore:
+    """A run scored with a metric as its authors define it (e.g. Shankar et al. 2020) on an imported source;
+    `regt_style` is the same run's pooled top-1 on the source's proposed labels over every image the source
+    labels (problematic ones included, unclear labels not counted), for comparison."""
 
+    metric: str
+    title: str
+    run: str
+    source: str
+    n_predicted: int  # of the source's images
+    n_scored: int  # predicted, not skipped, not an infrastructure error
+    n_skipped: int  # skipped by the metric (Shankar: problematic images)
+    n_errors: int
+    n_classes: int  # classes averaged over
+    accuracy: float
+    ci_low: float | None
+    ci_high: float | None
+    regt_style: Score | None = None
+
+
+@dataclass(frozen=True)
+class DatasetScore:
+    """A run's top-1 on one dataset against the reference its row is scored against there (`reliability`), on
+    the images every compared run scored; `ci_*` from the joint bootstrap (None: not computed)."""
+
+    dataset: str
+    run: str  # the run of that dataset (the same model and protocol as the row)
+    reference: str
+    n_images: int
+    accuracy: float
+    ci_low: float | None = None
+    ci_high: float | None = None
+
+
+@dataclass(frozen=True)
+class NoiseSensitivity:
+    """Top-1 against a cleaner reference minus top-1 against ImGT on the same images, with its paired interval."""
+
+    reference: str
+    n_images: int
+    accuracy_imgt: float
+    accuracy_reference: float
+    difference: float  # in [-1, 1]: positive, the model gains when ImGT's label noise is removed
+    ci_low: float | None = None
+    ci_high: float | None = None
+
+
+@dataclass(frozen=True)
+class ReliabilityRow:
+    """One run of the evaluated dataset (a model read through one protocol): its reliability parts (None:
+    unknown), overall score and ranks among the rows of its task, and what each part was computed from."""
+
+    run: str
     model: str
+    protocol: str
+    task: str  # rows are compared with the rows of the same task only ("classes", or e.g. "mc")
     capability: float | None
     consistency: float | None
     robustness: float | None
@@ -86,15 +152,30 @@ class ArgusRow:
     overall: float | None = None
     rank_by_capability: int | None = None
     rank_by_overall: int | None = None
-    cells: int = 0  # reference x run cells averaged into P
+    reference: str | None = None  # what P is scored against
+    n_images: int = 0  # the images P is on
+    capability_ci: tuple[float, float] | None = None
+    consistency_ci: tuple[float, float] | None = None
+    datasets: tuple[DatasetScore, ...] = ()  # the scores CDC is over, the evaluated dataset first
+    noise: NoiseSensitivity | None = None
+    efficiency_terms: dict[str, float] = field(default_factory=dict)  # measure -> budget / (budget + value)
+    robustness_run: int | None = None  # the stored robustness run RR and E come from
 
 
 @dataclass(frozen=True)
-class ArgusTable:
-    rows: tuple[ArgusRow, ...]
+class ReliabilityTable:
+    """The reliability table (after ARGUS) with what it is: which parts follow the authors, the budgets of E,
+    the uncertainty computed, and the definitions."""
+
+    rows: tuple[ReliabilityRow, ...]
     weights: dict[str, float]  # as given, keyed P, CDC, RR, E
-    kendall_tau: float | None  # between the capability and overall rankings, over the ranked models
+    kendall_tau: dict[str, float | None]  # per task: between the capability and overall rankings
     notes: tuple[str, ...] = ()
+    title: str = ""
+    method: str = ""
+    budgets: dict[str, float] = field(default_factory=dict)
+    uncertainty: str = ""
+    definitions: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -114,6 +195,7 @@ class EfficiencyReport:
     n_parameters: int | None
     flops_per_image: float | None
     flops_note: str = ""
+    cost_per_1k_images: float | None = None  # from the adapter's token prices; None: not priced or not paid for
 
 
 @dataclass(frozen=True)
@@ -161,7 +243,10 @@ ROBUSTNESS_DEFINITIONS = {
     "retention": "RR: mean over the grid of min(perturbed / clean, 1)",
     "latency": "model time per image: each batch's forward pass divided by its images (decoding not included)",
     "throughput": "images per second through the adapter's score() (decode, preprocess, forward)",
-    "peak_rss": "peak resident memory of the process (VmHWM, reset before the run where Linux allows)",
+    "peak_rss": "peak resident memory of the process (VmHWM, reset before the run where Linux allows); for a model "
+    "behind an API (its adapter names a base_url) this is the client's memory, not the model's",
+    "cost_per_1k_images": "money per 1,000 images at the adapter's token prices (price_per_1k_input/output), over "
+    "the requests it paid for (cached answers are free and not counted); null without prices",
     "flops_per_image": "floating-point operations of one image's forward pass (torch FlopCounterMode: 2 per "
     "multiply-add of convolutions and matrix products; element-wise operations not counted)",
 }
@@ -169,7 +254,7 @@ ROBUSTNESS_DEFINITIONS = {
 
 @dataclass
 class Evaluation:
-    """Runs × references scored at one moment, with the ranking shift and the ARGUS table."""
+    """Runs × references scored at one moment, with the ranking shift and the reliability table."""
 
     dataset: str
     created_at: datetime
@@ -178,11 +263,16 @@ class Evaluation:
     runs: list[RunInfo]
     scores: list[RunScore]
     ranking: RankingShift | None
-    argus: ArgusTable | None
+    reliability: ReliabilityTable | None
     robustness: list[RobustnessResult]
     n_boot: int
     seed: int
     id: int | None = None
+    ranking_images: int = 0  # the images the ranking is over: scored by every run under both references
+    rank_intervals: tuple[RankInterval, ...] = ()
+    warnings: list[str] = field(default_factory=list)
+    published: list[PublishedScore] = field(default_factory=list)
+    outcomes: Outcomes | None = field(default=None, repr=False, metadata={JSON: False})  # per image, not stored
 
     def score(self, run: str, reference: str) -> RunScore:
         """The score of `run` against `reference`; KeyError naming both when there is none."""
@@ -194,10 +284,13 @@ class Evaluation:
     def to_dict(self) -> dict[str, Any]:
         """The self-describing JSON form: what was scored against what, the numbers, and their definitions."""
         body = jsonable(self)
+        images, intervals = body.pop("ranking_images"), body.pop("rank_intervals")
         if self.ranking is not None:
             body["ranking"] = {
                 "reference_a": self.references[0].name,
                 "reference_b": self.references[1].name,
+                "images": images,
                 **jsonable(self.ranking),
+                "rank_intervals": intervals,
             }
         return {"kind": "scores", "tool": "relabel", **body, "definitions": DEFINITIONS}

@@ -38,7 +38,7 @@ from evaluator.perturbations import PERTURBATIONS, SEVERITIES, TEXT_PERTURBATION
 from evaluator.reliability import robustness_retention, summarize_latencies
 from relabel import __version__
 from relabel.errors import InputError
-from relabel.evaluation.measure import PeakMemory, count_flops, describe_adapter
+from relabel.evaluation.measure import PeakMemory, cost_per_1k_images, count_flops, describe_adapter
 from relabel.evaluation.passes import (
     BASE_SHORT_SIDE,
     AskingModel,
@@ -179,7 +179,9 @@ def run_robustness(
         passes = run_passes(runner, images, conditions, seed, Path(tmp), show_progress)
         flops = _flops(adapter, images, ctx.class_names, Path(tmp)) if asked.name == SCORES else _NOT_COUNTED
     seconds = time.perf_counter() - started
-    result = _result(adapter, dataset_name, images, refs, names, sevs, seed, passes, memory, flops)
+    result = _result(
+        adapter, dataset_name, images, refs, names, sevs, seed, passes, memory, flops, ctx.images_per_request
+    )
     text_names = tuple(n for n in names if n in TEXT_PERTURBATIONS)
     result = replace(result, seconds=round(seconds, 3), protocol=described, text_perturbations=text_names)
     if store:
@@ -249,6 +251,7 @@ def _result(
     passes: Passes,
     memory: PeakMemory,
     flops: tuple[float | None, str],
+    images_per_request: int = 1,
 ) -> RobustnessResult:
     ids = np.array([im.image_id for im in images], dtype=np.int64)
     clean, grid, retention = {}, {}, {}
@@ -277,7 +280,7 @@ def _result(
         grid=grid,
         retention=retention,
         errors=int(sum((~ok).sum() for ok in passes.ok.values())),
-        efficiency=_efficiency(description, passes, memory, flops),
+        efficiency=_efficiency(description, passes, memory, flops, cost_per_1k_images(adapter, images_per_request)),
         seconds=0.0,
         created_at=utcnow(),
         tool_version=__version__,
@@ -286,7 +289,7 @@ def _result(
 
 
 def _efficiency(
-    description: dict[str, Any], passes: Passes, memory: PeakMemory, flops: tuple[float | None, str]
+    description: dict[str, Any], passes: Passes, memory: PeakMemory, flops: tuple[float | None, str], cost: float | None
 ) -> EfficiencyReport:
     latency = summarize_latencies(passes.latencies) if passes.latencies else None
     params = description.get("parameters")
@@ -304,4 +307,5 @@ def _efficiency(
         n_parameters=int(params) if isinstance(params, int | float) else None,
         flops_per_image=flops[0],
         flops_note=flops[1],
+        cost_per_1k_images=cost,
     )

@@ -15,26 +15,29 @@ TOP5 = 5
 
 
 def score_run(run: RunPredictions, reference: Reference, *, n_boot: int = 1000, seed: int = 0) -> RunScore:
-    """Top-1 (with its bootstrap CI), top-5 when the run ranks 5 classes, mean per-class accuracy and, for a
-    snapshot, top-1 per category, on the images of `reference` that the run predicted.
+    """Top-1 (with its Wilson interval), top-5 when the run ranks 5 classes, mean per-class accuracy and, for a
+    snapshot, top-1 per category, on the images of `reference` that the run predicted. Failed replies count as
+    wrong, infrastructure errors are counted apart (`relabel.evaluation.runs`).
 
-    Raises InputError when the run predicted none of the reference's labelled images.
+    Every accuracy gets its Wilson interval, which needs no resampling: `n_boot` and `seed` are accepted for the
+    callers of the bootstrap that came before, and unused. Raises InputError when the run predicted none of the
+    reference's labelled images.
     """
     aligned = align(run, reference.image_ids)
-    labels = _subset(reference.labels, aligned.rows)
+    labels = subset_labels(reference.labels, aligned.rows)
     if not np.any(labels.counts):
         raise InputError(
             f"run {run.info.name!r} has no prediction for any of the {reference.info.n_labelled} labelled image(s) "
             f"of reference {reference.name!r}; score it against another reference or predict those images"
         )
-    pred, ok = aligned.classes, aligned.ok
-    top1 = multilabel_accuracy(pred, labels, 1, ok, n_boot=n_boot, seed=seed)
-    top5 = multilabel_accuracy(pred, labels, TOP5, ok, n_boot=n_boot, seed=seed) if pred.shape[1] >= TOP5 else None
-    per_class = mean_per_class_accuracy(pred, labels, 1, ok, n_boot=0)
+    pred, ok, failed = aligned.classes, aligned.ok, aligned.failed
+    top1 = multilabel_accuracy(pred, labels, 1, ok, failed=failed)
+    top5 = multilabel_accuracy(pred, labels, TOP5, ok, failed=failed) if pred.shape[1] >= TOP5 else None
+    per_class = mean_per_class_accuracy(pred, labels, 1, ok, failed=failed, n_boot=0)
     per_category = None
     if reference.categories is not None:
         categories = reference.categories[aligned.rows]
-        per_category = accuracy_by_category(pred, labels, categories, 1, ok, n_boot=n_boot, seed=seed)
+        per_category = accuracy_by_category(pred, labels, categories, 1, ok, failed=failed)
     return RunScore(
         run.info.name,
         reference.name,
@@ -47,7 +50,7 @@ def score_run(run: RunPredictions, reference: Reference, *, n_boot: int = 1000, 
     )
 
 
-def _subset(labels: LabelSets, rows: np.ndarray) -> LabelSets:
+def subset_labels(labels: LabelSets, rows: np.ndarray) -> LabelSets:
     """The label sets of `rows` (all rows: the same object, no copy)."""
     if len(rows) == labels.n_images:
         return labels

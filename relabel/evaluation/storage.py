@@ -1,7 +1,7 @@
 """Evaluations in the workspace: store each one, read the history, and find a model's latest robustness run.
 
 Rows of the `evaluations` table are written once and never changed. Robustness results are read back from their
-stored JSON (the same form the report shows), so `relabel evaluate` folds RR and E into the ARGUS table without
+stored JSON (the same form the report shows), so `relabel evaluate` folds RR and E into the reliability table without
 running a model.
 """
 
@@ -75,6 +75,25 @@ def latest_robustness(session: Session, models: Iterable[str]) -> dict[str, Robu
         model = row.result.get("model")
         if model in wanted and model not in found:
             found[model] = robustness_from_dict(row.result, row.id)
+    return found
+
+
+def latest_robustness_by_protocol(
+    session: Session, keys: Iterable[tuple[str, str]]
+) -> dict[tuple[str, str], RobustnessResult]:
+    """The newest stored robustness result of each (model, protocol) of `keys` that has one, from any dataset;
+    the protocol is the one the robustness run read the model through (topk for ranked scores)."""
+    wanted = set(keys)
+    found: dict[tuple[str, str], RobustnessResult] = {}
+    rows = session.scalars(
+        select(EvaluationRecord)
+        .where(EvaluationRecord.kind == ROBUSTNESS)
+        .order_by(EvaluationRecord.created_at.desc(), EvaluationRecord.id.desc())  # type: ignore[attr-defined]
+    )
+    for row in rows:
+        key = (row.result.get("model"), (row.result.get("protocol") or {}).get("protocol", "topk"))
+        if key in wanted and key not in found:
+            found[key] = robustness_from_dict(row.result, row.id)  # type: ignore[index]
     return found
 
 

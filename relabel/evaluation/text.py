@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from evaluator.reliability import robustness_retention
+from evaluator.reliability import MEASURE_LABELS, robustness_retention
 from evaluator.scoring import Score
-from relabel.evaluation.results import ArgusTable, Evaluation, RobustnessResult
+from relabel.evaluation.results import Evaluation, ReliabilityTable, RobustnessResult
 from relabel.evaluation.storage import HistoryEntry
 
 Table = tuple[list[str], list[list[str]]]
@@ -39,7 +39,7 @@ def columns(table: Table, indent: str = "") -> str:
     header, rows = table
     widths = [max(len(c) for c in col) for col in zip(header, *rows)]
     numeric = [
-        any(r[i][:1].isdigit() for r in rows) and all(r[i][:1].isdigit() or r[i] in (NA, "") for r in rows)
+        any(_number(r[i]) for r in rows) and all(_number(r[i]) or r[i] in (NA, "") for r in rows)
         for i in range(len(header))
     ]
 
@@ -48,6 +48,21 @@ def columns(table: Table, indent: str = "") -> str:
         return (indent + "  ".join(parts)).rstrip()
 
     return "\n".join([line(header), *(line(r) for r in rows)])
+
+
+def _number(cell: str) -> bool:
+    return cell[:1].isdigit() or (cell[:1] in "+-" and cell[1:2].isdigit())
+
+
+def points(value: float | None) -> str:
+    """A difference of two shares in percentage points, signed; NA for None or NaN."""
+    return NA if value is None or not math.isfinite(value) else f"{100 * value:+.2f}"
+
+
+def points_ci(low: float | None, high: float | None) -> str:
+    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
+        return NA
+    return f"{points(low)} to {points(high)}"
 
 
 def references_table(ev: Evaluation) -> Table:
@@ -61,29 +76,91 @@ def references_table(ev: Evaluation) -> Table:
 
 
 def scores_table(ev: Evaluation) -> Table:
-    """Top-1 (%, with its 95 % CI), top-5 and mean per-class accuracy of each run against each reference."""
-    header = ["run", "protocol", "reference", "predicted", "scored", "top-1 %", "95 % CI", "top-5 %", "per-class %",
-              "errors", "excluded"]  # fmt: skip
+    """Per run and reference, on the images the run has scored under that reference: top-1 (%, failed replies
+    counted as wrong, with its Wilson interval), top-1 excluding failures, top-5, mean per-class accuracy, and
+    the images behind them."""
+    header = ["run", "protocol", "reference", "predicted", "scored", "top-1 %", "95 % CI", "excl. failures %",
+              "top-5 %", "per-class %", "failed replies", "infra errors", "excluded"]  # fmt: skip
     protocol = {r.name: r.protocol for r in ev.runs}
     rows = []
     for s in ev.scores:
+        t = s.top1
         rows.append(
-            [s.run, protocol[s.run], s.reference, str(s.n_predicted), str(s.top1.n_scored), pct(s.top1.accuracy),
-             ci(s.top1), pct(s.top5.accuracy) if s.top5 else NA, pct(s.mean_per_class), str(s.top1.n_errors),
-             str(s.top1.n_excluded)]
+            [s.run, protocol[s.run], s.reference, str(s.n_predicted), str(t.n_scored), pct(t.accuracy), ci(t),
+             pct(t.accuracy_excluding_failures), pct(s.top5.accuracy) if s.top5 else NA, pct(s.mean_per_class),
+             str(t.n_failed), str(t.n_errors), str(t.n_excluded)]
+        )  # fmt: skip
+    return header, rows
+
+
+def paired_table(ev: Evaluation) -> Table | None:
+    """Each run under each later reference against the first one, on the images the run has scored under both:
+    both top-1, their difference in points with its paired bootstrap interval, and the images that changed."""
+    pairs = [(s, d) for s in ev.scores if (d := s.paired) is not None]
+    if not pairs:
+        return None
+    a = ev.references[0].name
+    header = ["run", "reference", "images in common", f"top-1 % {a}", "top-1 % reference", "Δ points",
+              "95 % CI (paired)", f"right only under {a}", "right only under reference"]  # fmt: skip
+    rows = []
+    for s, d in pairs:
+        rows.append(
+            [s.run, s.reference, str(d.n_common), pct(d.accuracy_a), pct(d.accuracy_b), points(d.difference),
+             points_ci(d.ci_low, d.ci_high), str(d.n_only_a), str(d.n_only_b)]
         )  # fmt: skip
     return header, rows
 
 
 def ranking_table(ev: Evaluation) -> Table | None:
+    """Top-1 and rank of each run under the first two references on the images every run scored under both, with
+    95 % intervals of the ranks and of the places gained from one joint bootstrap of those images."""
     if ev.ranking is None:
         return None
     a, b = ev.references[0].name, ev.references[1].name
     header = ["run", f"top-1 % {a}", f"rank {a}", f"top-1 % {b}", f"rank {b}", "places gained"]
+    intervals = {i.name: i for i in ev.rank_intervals}
+    if intervals:
+        header = [*header[:3], "95 % CI", *header[3:5], "95 % CI", header[5], "95 % CI", "moved in % of resamples"]
+    rows = []
+    for r in ev.ranking.rows:
+        shift = f"{r.shift:+d}" if r.shift else "0"
+        row = [r.name, pct(r.score_a), str(r.rank_a), pct(r.score_b), str(r.rank_b), shift]
+        i = intervals.get(r.name)
+        if i is not None:
+            row = [*row[:3], _span(i.rank_a), *row[3:5], _span(i.rank_b), row[5], _span(i.shift, signed=True),
+                   f"{100 * i.moved_share:.0f}"]  # fmt: skip
+        rows.append(row)
+    return header, rows
+
+
+def _span(bounds: tuple[int, int], signed: bool = False) -> str:
+    form = "{:+d}" if signed else "{:d}"
+    low, high = (form.format(v).replace("+0", "0") for v in bounds)
+    return low if bounds[0] == bounds[1] else f"{low} to {high}"
+
+
+def failures_table(ev: Evaluation) -> Table | None:
+    """Failed calls per run: failed replies (scored as wrong) apart from infrastructure errors (never scored)."""
+    runs = [r for r in ev.runs if r.n_errors]
+    if not runs:
+        return None
+    header = ["run", "protocol", "predictions", "failed replies (wrong)", "infrastructure errors (left out)"]
+    return header, [[r.name, r.protocol, str(r.n_predictions), str(r.n_failed), str(r.n_infrastructure_errors)]
+                    for r in runs]  # fmt: skip
+
+
+def published_table(ev: Evaluation) -> Table | None:
+    """Published metrics (e.g. Shankar et al.'s), each beside the ReGT-style pooled top-1 on the same source."""
+    if not ev.published:
+        return None
+    header = ["run", "metric", "source", "images scored", "skipped", "classes", "accuracy %", "95 % CI",
+              "ReGT-style top-1 %", "its images"]  # fmt: skip
     rows = [
-        [r.name, pct(r.score_a), str(r.rank_a), pct(r.score_b), str(r.rank_b), f"{r.shift:+d}" if r.shift else "0"]
-        for r in ev.ranking.rows
-    ]
+        [p.run, p.title, p.source, str(p.n_scored), str(p.n_skipped), str(p.n_classes), pct(p.accuracy),
+         f"{pct(p.ci_low)}–{pct(p.ci_high)}" if p.ci_low is not None else NA,
+         pct(p.regt_style.accuracy) if p.regt_style else NA, str(p.regt_style.n_scored) if p.regt_style else NA]
+        for p in ev.published
+    ]  # fmt: skip
     return header, rows
 
 
@@ -112,20 +189,88 @@ def oop_table(ev: Evaluation) -> Table | None:
     return ["run", "protocol", "answered", "out of prompt", "OOP %", "errors"], rows
 
 
-def argus_table(table: ArgusTable) -> Table:
-    header = ["model", "P", "CDC", "RR", "E", "overall", "rank by P", "rank by overall", "places gained"]
+def reliability_tasks(table: ReliabilityTable) -> list[tuple[str, str]]:
+    """(task, title) of each task of the reliability table, in row order: rows are compared within a task."""
+    titles = []
+    for task in dict.fromkeys(r.task for r in table.rows):
+        refs = sorted({r.reference for r in table.rows if r.task == task and r.reference})
+        against = f"scored against {', '.join(refs)}" if refs else "no reference"
+        name = "choosing among the dataset's classes" if task == "classes" else f"protocol {task}"
+        titles.append((task, f"{name} ({against})"))
+    return titles
+
+
+def reliability_table(table: ReliabilityTable, task: str) -> Table:
+    """The parts, overall score and the two ranks of the rows of one task."""
+    header = ["run", "model", "protocol", "P", "CDC", "RR", "E", "overall", "rank by P", "rank by overall",
+              "places gained"]  # fmt: skip
     rows = []
-    for r in table.rows:
+    for r in (r for r in table.rows if r.task == task):
         shift = NA if r.rank_by_capability is None else f"{r.rank_by_capability - (r.rank_by_overall or 0):+d}"
         rows.append(
-            [r.model, num(r.capability), num(r.consistency), num(r.robustness), num(r.efficiency), num(r.overall),
-             str(r.rank_by_capability or NA), str(r.rank_by_overall or NA), shift.replace("+0", "0")]
+            [r.run, r.model, r.protocol, num(r.capability), num(r.consistency), num(r.robustness), num(r.efficiency),
+             num(r.overall), str(r.rank_by_capability or NA), str(r.rank_by_overall or NA), shift.replace("+0", "0")]
         )  # fmt: skip
     return header, rows
 
 
-def weights_line(table: ArgusTable) -> str:
+def reliability_basis_table(table: ReliabilityTable, task: str) -> Table:
+    """What each part of a row is on: P's reference, images and interval; CDC's datasets (top-1 %) and interval;
+    the label-noise sensitivity (percentage points, with its paired interval); the measures E is over."""
+    header = ["run", "P against", "images", "P 95 % CI", "CDC over (top-1 %)", "CDC 95 % CI", "label noise Δ pp",
+              "Δ 95 % CI", "E over"]  # fmt: skip
+    rows = []
+    for r in (r for r in table.rows if r.task == task):
+        over = "; ".join(f"{d.dataset} {pct(d.accuracy)}" for d in r.datasets) or NA
+        noise = r.noise
+        rows.append(
+            [r.run, r.reference or NA, str(r.n_images) if r.reference else NA, _pair(r.capability_ci, 100, 1),
+             over, _pair(r.consistency_ci, 1, 3), _signed(noise.difference if noise else None),
+             _pair((noise.ci_low, noise.ci_high) if noise else None, 100, 1, signed=True),
+             ", ".join(MEASURE_LABELS.get(m, m) for m in r.efficiency_terms) or NA]
+        )  # fmt: skip
+    return header, rows
+
+
+def _pair(bounds: tuple[float | None, float | None] | None, scale: float, digits: int, signed: bool = False) -> str:
+    low, high = bounds if bounds is not None else (None, None)
+    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
+        return NA
+    form = f"{{:+.{digits}f}}" if signed else f"{{:.{digits}f}}"
+    return f"{form.format(low * scale)} to {form.format(high * scale)}"
+
+
+def _signed(value: float | None) -> str:
+    return NA if value is None or not math.isfinite(value) else f"{100 * value:+.2f}"
+
+
+def weights_line(table: ReliabilityTable) -> str:
     return ", ".join(f"{k}={v:g}" for k, v in table.weights.items())
+
+
+def budgets_line(table: ReliabilityTable) -> str:
+    """The fixed budgets E is measured against, in readable units."""
+    b = table.budgets
+    shown = {
+        "latency_s": lambda v: f"median latency {v:g} s per image",
+        "peak_memory_bytes": lambda v: f"peak memory {v / 2**30:g} GiB",
+        "flops": lambda v: f"{v / 1e9:g} GFLOPs per image",
+        "cost_per_1k_images": lambda v: f"cost {v:g} per 1,000 images",
+    }
+    return ", ".join(form(b[name]) for name, form in shown.items() if name in b)
+
+
+def render_reliability(table: ReliabilityTable) -> list[str]:
+    """The reliability table as terminal lines: what it is, one pair of tables per task, the notes."""
+    parts = [f"{table.title} (weights {weights_line(table)})", f"  {table.method}"]
+    for task, title in reliability_tasks(table):
+        tau = table.kendall_tau.get(task)
+        parts += [
+            f"  {title}" + (f"; Kendall's tau-b P vs overall {num(tau)}" if tau is not None else ""),
+            columns(reliability_table(table, task), "  "),
+            columns(reliability_basis_table(table, task), "  "),
+        ]
+    return parts + [f"  note: {n}" for n in table.notes]
 
 
 def robustness_table(result: RobustnessResult, reference: str) -> Table:
@@ -197,21 +342,30 @@ def history_list(entries: Sequence[HistoryEntry]) -> Table:
 
 
 def render_evaluation(ev: Evaluation) -> str:
-    """The whole evaluation as terminal text: references, scores, ranking shift, categories, OOP, ARGUS."""
+    """The whole evaluation as terminal text: references, scores, ranking shift, categories, OOP, reliability."""
     stored = f"stored as evaluation #{ev.id}" if ev.id is not None else "not stored"
     parts = [f"dataset {ev.dataset!r}: {len(ev.runs)} run(s) × {len(ev.references)} reference(s), {stored}",
-             columns(references_table(ev), "  "), columns(scores_table(ev), "  ")]  # fmt: skip
+             *(f"warning: {w}" for w in ev.warnings), columns(references_table(ev), "  "),
+             "top-1 counts failed replies as wrong; infrastructure errors are left out",
+             columns(scores_table(ev), "  ")]  # fmt: skip
+    paired = paired_table(ev)
+    if paired is not None:
+        parts += [f"paired with {ev.references[0].name} on the images both score", columns(paired, "  ")]
     ranking = ranking_table(ev)
     if ranking is not None and ev.ranking is not None:
         a, b = ev.references[0].name, ev.references[1].name
-        parts += [f"ranking {a} -> {b}: Kendall's tau-b {num(ev.ranking.kendall_tau)}", columns(ranking, "  ")]
-    for title, table in (("per category (top-1 %, scored images)", category_table(ev)),
+        parts += [
+            f"ranking {a} -> {b} on the {ev.ranking_images} images every run scored under both: Kendall's "
+            f"tau-b {num(ev.ranking.kendall_tau)}",
+            columns(ranking, "  "),
+        ]
+    for title, table in (("published metrics", published_table(ev)), ("failed calls", failures_table(ev)),
+                         ("per category (top-1 %, scored images)", category_table(ev)),
                          ("out-of-prompt answers", oop_table(ev))):  # fmt: skip
         if table is not None:
             parts += [title, columns(table, "  ")]
-    if ev.argus is not None:
-        parts += [f"reliability (ARGUS), weights {weights_line(ev.argus)}", columns(argus_table(ev.argus), "  ")]
-        parts += [f"  note: {n}" for n in ev.argus.notes]
+    if ev.reliability is not None:
+        parts += render_reliability(ev.reliability)
     if ev.robustness:
         parts += ["measured in the latest robustness runs", columns(efficiency_table(ev.robustness), "  ")]
     return "\n".join(parts)

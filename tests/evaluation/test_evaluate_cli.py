@@ -41,8 +41,12 @@ def test_evaluate_prints_the_table_and_writes_the_report(workspace: Path, capsys
 
     assert "dataset 'five': 2 run(s) × 2 reference(s), stored as evaluation #1" in out
     m5_imgt = next(line.split() for line in out.splitlines() if line.split()[:3] == ["m5", "topk", "imgt"])
-    assert m5_imgt[3:8] == ["5", "4", "50.00", "—", "100.00"]  # predicted, scored, top-1, CI, top-5
-    assert "ranking imgt -> team" in out and "reliability (ARGUS), weights P=1, CDC=1, RR=1, E=1" in out
+    # predicted, scored, top-1, its Wilson interval, excluding failures, top-5 (--boot 0 skips only the bootstrap)
+    assert m5_imgt[3:9] == ["5", "4", "50.00", "15.00–85.00", "50.00", "100.00"]
+    m1_team = next(line.split() for line in out.splitlines() if line.split()[:3] == ["m1", "cw", "team"])
+    assert m1_team[5:7] == ["50.00", "15.00–85.00"] and m1_team[7] == "66.67"  # d's broken reply counts as wrong
+    assert "paired with imgt on the images both score" in out
+    assert "ranking imgt -> team" in out and "Reliability, after ARGUS (weights P=1, CDC=1, RR=1, E=1)" in out
     report = Path(out.strip().splitlines()[-1].removeprefix("report: "))
     assert report.parent.parent == workspace / "reports" and report.is_file()
     assert (report.parent / "evaluation.json").is_file() and (report.parent / "accuracy_by_reference.png").is_file()
@@ -59,7 +63,7 @@ def test_history_shows_each_evaluation(workspace: Path, capsys) -> None:
 
     assert "stored evaluations (oldest first)" in out and "#" in out
     rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()[-2:]}
-    assert rows["m1"] == ["50.00", "66.67"] and rows["m5"] == ["50.00", "—"]
+    assert rows["m1"] == ["40.00", "50.00"] and rows["m5"] == ["50.00", "—"]  # m1's broken reply counts as wrong
     assert not (workspace / "reports").exists()
 
 
@@ -71,7 +75,9 @@ def test_bad_input_is_one_line_and_stores_nothing(workspace: Path, tmp_path: Pat
         (["predictions", "import", str(tmp_path / "range.csv"), "--run", "x"], "class index 1000 is out of range"),
         (["evaluate", "--reference", "nope"], "unknown label source of dataset 'five' 'nope'"),
         (["evaluate", "--weights", "P=1,Q=2"], "expected NAME=NUMBER with NAME one of P, CDC, RR, E"),
-        (["evaluate", "robustness", "--perturbations", "fog"], "unknown perturbation 'fog'"),
+        (["evaluate", "robustness", "--perturbations", "blizzard"], "unknown perturbation 'blizzard'"),
+        (["evaluate", "--metric", "shankar"], "--metric shankar needs a source imported with --format shankar"),
+        (["evaluate", "--metric", "ashankar"], "unknown metric 'ashankar'; known: shankar"),
         (["evaluate", "robustness", "--severities", "9"], "must lie in 1..5"),
     ]
     for args, expected in cases:

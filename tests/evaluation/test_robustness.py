@@ -135,12 +135,12 @@ def test_grid_options_are_checked() -> None:
         parse_severities("0-6")
     with pytest.raises(InputError, match="expected a range like 1-5"):
         parse_severities("high")
-    with pytest.raises(InputError, match="unknown perturbation 'fog'; known: brightness, contrast"):
-        parse_perturbations("jpeg,fog")
+    with pytest.raises(InputError, match="unknown perturbation 'spatter'; known: brightness, contrast"):
+        parse_perturbations("jpeg,spatter")  # an ImageNet-C extra corruption this project does not implement
 
 
 def test_efficientnet_lite0_end_to_end(tmp_path: Path, capsys) -> None:
-    """20 real photos, 2 perturbations × 2 severities, through the CLI; then RR and E reach the ARGUS table."""
+    """20 real photos, 2 perturbations × 2 severities, through the CLI; then RR and E reach the reliability table."""
     root = tmp_path / "photos"
     root.mkdir()
     for path in sorted(shared("imagenet-sample").glob("*.JPEG"))[::50][:20]:
@@ -169,7 +169,13 @@ def test_efficientnet_lite0_end_to_end(tmp_path: Path, capsys) -> None:
 
     engine = create_db_engine(f"sqlite:///{tmp_path / 'ws' / 'relabel.db'}")
     main([*base, "suggest", "--quiet", "--limit", "20"])  # a stored run of the same model
-    ev = evaluate(engine, n_boot=0)
-    row = next(r for r in ev.argus.rows if r.model == "efficientnet-lite0")  # type: ignore[union-attr]
-    assert row.robustness == pytest.approx(data["retention"]["imgt"]) and row.efficiency == 1.0
+    ev = evaluate(engine, n_boot=0, weights={"P": 1, "CDC": 0, "RR": 1, "E": 1})  # one dataset: CDC is unknown
+    row = next(r for r in ev.reliability.rows if r.model == "efficientnet-lite0")  # type: ignore[union-attr]
+    assert row.robustness == pytest.approx(data["retention"]["imgt"]) and row.consistency is None
+    # E against the fixed budgets (0.1 s, 4 GiB, 10 GFLOPs), not 1.0 for being the only model measured
+    terms = row.efficiency_terms
+    assert set(terms) == {"latency_s", "peak_memory_bytes", "flops"}
+    assert terms["flops"] == pytest.approx(10e9 / (10e9 + e["flops_per_image"]))
+    assert terms["latency_s"] == pytest.approx(0.1 / (0.1 + e["latency_p50_s"]))
+    assert row.efficiency == pytest.approx(sum(terms.values()) / 3) and row.efficiency < 1
     assert row.overall is not None and row.rank_by_overall == 1

@@ -26,22 +26,26 @@ TEAM = (
     "image,labels\nn01440764_a.jpg,tench|goldfish\nn01440764_b.jpg,goldfish\nn01443537_c.jpg,\n"
     "n02123045_d.jpg,tabby|tiger cat\nn02123045_e.jpg,tiger cat\n"
 )
-# "m5" ranks five classes; c failed. imgt top-1: b, e right (2/4); top-5: 4/4.
-# team top-1: a, d right (2/4); top-5: a, d, e (3/4).
+# An error row's details may carry "reason" and "raw" (the reply), stored in their own columns (see add_run).
+HTTP_503 = {"retryable": True, "reason": "HTTP 503: the server is overloaded"}  # infrastructure: never scored
+BROKEN_REPLY = {"retryable": False, "reason": "expected 2 numbered answers, got 'a tabby cat'", "raw": "a tabby cat"}
+# "m5" ranks five classes; c's call failed on the server (HTTP 503, left out). imgt top-1: b, e right (2/4);
+# top-5: 4/4. team top-1: a, d right (2/4); top-5: a, d, e (3/4).
 M5: dict[str, tuple[list[int], str, dict | None]] = {
     "a": ([GOLDFISH, TENCH, 2, 3, 4], "ok", None),
     "b": ([TENCH, 2, 3, 4, 5], "ok", None),
-    "c": ([], "error", None),
+    "c": ([], "error", HTTP_503),
     "d": ([TIGER_CAT, TABBY, 2, 3, 4], "ok", None),
     "e": ([TABBY, TIGER_CAT, 2, 3, 4], "ok", None),
 }
-# "m1", closed world: b's answer was out of prompt (no class, scored wrong); d failed.
-# imgt: a, c right of a, b, c, e (2/4). team: a, e right of a, b, e (2/3). OOP: 1 of 4 answered.
+# "m1", closed world: b's answer was out of prompt (no class, scored wrong); d's reply broke the format (a
+# failed reply: scored wrong). imgt: a, c right of a..e (2/5; 2/4 excluding the failure). team: a, e right of
+# a, b, d, e (2/4; 2/3 excluding the failure). OOP: 1 of 4 answered.
 M1: dict[str, tuple[list[int], str, dict | None]] = {
     "a": ([TENCH], "ok", {"oop": False}),
     "b": ([], "ok", {"oop": True}),
     "c": ([GOLDFISH], "ok", {"oop": False}),
-    "d": ([], "error", None),
+    "d": ([], "error", BROKEN_REPLY),
     "e": ([TIGER_CAT], "ok", {"oop": False}),
 }
 
@@ -70,16 +74,25 @@ def letter_ids(engine: Engine) -> dict[str, int]:
 
 
 def add_run(
-    engine: Engine, name: str, model: str, protocol: str, rows: dict[str, tuple[list[int], str, Any]], ids: dict
+    engine: Engine,
+    name: str,
+    model: str,
+    protocol: str,
+    rows: dict[str, tuple[list[int], str, Any]],
+    ids: dict,
+    dataset: str = "five",
 ) -> None:
-    """A model run with predictions as the suggestion runner stores them (status, classes, details)."""
+    """A model run with predictions as the suggestion runner stores them (status, classes, details); an error's
+    reason is its details' "reason" (default "failed": a failed reply) and its reply text their "raw"."""
     with Session(engine) as s:
-        run = ModelRun(dataset_id=get_dataset(s, "five").id, name=name, model=model, protocol=protocol, params={})
+        run = ModelRun(dataset_id=get_dataset(s, dataset).id, name=name, model=model, protocol=protocol, params={})
         s.add(run)
         s.flush()
         values = [
-            {"run_id": run.id, "image_id": ids[k], "classes": c, "status": PredictionStatus(st), "details": d,
-             "reason": "failed" if st == "error" else "", "raw_output": ""}
+            {"run_id": run.id, "image_id": ids[k], "classes": c, "status": PredictionStatus(st),
+             "details": {key: v for key, v in d.items() if key not in ("reason", "raw")} if d else d,
+             "reason": (d or {}).get("reason", "failed") if st == "error" else "",
+             "raw_output": (d or {}).get("raw", "")}
             for k, (c, st, d) in rows.items()
         ]  # fmt: skip
         s.execute(insert(Prediction), values)

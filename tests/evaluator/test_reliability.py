@@ -1,4 +1,4 @@
-"""ARGUS reliability parts: the CDC worked example, hand-computed parts, weights and the ranking table."""
+"""Reliability after ARGUS: the CDC worked example, hand-computed parts, E against budgets, weights, rankings."""
 
 from __future__ import annotations
 
@@ -9,10 +9,13 @@ import pytest
 
 from evaluator import EvaluationError
 from evaluator.reliability import (
+    BUDGETS,
+    EfficiencyBudgets,
     EfficiencyMeasurement,
     ReliabilityParts,
     capability,
     compare_rankings,
+    consistency_of_resamples,
     cross_dataset_consistency,
     efficiency,
     overall,
@@ -44,9 +47,13 @@ class TestCrossDatasetConsistency:
         # ā = 0.74, mean |a_i − ā| = 0.092, CDC = 1 − 0.092 / 0.74
         assert round(cross_dataset_consistency([0.80, 0.75, 0.60, 0.90, 0.65]), 4) == 0.8757
 
-    def test_equal_scores_and_one_dataset_are_fully_consistent(self) -> None:
+    def test_equal_scores_are_fully_consistent(self) -> None:
         assert cross_dataset_consistency([0.7, 0.7, 0.7]) == pytest.approx(1.0)
-        assert cross_dataset_consistency([0.4]) == 1.0
+
+    def test_one_dataset_has_no_cdc(self) -> None:
+        # one score has no spread: CDC is unknown, never 1
+        with pytest.raises(EvaluationError, match="CDC needs scores on at least 2 datasets, got 1"):
+            cross_dataset_consistency([0.4])
 
     def test_zero_mean_is_zero(self) -> None:
         assert cross_dataset_consistency([0.0, 0.0]) == 0.0
@@ -58,6 +65,13 @@ class TestCrossDatasetConsistency:
     def test_needs_one_score_per_dataset(self) -> None:
         with pytest.raises(EvaluationError, match=r"must be 1-D \(one per dataset\), got shape \(2, 2\)"):
             cross_dataset_consistency([[0.1, 0.2], [0.3, 0.4]])
+
+    def test_resamples_row_by_row(self) -> None:
+        resampled = [[0.80, 0.75, 0.60, 0.90, 0.65], [0.5, 0.5, 0.5, 0.5, 0.5], [0.5, np.nan, 0.5, 0.5, 0.5]]
+        out = consistency_of_resamples(resampled)
+        assert out[:2] == pytest.approx([0.8757, 1.0], abs=1e-4) and math.isnan(out[2])
+        with pytest.raises(EvaluationError, match=r"\(n_boot, n_datasets ≥ 2\), got shape \(3, 1\)"):
+            consistency_of_resamples([[0.5], [0.6], [0.7]])
 
 
 class TestRobustnessRetention:
@@ -82,29 +96,35 @@ class TestRobustnessRetention:
 
 
 class TestEfficiency:
-    def test_hand_computed(self) -> None:
-        fast = EfficiencyMeasurement(latency_p50_s=0.01, latency_p95_s=0.02, throughput_per_s=100, n_parameters=5e6)
-        slow = EfficiencyMeasurement(
-            latency_p50_s=0.02, latency_p95_s=0.03, throughput_per_s=50, n_parameters=5e6, flops=1e9
-        )
-        # FLOPs is not known for `fast`, so it does not enter; slow: 0.5, 2/3, 0.5, 1 -> 2/3
-        assert efficiency([fast, slow]).tolist() == pytest.approx([1.0, 2 / 3])
+    def test_hand_computed_against_the_budgets(self) -> None:
+        # budgets 0.1 s, 4 GiB, 10 GFLOPs, 1 per 1k images; each term is B / (B + x)
+        fast = EfficiencyMeasurement(latency_s=0.05, peak_memory_bytes=2**30, flops=10e9)
+        score = efficiency(fast)
+        assert score.terms == pytest.approx({"latency_s": 2 / 3, "peak_memory_bytes": 0.8, "flops": 0.5})
+        assert score.value == pytest.approx((2 / 3 + 0.8 + 0.5) / 3)
 
-    def test_a_single_model_is_fully_efficient(self) -> None:
-        assert efficiency([EfficiencyMeasurement(peak_memory_bytes=3e9, flops=4e9)]).tolist() == [1.0]
+    def test_a_measure_at_its_budget_scores_one_half(self) -> None:
+        at_budget = EfficiencyMeasurement(**{name: getattr(BUDGETS, name) for name in BUDGETS.__dataclass_fields__})
+        assert efficiency(at_budget).value == pytest.approx(0.5)
 
-    def test_no_common_measure(self) -> None:
-        with pytest.raises(EvaluationError, match="no measure is known for every model; give at least one of"):
-            efficiency([EfficiencyMeasurement(flops=1.0), EfficiencyMeasurement(n_parameters=1.0)])
+    def test_unknown_measures_enter_no_term(self) -> None:
+        # a model behind an API: latency and cost are known, its memory and FLOPs are not
+        api = efficiency(EfficiencyMeasurement(latency_s=1.0, cost_per_1k_images=2.0))
+        assert set(api.terms) == {"latency_s", "cost_per_1k_images"}
+        assert api.value == pytest.approx((0.1 / 1.1 + 1 / 3) / 2)
+        assert efficiency(EfficiencyMeasurement()).value is None
+        assert efficiency(EfficiencyMeasurement(cost_per_1k_images=0.0)).value == 1.0  # free
 
-    @pytest.mark.parametrize("value", [0.0, -1.0, float("inf")])
-    def test_measurements_must_be_positive(self, value: float) -> None:
-        with pytest.raises(EvaluationError, match=f"model 1 has latency_p50_s = {value}"):
-            efficiency([EfficiencyMeasurement(latency_p50_s=1.0), EfficiencyMeasurement(latency_p50_s=value)])
+    def test_other_budgets(self) -> None:
+        budgets = EfficiencyBudgets(latency_s=1.0)
+        assert efficiency(EfficiencyMeasurement(latency_s=1.0), budgets).value == pytest.approx(0.5)
+        with pytest.raises(EvaluationError, match="budget flops = 0; budgets must be finite numbers > 0"):
+            efficiency(EfficiencyMeasurement(latency_s=1.0), EfficiencyBudgets(flops=0))
 
-    def test_no_models(self) -> None:
-        with pytest.raises(EvaluationError, match="at least one model"):
-            efficiency([])
+    @pytest.mark.parametrize("value", [-1.0, float("inf"), float("nan")])
+    def test_measurements_must_be_finite_and_not_negative(self, value: float) -> None:
+        with pytest.raises(EvaluationError, match="latency_s = .*; a measurement must be a finite number ≥ 0"):
+            efficiency(EfficiencyMeasurement(latency_s=value))
 
 
 class TestOverall:

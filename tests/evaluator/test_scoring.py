@@ -13,7 +13,8 @@ from evaluator import EvaluationError, LabelSets
 from evaluator.ranking import ranking_shift
 from evaluator.scoring import (
     accuracy_by_category,
-    bootstrap_ci,
+    class_mean_accuracy,
+    image_outcomes,
     mean_per_class_accuracy,
     multilabel_accuracy,
     oop_rate,
@@ -53,7 +54,7 @@ class TestGoldenImageNetVal:
         assert (round(100 * real_rule.accuracy, 3), real_rule.n_scored) == (77.614, 46_837)
         assert real_rule.n_excluded == 3_163 and real_rule.n_errors == 0
         assert real_rule.ci_low < real_rule.accuracy < real_rule.ci_high
-        assert real_rule.ci_high - real_rule.ci_low == pytest.approx(2 * 1.96 * math.sqrt(0.776 * 0.224 / 46_837), 0.1)
+        assert real_rule.ci_high - real_rule.ci_low == pytest.approx(2 * 1.96 * math.sqrt(0.776 * 0.224 / 46_837), 0.01)
 
     def test_batched_path_gives_the_same_numbers(self) -> None:
         pred, original, real = val_in_real_order()
@@ -68,8 +69,8 @@ class TestGoldenImageNetVal:
 
 class TestTopkAccuracy:
     def test_hand_computed_top1_and_top2(self) -> None:
-        top1 = topk_accuracy(PRED, SINGLE, k=1, ok=OK, n_classes=10, n_boot=0)
-        top2 = topk_accuracy(PRED, SINGLE, k=2, ok=OK, n_classes=10, n_boot=0)
+        top1 = topk_accuracy(PRED, SINGLE, k=1, ok=OK, n_classes=10, interval=None)
+        top2 = topk_accuracy(PRED, SINGLE, k=2, ok=OK, n_classes=10, interval=None)
 
         assert top1.accuracy == 0.5
         assert (top1.n_scored, top1.n_correct, top1.n_errors, top1.n_excluded) == (2, 1, 1, 1)
@@ -77,22 +78,22 @@ class TestTopkAccuracy:
         assert top1.ci_low is None and top1.ci_high is None
 
     def test_an_error_is_never_scored_as_wrong(self) -> None:
-        wrong = topk_accuracy([[0], [0]], [1, 2], ok=[True, False], n_classes=3, n_boot=0)
+        wrong = topk_accuracy([[0], [0]], [1, 2], ok=[True, False], n_classes=3, interval=None)
         assert (wrong.accuracy, wrong.n_scored, wrong.n_errors) == (0.0, 1, 1)
 
     def test_one_dimensional_predictions_are_top1(self) -> None:
-        assert topk_accuracy(np.array([2, 3, 0, 0]), SINGLE, n_classes=10, n_boot=0).n_correct == 2
+        assert topk_accuracy(np.array([2, 3, 0, 0]), SINGLE, n_classes=10, interval=None).n_correct == 2
 
     def test_all_calls_failed_gives_nan_not_zero(self) -> None:
-        score = topk_accuracy(PRED, SINGLE, ok=np.zeros(4, bool), n_classes=10, n_boot=0)
+        score = topk_accuracy(PRED, SINGLE, ok=np.zeros(4, bool), n_classes=10, interval=None)
         assert math.isnan(score.accuracy) and score.n_errors == 4 and score.n_scored == 0
 
     def test_minus_one_padding_never_matches(self) -> None:
-        score = topk_accuracy([[-1, 3]], [3], k=1, n_classes=5, n_boot=0)
+        score = topk_accuracy([[-1, 3]], [3], k=1, n_classes=5, interval=None)
         assert score.n_correct == 0
 
     def test_unsigned_predictions_are_accepted(self) -> None:
-        assert topk_accuracy(np.array([2, 3], np.uint16), [2, 4], n_classes=10, n_boot=0).n_correct == 1
+        assert topk_accuracy(np.array([2, 3], np.uint16), [2, 4], n_classes=10, interval=None).n_correct == 1
 
     def test_known_flips_are_exactly_the_errors(self) -> None:
         rng = np.random.default_rng(7)
@@ -100,7 +101,7 @@ class TestTopkAccuracy:
         flipped = rng.random(5_000) < 0.13
         pred = np.where(flipped, (labels + rng.integers(1, 1000, 5_000)) % 1000, labels)
 
-        score = topk_accuracy(pred, labels, n_boot=0)
+        score = topk_accuracy(pred, labels, interval=None)
 
         assert score.n_correct == 5_000 - flipped.sum()
 
@@ -108,58 +109,67 @@ class TestTopkAccuracy:
 class TestMultilabelAccuracy:
     def test_real_rule_hand_computed(self) -> None:
         # image 0: top-1 1 is in {1, 9}; image 1: top-1 3 not in {4}, top-2 4 is; image 2 failed; image 3 excluded.
-        top1 = multilabel_accuracy(PRED, SETS, k=1, ok=OK, n_boot=0)
-        top2 = multilabel_accuracy(PRED, SETS, k=2, ok=OK, n_boot=0)
+        top1 = multilabel_accuracy(PRED, SETS, k=1, ok=OK, interval=None)
+        top2 = multilabel_accuracy(PRED, SETS, k=2, ok=OK, interval=None)
 
         assert (top1.accuracy, top1.n_scored, top1.n_errors, top1.n_excluded) == (0.5, 2, 1, 1)
         assert top2.accuracy == 1.0
 
     def test_second_label_of_a_set_counts(self) -> None:
         sets = LabelSets.from_lists([[1, 2, 3], [4]], n_classes=5)
-        assert multilabel_accuracy([[3], [3]], sets, n_boot=0).n_correct == 1
+        assert multilabel_accuracy([[3], [3]], sets, interval=None).n_correct == 1
 
     def test_single_labels_are_refused_with_a_pointer(self) -> None:
         with pytest.raises(EvaluationError, match="use topk_accuracy"):
             multilabel_accuracy(PRED, SINGLE)
 
-    def test_ci_is_seeded_and_brackets_the_accuracy(self) -> None:
-        rng = np.random.default_rng(0)
-        ref = rng.integers(0, 10, 400)
-        pred = np.where(rng.random(400) < 0.7, ref, (ref + 1) % 10)
-        sets = LabelSets.from_single(ref, 10)
+    def test_wilson_interval_by_default_clopper_pearson_on_request(self) -> None:
+        sets = LabelSets.from_single(np.arange(10) % 3, 3)
+        pred = np.where(np.arange(10) < 7, np.arange(10) % 3, (np.arange(10) + 1) % 3)  # 7 of 10 right
 
-        a, b = multilabel_accuracy(pred, sets, seed=1), multilabel_accuracy(pred, sets, seed=1)
-        c = multilabel_accuracy(pred, sets, seed=2)
+        wilson = multilabel_accuracy(pred, sets)
+        exact = multilabel_accuracy(pred, sets, interval="clopper-pearson")
 
-        assert a == b and (a.ci_low, a.ci_high) != (c.ci_low, c.ci_high)
-        assert a.ci_low < a.accuracy < a.ci_high
+        assert (wilson.ci_low, wilson.ci_high) == pytest.approx((0.3968, 0.8922), abs=1e-4)  # Wilson 1927, z = 1.96
+        assert (exact.ci_low, exact.ci_high) == pytest.approx((0.3475, 0.9333), abs=1e-4)
+        with pytest.raises(EvaluationError, match="unknown interval method 'bootstrap'; known: clopper-pearson"):
+            multilabel_accuracy(pred, sets, interval="bootstrap")
 
 
-class TestBootstrap:
-    def test_binomial_draws_match_resampling_images(self) -> None:
-        correct = np.random.default_rng(3).random(2_000) < 0.8
-        rng = np.random.default_rng(4)
-        resampled = correct[rng.integers(0, 2_000, (2_000, 2_000))].mean(axis=1)
-        expected = np.quantile(resampled, [0.025, 0.975])
+class TestFailures:
+    # Image 2's call failed: as a failed reply it counts as wrong, as an infrastructure error it is left out.
+    def test_a_failed_reply_counts_as_wrong(self) -> None:
+        failed = ~OK
+        score = multilabel_accuracy(PRED, SETS, k=1, ok=OK, failed=failed, interval=None)
 
-        low, high = bootstrap_ci(correct, n_boot=20_000, seed=5)
+        assert (score.n_scored, score.n_correct, score.n_failed, score.n_errors) == (3, 1, 1, 0)
+        assert score.accuracy == pytest.approx(1 / 3) and score.accuracy_excluding_failures == 0.5
 
-        assert (low, high) == pytest.approx(tuple(expected), abs=0.004)
+    def test_an_infrastructure_error_is_left_out(self) -> None:
+        score = multilabel_accuracy(PRED, SETS, k=1, ok=OK, interval=None)
+        assert (score.n_scored, score.n_failed, score.n_errors, score.accuracy) == (2, 0, 1, 0.5)
 
-    def test_all_correct_has_a_degenerate_interval(self) -> None:
-        assert bootstrap_ci(np.ones(10, bool)) == (1.0, 1.0)
+    def test_a_failed_reply_on_an_excluded_image_stays_excluded(self) -> None:
+        ok, failed = np.array([True, True, True, False]), np.array([False, False, False, True])
+        score = multilabel_accuracy(PRED, SETS, ok=ok, failed=failed, interval=None)
+        assert (score.n_scored, score.n_failed, score.n_excluded, score.n_errors) == (3, 0, 1, 0)
 
-    @pytest.mark.parametrize(
-        ("kwargs", "message"),
-        [({"n_boot": 0}, "n_boot must be an integer ≥ 1"), ({"level": 1.0}, r"level must be in \(0, 1\)")],
-    )
-    def test_bad_settings(self, kwargs: dict, message: str) -> None:
-        with pytest.raises(EvaluationError, match=message):
-            bootstrap_ci([True, False], **kwargs)
+    def test_batch_and_categories_count_failures_too(self) -> None:
+        failed = np.stack([~OK, np.zeros(4, bool)])
+        batch = score_many(np.stack([PRED, PRED]), SETS, ks=(1,), ok=OK, failed=failed)[1]
+        cats = accuracy_by_category(PRED, SETS, ["A", "A", "A", "Z"], ok=OK, failed=~OK)
 
-    def test_empty_is_an_error(self) -> None:
-        with pytest.raises(EvaluationError, match="non-empty 1-D"):
-            bootstrap_ci(np.array([], bool))
+        assert batch.n_scored.tolist() == [3, 2] and batch.n_failed.tolist() == [1, 0]
+        assert batch.accuracy_excluding_failures.tolist() == [0.5, 0.5]
+        assert (cats["A"].n_scored, cats["A"].n_failed, cats["A"].accuracy) == (3, 1, pytest.approx(1 / 3))
+
+    def test_image_outcomes(self) -> None:
+        correct, scored = image_outcomes(PRED, SETS, 1, OK, failed=~OK)
+        assert correct.tolist() == [True, False, False, False] and scored.tolist() == [True, True, True, False]
+
+    def test_failed_may_not_mark_an_answered_image(self) -> None:
+        with pytest.raises(EvaluationError, match="failed marks image 0, which is ok"):
+            multilabel_accuracy(PRED, SETS, ok=OK, failed=[True, False, True, False])
 
 
 class TestMeanPerClassAccuracy:
@@ -190,6 +200,13 @@ class TestMeanPerClassAccuracy:
         score = mean_per_class_accuracy(pred, ref, n_classes=20, n_boot=300, seed=3)
         assert score.ci_low < score.accuracy < score.ci_high < 1
 
+    def test_class_mean_groups_by_the_class_given(self) -> None:
+        # classes 0: images 0, 1 (1 right), 1: image 2 (right); image 3 unscored, image 4 has no class
+        score = class_mean_accuracy([True, False, True, True, True], [0, 0, 1, 1, -1], [1, 1, 1, 0, 1], n_classes=3,
+                                    n_boot=0)  # fmt: skip
+        assert (score.accuracy, score.n_scored, score.n_errors, score.n_excluded) == (0.75, 3, 1, 1)
+        assert score.n_classes_scored == 2
+
     def test_n_classes_must_agree_with_the_label_sets(self) -> None:
         with pytest.raises(EvaluationError, match="n_classes=5 but the label sets have n_classes=10"):
             mean_per_class_accuracy(PRED, SETS, n_classes=5)
@@ -198,7 +215,7 @@ class TestMeanPerClassAccuracy:
 class TestAccuracyByCategory:
     def test_hand_computed(self) -> None:
         cats = np.array(["A", "M", "A", "Z"])
-        out = accuracy_by_category(PRED, SETS, cats, ok=OK, n_boot=0)
+        out = accuracy_by_category(PRED, SETS, cats, ok=OK, interval=None)
 
         assert list(out) == ["A", "M", "Z"]
         assert (out["A"].accuracy, out["A"].n_scored, out["A"].n_errors) == (1.0, 1, 1)
@@ -206,7 +223,7 @@ class TestAccuracyByCategory:
         assert math.isnan(out["Z"].accuracy) and out["Z"].n_excluded == 1
 
     def test_ci_per_category(self) -> None:
-        out = accuracy_by_category(PRED, SETS, ["A", "A", "A", "A"], k=2, n_boot=100)
+        out = accuracy_by_category(PRED, SETS, ["A", "A", "A", "A"], k=2)
         assert out["A"].ci_low is not None and out["A"].ci_low <= out["A"].accuracy <= out["A"].ci_high
 
     def test_length_mismatch(self) -> None:
@@ -225,16 +242,16 @@ class TestScoreMany:
 
         for m in range(4):
             for k in (1, 5):
-                assert batch[k].score(m) == multilabel_accuracy(preds[m], sets, k, ok[m], n_boot=0)
+                assert batch[k].score(m) == multilabel_accuracy(preds[m], sets, k, ok[m])
 
     def test_one_ok_mask_for_every_model(self) -> None:
         preds = np.stack([PRED, PRED])
         batch = score_many(preds, SETS, ks=(1, 2), ok=OK)
         assert batch[2].accuracy.tolist() == [1.0, 1.0] and batch[1].n_errors.tolist() == [1, 1]
 
-    def test_bootstrap_arrays(self) -> None:
-        batch = score_many(np.stack([PRED, PRED]), SETS, ks=(2,), n_boot=50)[2]
-        assert batch.ci_low.shape == (2,) and batch.score(1).ci_high == 1.0
+    def test_interval_arrays(self) -> None:
+        batch = score_many(np.stack([PRED, PRED]), SETS, ks=(2,))[2]
+        assert batch.ci_low.shape == (2,) and batch.score(1).ci_high == 1.0 and batch.score(1).ci_low < 0.5
 
     def test_ok_per_model_must_match_the_batch(self) -> None:
         with pytest.raises(EvaluationError, match=r"ok has shape \(3, 4\), expected \(2, 4\)"):
@@ -375,7 +392,7 @@ class TestInputErrors:
 
     def test_bad_n_boot(self) -> None:
         with pytest.raises(EvaluationError, match="n_boot must be an integer ≥ 0, got -1"):
-            multilabel_accuracy(PRED, SETS, n_boot=-1)
+            mean_per_class_accuracy(PRED, SETS, n_boot=-1)
 
     def test_is_a_value_error(self) -> None:
         assert issubclass(EvaluationError, ValueError)

@@ -1,0 +1,237 @@
+"""Paired comparisons: two accuracies on the same images, and a bootstrap that resamples images jointly.
+
+A gain from reference a (ImGT) to reference b (ReaL, a ReGT snapshot) is only a gain if both are measured on the
+same images: ImGT scores all 50,000 ImageNet val images, ReaL the 46,837 it labels, and the images ReaL leaves out
+are harder than the rest. So a difference is taken on the images both references score, image by image.
+
+paired difference   accuracy_b − accuracy_a over the n common images. Each image falls in one of four cells (right
+                    under both, under a only, under b only, under neither); resampling the n images with
+                    replacement draws the cell counts from Multinomial(n, observed shares) exactly, so the paired
+                    bootstrap is one vectorised multinomial draw per model, not n_boot × n index draws. The interval
+                    is the percentile interval of (n_only_b − n_only_a) / n over the resamples. When no image is
+                    discordant (right under exactly one reference) every resample gives 0; the interval is then
+                    ± the Wilson upper bound of 0 discordant images in n (|difference| ≤ discordant share), so it
+                    is never the degenerate 0–0.
+joint bootstrap     `JointBootstrap(n_images, n_boot, seed)` draws n_boot resamples of the images once (from the
+                    seed, chunk by chunk), and every statistic computed through it — each model's accuracy under
+                    each reference, a rank, a reliability part — sees the same resamples. Statistics of different
+                    models and references are then resampled jointly, as the ranking and the comparison between
+                    models need; two instances with the same (n_images, n_boot, seed) draw the same resamples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from evaluator.errors import EvaluationError
+from evaluator.intervals import LEVEL, wilson_interval
+from evaluator.references import check_boot, check_mask
+
+N_BOOT = 1000
+CHUNK_VALUES = 8_000_000  # resample counts held at once (32 MB of float32)
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """Accuracy under reference b minus under reference a on the same `n_common` images; bounds in [−1, 1].
+
+    `n_only_a` images are right under a only, `n_only_b` under b only. NaN when n_common = 0.
+    """
+
+    n_common: int
+    n_correct_a: int
+    n_correct_b: int
+    n_only_a: int
+    n_only_b: int
+    ci_low: float | None = None
+    ci_high: float | None = None
+
+    @property
+    def accuracy_a(self) -> float:
+        return self.n_correct_a / self.n_common if self.n_common else float("nan")
+
+    @property
+    def accuracy_b(self) -> float:
+        return self.n_correct_b / self.n_common if self.n_common else float("nan")
+
+    @property
+    def difference(self) -> float:
+        """accuracy_b − accuracy_a, in [−1, 1]."""
+        return (self.n_only_b - self.n_only_a) / self.n_common if self.n_common else float("nan")
+
+
+@dataclass(frozen=True, eq=False)
+class BatchPairedDifference:
+    """Paired differences of n_models models at once: every array is (n_models,)."""
+
+    n_common: np.ndarray
+    n_correct_a: np.ndarray
+    n_correct_b: np.ndarray
+    n_only_a: np.ndarray
+    n_only_b: np.ndarray
+    ci_low: np.ndarray | None = None
+    ci_high: np.ndarray | None = None
+
+    @property
+    def difference(self) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return (self.n_only_b - self.n_only_a) / self.n_common
+
+    def row(self, i: int) -> PairedDifference:
+        low, high = self.ci_low, self.ci_high
+        return PairedDifference(
+            int(self.n_common[i]),
+            int(self.n_correct_a[i]),
+            int(self.n_correct_b[i]),
+            int(self.n_only_a[i]),
+            int(self.n_only_b[i]),
+            None if low is None else float(low[i]),
+            None if high is None else float(high[i]),
+        )
+
+
+def paired_difference(
+    correct_a: ArrayLike,
+    correct_b: ArrayLike,
+    common: ArrayLike | None = None,
+    *,
+    n_boot: int = N_BOOT,
+    level: float = LEVEL,
+    seed: int = 0,
+) -> PairedDifference:
+    """accuracy_b − accuracy_a of one model on the images in `common` (default: all), with its paired bootstrap
+    interval. `correct_a`, `correct_b`, `common`: bool (n_images,). `n_boot` = 0 skips the interval."""
+    a = check_mask(correct_a, "correct_a", np.shape(correct_a))
+    if a.ndim != 1:
+        raise EvaluationError(f"correct_a must be 1-D (n_images,), got shape {a.shape}; use paired_many for models")
+    b = check_mask(correct_b, "correct_b", a.shape)
+    both = None if common is None else check_mask(common, "common", a.shape)[None]
+    return paired_many(a[None], b[None], both, n_boot=n_boot, level=level, seed=seed).row(0)
+
+
+def paired_many(
+    correct_a: ArrayLike,
+    correct_b: ArrayLike,
+    common: ArrayLike | None = None,
+    *,
+    n_boot: int = N_BOOT,
+    level: float = LEVEL,
+    seed: int = 0,
+) -> BatchPairedDifference:
+    """Paired differences of n_models models: `correct_a`, `correct_b` bool (n_models, n_images); `common` bool
+    (n_models, n_images) or (n_images,) marks each model's images scored under both references (default all)."""
+    a = check_mask(correct_a, "correct_a", np.shape(correct_a))
+    if a.ndim != 2:
+        raise EvaluationError(f"correct_a must be (n_models, n_images), got shape {a.shape}")
+    b = check_mask(correct_b, "correct_b", a.shape)
+    both = np.ones(a.shape, bool) if common is None else _common_mask(common, a.shape)
+    check_boot(n_boot)
+    counts = _cell_counts(a, b, both)
+    if not n_boot:
+        return counts
+    low, high = _paired_interval(counts, n_boot, level, seed)
+    return replace(counts, ci_low=low, ci_high=high)
+
+
+def _common_mask(common: ArrayLike, shape: tuple[int, ...]) -> np.ndarray:
+    if np.ndim(common) == 1:
+        return np.broadcast_to(check_mask(common, "common", shape[1:]), shape)
+    return check_mask(common, "common", shape)
+
+
+def _cell_counts(a: np.ndarray, b: np.ndarray, common: np.ndarray) -> BatchPairedDifference:
+    a, b = a & common, b & common
+    return BatchPairedDifference(
+        np.count_nonzero(common, axis=1),
+        np.count_nonzero(a, axis=1),
+        np.count_nonzero(b, axis=1),
+        np.count_nonzero(a & ~b, axis=1),
+        np.count_nonzero(b & ~a, axis=1),
+    )
+
+
+def _paired_interval(
+    counts: BatchPairedDifference, n_boot: int, level: float, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile interval of the resampled difference per model (module docstring); NaN where n_common = 0."""
+    n = counts.n_common
+    safe = np.maximum(n, 1)
+    shares = np.stack([counts.n_only_a, counts.n_only_b, n - counts.n_only_a - counts.n_only_b], axis=1) / safe[:, None]
+    shares[n == 0] = (0.0, 0.0, 1.0)
+    draws = np.random.default_rng(seed).multinomial(safe, shares, size=(n_boot, len(n)))  # (n_boot, n_models, 3)
+    diffs = (draws[..., 1] - draws[..., 0]) / safe
+    low, high = np.quantile(diffs, [(1 - level) / 2, (1 + level) / 2], axis=0)
+    flat = (counts.n_only_a + counts.n_only_b) == 0
+    bound = wilson_interval(np.zeros_like(n), safe, level)[1]
+    low, high = np.where(flat, -bound, low), np.where(flat, bound, high)
+    empty = n == 0
+    return np.where(empty, np.nan, low), np.where(empty, np.nan, high)
+
+
+class JointBootstrap:
+    """`n_boot` resamples, with replacement, of `n_images` images, drawn from `seed` (module docstring).
+
+    The resamples are regenerated on each call (chunk by chunk, never all in memory), identically.
+    """
+
+    def __init__(self, n_images: int, n_boot: int = N_BOOT, seed: int = 0) -> None:
+        if isinstance(n_images, bool) or not isinstance(n_images, int | np.integer) or n_images < 1:
+            raise EvaluationError(f"n_images must be a positive integer, got {n_images!r}")
+        check_boot(n_boot, allow_zero=False)
+        self.n_images, self.n_boot, self.seed = int(n_images), int(n_boot), int(seed)
+        self.chunk = max(1, CHUNK_VALUES // self.n_images)
+
+    def counts(self) -> Iterator[np.ndarray]:
+        """(chunk, n_images) float32 arrays: how often each image is drawn in each resample; n_boot rows in all."""
+        rng = np.random.default_rng(self.seed)
+        n = self.n_images
+        dtype = np.int32 if n < 2**31 else np.int64  # half the bytes to draw and to count
+        for start in range(0, self.n_boot, self.chunk):
+            size = min(self.chunk, self.n_boot - start)
+            draws = rng.integers(0, n, size=(size, n), dtype=dtype)
+            counts = np.empty((size, n), np.float32)
+            for row in range(size):  # one resample at a time: its counts stay in cache while they are added up
+                counts[row] = np.bincount(draws[row], minlength=n)
+            yield counts
+
+    def means(self, values: ArrayLike, mask: ArrayLike | None = None) -> np.ndarray:
+        """(n_boot, n_columns): the mean of each column of `values` over its `mask`ed images in each resample.
+
+        `values` (n_columns, n_images) numbers or bools (an accuracy: the per-image correctness); `mask` bool
+        (n_columns, n_images) or (n_images,), the images each column is taken over (default: all). NaN where a
+        resample holds none of a column's images.
+        """
+        arr = np.asarray(values)
+        if arr.ndim != 2 or arr.shape[1] != self.n_images or arr.dtype.kind not in "biuf":
+            raise EvaluationError(f"values must be numbers of shape (n_columns, {self.n_images}), got {arr.shape}")
+        if mask is None:
+            keep = np.ones(self.n_images, bool)
+        else:
+            keep = check_mask(mask, "mask", np.shape(mask))
+            if keep.shape not in ((self.n_images,), arr.shape):
+                raise EvaluationError(f"mask has shape {keep.shape}; expected ({self.n_images},) or {arr.shape}")
+        # (columns, images) @ (images, resamples) keeps the long image axis contiguous on both sides for BLAS
+        weighted = np.ascontiguousarray(np.where(keep, arr, 0), dtype=np.float32)
+        seen_by = np.ascontiguousarray(keep, dtype=np.float32)
+        out = []
+        for counts in self.counts():
+            totals, seen = weighted @ counts.T, seen_by @ counts.T  # (columns, chunk), and (chunk,) or (columns, chunk)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out.append((totals / seen).T)
+        return np.concatenate(out).astype(np.float64)
+
+
+def percentile_interval(resampled: ArrayLike, level: float = LEVEL) -> tuple[np.ndarray, np.ndarray]:
+    """The percentile interval of each column of `resampled` (n_boot, ...), ignoring NaN resamples."""
+    arr = np.asarray(resampled, dtype=np.float64)
+    if arr.ndim < 1 or arr.shape[0] == 0:
+        raise EvaluationError(f"resampled must have at least one resample, got shape {arr.shape}")
+    if not 0 < level < 1:
+        raise EvaluationError(f"level must be in (0, 1), got {level!r}")
+    with np.errstate(invalid="ignore"):
+        low, high = np.nanquantile(arr, [(1 - level) / 2, (1 + level) / 2], axis=0)
+    return low, high

@@ -1,0 +1,142 @@
+"""Mean per-class accuracy: the accuracy of each class over the images counted toward it, averaged over classes.
+
+`mean_per_class_accuracy` counts a multi-label image toward each class of its reference set (with its image-level
+correctness); `class_mean_accuracy` takes one class per image from the caller, which is how Shankar et al.
+(2020) average: by the image's original ImageNet label. Classes without a scored image are left out of the mean.
+The interval is a percentile bootstrap over `n_boot` resamples of the scored images (seeded, in chunks), since a
+mean of class accuracies is not one proportion.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike
+from scipy import sparse
+
+from evaluator.intervals import LEVEL
+from evaluator.references import (
+    LabelSets,
+    as_label_sets,
+    check_boot,
+    check_mask,
+    check_predictions,
+    correct_and_scored,
+)
+
+N_BOOT = 1000
+
+
+@dataclass(frozen=True, eq=False)
+class PerClassScore:
+    """Mean per-class accuracy; `per_class` (n_classes,) is NaN for a class without scored images."""
+
+    accuracy: float
+    per_class: np.ndarray
+    images_per_class: np.ndarray
+    n_scored: int
+    n_errors: int
+    n_excluded: int
+    ci_low: float | None = None
+    ci_high: float | None = None
+
+    @property
+    def n_classes_scored(self) -> int:
+        """Classes with at least one scored image: the classes the mean is over."""
+        return int(np.count_nonzero(self.images_per_class))
+
+
+def mean_per_class_accuracy(
+    pred: ArrayLike,
+    ref: LabelSets | ArrayLike,
+    k: int = 1,
+    ok: ArrayLike | None = None,
+    *,
+    failed: ArrayLike | None = None,
+    n_classes: int | None = None,
+    n_boot: int = N_BOOT,
+    seed: int = 0,
+) -> PerClassScore:
+    """Mean over reference classes of the accuracy on the images of that class (see the module docstring).
+
+    `ref` `LabelSets` or single labels (n_images,); a multi-label image counts toward each of its classes.
+    `n_boot` = 0 skips the bootstrap interval.
+    """
+    sets = as_label_sets(ref, n_classes)
+    arr, answered, wrong = check_predictions(pred, sets, k, ok, failed, batched=False)
+    check_boot(n_boot)
+    correct, scored = correct_and_scored(arr, sets, k, answered, wrong)
+    member = sets.to_sparse()[scored].astype(np.float64)
+    return _per_class_score(member, correct[scored], answered | wrong, sets.counts == 0, n_boot, seed)
+
+
+def class_mean_accuracy(
+    correct: ArrayLike,
+    classes: ArrayLike,
+    scored: ArrayLike | None = None,
+    *,
+    n_classes: int = 1000,
+    n_boot: int = N_BOOT,
+    seed: int = 0,
+) -> PerClassScore:
+    """The accuracy of each class over the images counted toward it, averaged over the classes that have any.
+
+    `correct`, `scored` bool (n_images,); `classes` int (n_images,) in 0..n_classes-1, the one class each image
+    counts toward (-1: none, the image is excluded). Unscored images are errors. Shankar et al.'s metric uses this
+    with the original label as the class. `n_boot` = 0 skips the bootstrap interval.
+    """
+    labels = LabelSets.from_single(classes, n_classes)
+    hits = check_mask(correct, "correct", (labels.n_images,))
+    mask = np.ones(labels.n_images, bool) if scored is None else check_mask(scored, "scored", (labels.n_images,))
+    check_boot(n_boot)
+    rows = mask & (labels.counts > 0)
+    member = labels.to_sparse()[rows].astype(np.float64)
+    return _per_class_score(member, hits[rows], mask, labels.counts == 0, n_boot, seed)
+
+
+def _per_class_score(
+    member: sparse.csr_matrix, correct: np.ndarray, counted: np.ndarray, empty: np.ndarray, n_boot: int, seed: int
+) -> PerClassScore:
+    """`member` (n_scored, C) membership of the scored images, `correct` (n_scored,); counts from the masks."""
+    per_class, images = _compute_per_class(member, correct)
+    ci = _per_class_ci(member, correct, n_boot, seed) if n_boot else (None, None)
+    return PerClassScore(
+        float(np.nanmean(per_class)) if np.any(images) else float("nan"),
+        per_class,
+        images,
+        int(member.shape[0]),
+        int((~counted).sum()),
+        int((counted & empty).sum()),
+        *ci,
+    )
+
+
+def _compute_per_class(member: sparse.csr_matrix, correct: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-class accuracy (n_classes,) (NaN where no image) and images per class, from membership (n, C)."""
+    images = np.asarray(member.sum(axis=0)).ravel()
+    hits = member.T @ correct.astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(images > 0, hits / images, np.nan), images.astype(np.int64)
+
+
+def _per_class_ci(
+    member: sparse.csr_matrix, correct: np.ndarray, n_boot: int, seed: int, level: float = LEVEL
+) -> tuple[float, float]:
+    """Percentile bootstrap CI of mean per-class accuracy: resample images, recompute every class, in chunks."""
+    n = len(correct)
+    if n == 0:
+        return float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    member_t, correct_t = member.T.tocsr(), member.T.multiply(correct[None, :]).tocsr()
+    chunk = max(1, 2_000_000 // n)
+    means = []
+    for start in range(0, n_boot, chunk):
+        size = min(chunk, n_boot - start)
+        draws = rng.integers(0, n, size=(size, n)) + (np.arange(size) * n)[:, None]
+        weights = np.bincount(draws.ravel(), minlength=size * n).reshape(size, n).T.astype(np.float64)
+        seen, hits = member_t @ weights, correct_t @ weights  # (C, size) each
+        with np.errstate(invalid="ignore", divide="ignore"):
+            means.append(np.nanmean(np.where(seen > 0, hits / seen, np.nan), axis=0))
+    low, high = np.quantile(np.concatenate(means), [(1 - level) / 2, (1 + level) / 2])
+    return float(low), float(high)

@@ -1,0 +1,89 @@
+"""The example evaluation report in docs/: cleanlab's cross-validated predictions on the 50,000 ImageNet val images
+against ImGT, ReaL, Shankar et al. and the MTurk priors, with Shankar et al.'s own metric.
+
+Builds a label-only workspace (no pixels) in a temporary folder from ../shared/data/imagenet-val through the
+tool's own commands: the original labels as ImGT, real.json, shankar_multilabel.csv and mturk_label_errors.json as
+priors, and the predictions as run `cleanlab-cv`. Then
+
+  relabel evaluate --reference imgt --reference real --reference shankar --reference mturk --metric shankar
+
+and the report's Markdown goes to OUT/example-report.md, its figures to OUT/example-report/.
+
+Example:
+  HF_HUB_OFFLINE=1 python scripts/example_report.py --out docs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from relabel.cli import main as relabel
+from relabel.vocabulary import load_builtin
+
+VAL = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "imagenet-val"
+
+
+def write_loc_solution(folder: Path) -> Path:
+    """Kaggle's LOC_val_solution.csv for the 50,000 val images, from the original labels (no pixels needed)."""
+    vocab = load_builtin()
+    paths = json.loads((VAL / "index_to_filepath.json").read_text())
+    labels = np.load(VAL / "original_labels_by_index.npy")
+    lines = ["ImageId,PredictionString"]
+    lines += [f"{Path(p).stem},{vocab.classes[int(c)].wnid} 10 20 30 40" for p, c in zip(paths, labels)]
+    path = folder / "LOC_val_solution.csv"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def build_report(tmp: Path) -> Path:
+    """The workspace and the evaluation report in `tmp`; returns the report folder."""
+    (tmp / "no-pixels").mkdir()
+    base = ["--workspace", str(tmp / "ws")]
+    report = tmp / "report"
+    steps = [
+        ["ingest", str(tmp / "no-pixels"), "--labels", str(write_loc_solution(tmp)), "--dataset", "val", "--quiet"],
+        ["labels", "import", str(VAL / "real.json"), "--format", "real"],
+        ["labels", "import", str(VAL / "shankar_multilabel.csv"), "--format", "shankar"],
+        ["labels", "import", str(VAL / "mturk_label_errors.json"), "--format", "mturk"],
+        ["predictions", "import", str(VAL / "cleanlab_cv_predicted_labels_by_index.npy"), "--run", "cleanlab-cv",
+         "--order", str(VAL / "index_to_filepath.json")],
+        ["evaluate", "--reference", "imgt", "--reference", "real", "--reference", "shankar", "--reference", "mturk",
+         "--metric", "shankar", "--out", str(report)],
+    ]  # fmt: skip
+    for args in steps:
+        relabel([*base, *args])
+    return report
+
+
+def publish(report: Path, out: Path) -> Path:
+    """report.md as OUT/example-report.md, its figures in OUT/example-report/ (links rewritten)."""
+    figures = out / "example-report"
+    figures.mkdir(parents=True, exist_ok=True)
+    for png in report.glob("*.png"):
+        shutil.copyfile(png, figures / png.name)
+    markdown = (report / "report.md").read_text()
+    markdown = re.sub(r"\]\(([\w.-]+\.png)\)", rf"]({figures.name}/\1)", markdown)
+    target = out / "example-report.md"
+    target.write_text(markdown)
+    return target
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=Path("docs"), help="folder for the Markdown and its figures")
+    args = parser.parse_args()
+    if not VAL.is_dir():
+        parser.error(f"{VAL} not found: the shared data set must sit beside the checkout")
+    with tempfile.TemporaryDirectory() as tmp:
+        print(f"wrote {publish(build_report(Path(tmp)), args.out)}")
+
+
+if __name__ == "__main__":
+    main()
