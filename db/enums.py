@@ -46,6 +46,14 @@ class Category(str, Enum):
     U = "U"  # nobody decided; labels follow the snapshot's policy for undecided images
 
 
+class Answer(str, Enum):
+    """A worker's answer to "is this class in the image?" (a vote, see `db.models.Vote`)."""
+
+    no = "no"
+    maybe = "maybe"
+    yes = "yes"
+
+
 class Role(str, Enum):
     annotator = "annotator"
     lead = "lead"

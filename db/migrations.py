@@ -29,7 +29,7 @@ class Migration:
     apply: Callable[[Connection], None]
 
 
-IMMUTABLE_TABLES = ("snapshots", "snapshot_labels")
+IMMUTABLE_TABLES = ("snapshots", "snapshot_labels", "snapshot_posteriors")
 
 
 def _install_immutability_triggers(conn: Connection) -> None:
@@ -75,10 +75,19 @@ def _evaluations(conn: Connection) -> None:
     SQLModel.metadata.tables["evaluations"].create(conn, checkfirst=True)
 
 
+def _votes(conn: Connection) -> None:
+    for table in ("vote_sources", "votes", "snapshot_posteriors"):
+        SQLModel.metadata.tables[table].create(conn, checkfirst=True)
+    if "consensus" not in {c["name"] for c in inspect(conn).get_columns("snapshots")}:
+        conn.execute(text("ALTER TABLE snapshots ADD COLUMN consensus JSON"))
+    _install_immutability_triggers(conn)
+
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "initial schema", _initial_schema),
     Migration(2, "response cache and prediction details for suggestions", _suggestion_support),
     Migration(3, "stored evaluations", _evaluations),
+    Migration(4, "workers' votes on (image, class) pairs; snapshot consensus and posteriors", _votes),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

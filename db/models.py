@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import JSON, BigInteger, Column, Index, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-from db.enums import Category, ImageStatus, PredictionStatus, Role, SourceKind, SuggestionAction, Verdict
+from db.enums import Answer, Category, ImageStatus, PredictionStatus, Role, SourceKind, SuggestionAction, Verdict
 
 
 def utcnow() -> datetime:
@@ -117,6 +117,37 @@ class Label(SQLModel, table=True):
     extra: dict[str, Any] | None = _json(nullable=True)  # source-specific detail (MTurk vote counts, ...)
 
 
+class VoteSource(SQLModel, table=True):
+    """One imported file of workers' answers (ReaL's raters, MTurk's five votes, a team's own round)."""
+
+    __tablename__ = "vote_sources"
+    __table_args__ = (UniqueConstraint("dataset_id", "name"),)
+    id: int | None = Field(default=None, primary_key=True)
+    dataset_id: int = Field(foreign_key="datasets.id")
+    name: str
+    format: str  # the import format that produced it
+    origin: str = ""  # file it was read from
+    sha256: str = ""  # of that file
+    # False when a worker name is only a ballot (MTurk's five anonymous votes per record): it then says which
+    # answers one person gave on one image, not who answered across images
+    workers_identified: bool = True
+    n_votes: int = 0
+    n_workers: int = 0
+    n_images: int = 0
+    imported_at: datetime = Field(default_factory=utcnow)
+
+
+class Vote(SQLModel, table=True):
+    """One worker's answer on one (image, class) pair. Never updated; a re-import replaces the whole source."""
+
+    __tablename__ = "votes"
+    source_id: int = Field(foreign_key="vote_sources.id", primary_key=True)
+    image_id: int = Field(foreign_key="images.id", primary_key=True)
+    class_index: int = Field(primary_key=True)  # index in the dataset's vocabulary
+    worker: str = Field(primary_key=True)
+    answer: Answer
+
+
 class ModelRun(SQLModel, table=True):
     __tablename__ = "model_runs"
     __table_args__ = (UniqueConstraint("dataset_id", "name"),)
@@ -191,6 +222,23 @@ class Snapshot(SQLModel, table=True):
     created_by: str = ""
     tool_version: str = ""
     created_at: datetime = Field(default_factory=utcnow)
+    # how the consensus was reached: {"rule": "unanimous", "min_votes": 1} or, for a probabilistic snapshot,
+    # {"rule": "ds", "threshold": 0.9, "vote_sources": [...], "with_model": null, ...}; None: older snapshots,
+    # which were all unanimous
+    consensus: dict[str, Any] | None = _json(nullable=True)
+
+
+class SnapshotPosterior(SQLModel, table=True):
+    """P(class present) of one (image, class) pair, as the consensus of a probabilistic snapshot fitted it.
+
+    Immutable like the snapshot. Pairs nobody was asked about are not stored: they count as absent (0), except the
+    classes of `snapshot_labels` taken from a decision or the base labels, which count as present (1)."""
+
+    __tablename__ = "snapshot_posteriors"
+    snapshot_id: int = Field(foreign_key="snapshots.id", primary_key=True)
+    image_id: int = Field(foreign_key="images.id", primary_key=True)
+    class_index: int = Field(primary_key=True)
+    posterior: float
 
 
 class ResponseCacheEntry(SQLModel, table=True):

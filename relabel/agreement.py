@@ -32,7 +32,8 @@ from sqlmodel import Session, select
 
 from db.enums import Verdict
 from db.models import Dataset, User
-from relabel.annotations import Decision, current_decisions
+from relabel.consensus import Decision, adjudication
+from relabel.decision_log import current_decisions
 from relabel.errors import InputError, NotFoundError
 from relabel.workspace import get_dataset
 
@@ -353,7 +354,8 @@ def decision_label(decision: Decision) -> Label:
 def ratings_from_decisions(
     decisions: Mapping[int, Sequence[Decision]], user_names: Mapping[int, str] | None = None
 ) -> tuple[dict[int, dict[Hashable, Label]], dict[int, Label]]:
-    """Split `current_decisions` output into annotator ratings and the reference (the latest adjudication per image).
+    """Split `current_decisions` output into annotator ratings and the reference (the adjudication that settles
+    the image, `relabel.consensus.adjudication`).
 
     Annotators are keyed by `user_names[user_id]` when given, else by user id.
     """
@@ -361,9 +363,9 @@ def ratings_from_decisions(
     ratings: dict[int, dict[Hashable, Label]] = {}
     reference: dict[int, Label] = {}
     for image_id, image_decisions in decisions.items():
-        adjudications = [d for d in image_decisions if d.is_adjudication]
-        if adjudications:
-            reference[image_id] = decision_label(max(adjudications, key=lambda d: d.annotation_id))
+        adjudicated = adjudication(image_decisions)
+        if adjudicated is not None:
+            reference[image_id] = decision_label(adjudicated)
         row = {names.get(d.user_id, d.user_id): decision_label(d) for d in image_decisions if not d.is_adjudication}
         if row:
             ratings[image_id] = row

@@ -1,7 +1,8 @@
-"""Annotators' decisions: an append-only event log, and the consensus that snapshots freeze.
+"""Users, and annotators' decisions written to an append-only event log.
 
-A decision is never updated. A newer decision by the same annotator supersedes the older one; an undo is a new
-`retract` event; a lead's adjudication overrides the annotators. `client_token` makes a resent request harmless.
+A decision is never updated: a newer decision by the same annotator supersedes the older one, an undo is a new
+`retract` event, and `client_token` makes a resent request harmless. Which decisions stand and what they settle
+is decided in `relabel.consensus`; `relabel.decision_log` reads them back.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ import hashlib
 import hmac
 import os
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import bindparam, func, insert, select
@@ -92,21 +92,6 @@ def get_user(session: Session, name: str) -> User:
     if row is None:
         raise NotFoundError(f"unknown user {name!r}; add one with `relabel users add NAME --role annotator`")
     return row
-
-
-@dataclass(frozen=True)
-class Decision:
-    """One annotator's current decision on one image."""
-
-    annotation_id: int
-    user_id: int
-    verdict: Verdict
-    classes: tuple[int, ...]
-    is_adjudication: bool
-
-    @property
-    def key(self) -> tuple[Verdict, frozenset[int]]:
-        return self.verdict, frozenset(self.classes)
 
 
 def _by_token(session: Session, client_token: str | None) -> int | None:
@@ -262,58 +247,3 @@ def retract_annotation(engine: Engine, annotation_id: int, *, user: str, client_
         s.add(row)
         s.flush()
         return row.id  # type: ignore[return-value]
-
-
-def current_decisions(
-    conn: Connection, dataset_id: int, image_ids: list[int] | None = None
-) -> dict[int, list[Decision]]:
-    """Each image's standing decisions: the latest per annotator, minus those retracted (only `image_ids`, if
-    given). The whole dataset is read through the fast log reader (`relabel.decision_log`)."""
-    if image_ids is None:
-        from relabel.decision_log import cyclic_gc_paused, load_events, standing_decisions
-
-        with cyclic_gc_paused():
-            return standing_decisions(load_events(conn, dataset_id))
-    rows = conn.execute(
-        select(
-            Annotation.id,
-            Annotation.image_id,
-            Annotation.user_id,
-            Annotation.verdict,
-            Annotation.classes,
-            Annotation.is_adjudication,
-            Annotation.retracts_id,
-        )
-        .join(Image, Image.id == Annotation.image_id)  # type: ignore[arg-type]
-        .where(Image.dataset_id == dataset_id, Annotation.image_id.in_(image_ids))  # type: ignore[attr-defined]
-        .order_by(Annotation.id)  # type: ignore[arg-type]
-    ).all()
-    retracted = {r.retracts_id for r in rows if r.verdict == Verdict.retract}
-    latest: dict[tuple[int, int, bool], Decision] = {}
-    for r in rows:
-        if r.verdict == Verdict.retract or r.id in retracted:
-            continue  # undoing a decision brings back the one before it
-        slot = (r.image_id, r.user_id, bool(r.is_adjudication))
-        latest[slot] = Decision(r.id, r.user_id, Verdict(r.verdict), tuple(r.classes), bool(r.is_adjudication))
-    by_image: dict[int, list[Decision]] = {}
-    for (image_id, _, _), d in latest.items():
-        by_image.setdefault(image_id, []).append(d)
-    return by_image
-
-
-def consensus(decisions: list[Decision], min_votes: int = 1) -> tuple[Decision | None, str]:
-    """The decision a snapshot takes for one image, and where it came from.
-
-    A lead's adjudication wins; otherwise the annotators must agree unanimously with at least `min_votes` votes.
-    Returns (None, "disputed") when they disagree and (None, "undecided") when too few decided.
-    """
-    adjudications = [d for d in decisions if d.is_adjudication]
-    if adjudications:
-        return max(adjudications, key=lambda d: d.annotation_id), "adjudication"
-    if not decisions:
-        return None, "undecided"
-    if len({d.key for d in decisions}) > 1:
-        return None, "disputed"
-    if len(decisions) < min_votes:
-        return None, "undecided"
-    return min(decisions, key=lambda d: d.annotation_id), "consensus"

@@ -24,17 +24,9 @@ from sqlmodel import Session
 
 from db.enums import Category, ImageStatus, Role, SuggestionAction, Verdict
 from db.models import Dataset, Image, Label, LabelSource, User, VocabClass
-from relabel.annotations import Decision, consensus
-from relabel.decision_log import (
-    IMAGE_STATUSES,
-    Event,
-    ParsedLists,
-    cyclic_gc_paused,
-    load_events,
-    standing_decisions,
-)
+from relabel.consensus import Consensus, Decision, Outcome, settle_images, standing_decisions
+from relabel.decision_log import IMAGE_STATUSES, Event, ParsedLists, cyclic_gc_paused, load_events
 from relabel.errors import InputError
-from relabel.snapshots import categorize
 from relabel.workspace import IMGT, get_dataset
 
 ACTIVE_GAP_CAP_S = 300.0  # a longer pause between two events of one user is a break, counted as 5 minutes
@@ -44,7 +36,7 @@ ACTIVE_GAP_CAP_S = 300.0  # a longer pause between two events of one user is a b
 RATE_MIN_ACTIVE_S = 600.0
 HOUR_S = 3600.0
 NO_RUN = "(no run)"  # `by_run` key of suggestions whose prediction row is not recorded
-Settled = Mapping[int, tuple[Decision | None, str]]  # image id -> what `consensus` returned for it
+Settled = Mapping[int, Consensus]  # image id -> its consensus (`relabel.consensus.settle_images`)
 
 
 @dataclass(frozen=True)
@@ -177,7 +169,7 @@ def progress_counts(
     _check_positive("overlap", overlap)
     by_status = Counter(statuses.values())
     reviewable = [i for i, s in statuses.items() if s is ImageStatus.ok]
-    origins = Counter(settled[i][1] for i in reviewable)
+    origins = Counter(settled[i].outcome for i in reviewable)
     voters = [len({d.user_id for d in decisions.get(i, ()) if not d.is_adjudication}) for i in reviewable]
     return Progress(
         total=len(statuses),
@@ -187,10 +179,10 @@ def progress_counts(
         with_decision=sum(1 for i in reviewable if decisions.get(i)),
         with_overlap=sum(1 for n in voters if n >= overlap),
         overlap=overlap,
-        consensus=origins["consensus"],
-        adjudicated=origins["adjudication"],
-        disputed=origins["disputed"],
-        undecided=origins["undecided"],
+        consensus=origins[Outcome.consensus],
+        adjudicated=origins[Outcome.adjudication],
+        disputed=origins[Outcome.disputed],
+        undecided=origins[Outcome.undecided],
     )
 
 
@@ -206,25 +198,21 @@ def class_progress(
         original = originals.get(image_id)
         if not original:
             continue
-        cls, origin = original[0], settled[image_id][1]
+        cls, outcome = original[0], settled[image_id].outcome
         images[cls] += 1
-        decided[cls] += origin in ("consensus", "adjudication")
-        disputed[cls] += origin == "disputed"
+        decided[cls] += outcome.decided
+        disputed[cls] += outcome is Outcome.disputed
     return [ClassProgress(c, names.get(c, str(c)), images[c], decided[c], disputed[c]) for c in sorted(images)]
 
 
 def live_categories(settled: Settled, originals: Mapping[int, Sequence[int]]) -> LiveCategories:
     """Category counts of the images of `settled`, each categorized against its ImGT label as
-    `create_snapshot` does."""
+    `create_snapshot` does (`relabel.consensus.categorize`)."""
     counts = dict.fromkeys((c.value for c in Category), 0)
     disputed = 0
-    for image_id, (decision, origin) in settled.items():
-        if decision is None:
-            counts[Category.U.value] += 1
-            disputed += origin == "disputed"
-            continue
-        original = originals.get(image_id)
-        counts[categorize(decision, None if original is None else list(original)).value] += 1
+    for image_id, settled_image in settled.items():
+        counts[settled_image.category(originals.get(image_id)).value] += 1
+        disputed += settled_image.outcome is Outcome.disputed
     return LiveCategories(counts, disputed)
 
 
@@ -369,7 +357,7 @@ def dashboard(
             users = {i: (name, Role(role)) for i, name, role in conn.execute(select(User.id, User.name, User.role))}
             events = load_events(conn, ds.id)
         decisions = standing_decisions(events)
-        settled = {i: consensus(decisions.get(i, []), min_votes) for i in statuses}
+        settled = settle_images(decisions, statuses, min_votes=min_votes)
         reviewable = (i for i, s in statuses.items() if s is ImageStatus.ok)
         return Dashboard(
             dataset=ds.name,

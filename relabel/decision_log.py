@@ -1,4 +1,5 @@
-"""The annotation log read fast: every event of a dataset in one query, and the decisions that stand.
+"""The annotation log read fast: every event of a dataset (or of some images) in one query, and the decisions that
+stand, by the rule of `relabel.consensus`.
 
 Enums and JSON columns are read as text and decoded through small tables, timestamps are computed by the
 database, and the cyclic garbage collector is paused while some 10^5 small tuples are built: together about four
@@ -9,8 +10,7 @@ from __future__ import annotations
 
 import gc
 import json
-from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
@@ -21,7 +21,7 @@ from sqlalchemy.sql.functions import FunctionElement
 
 from db.enums import ImageStatus, SuggestionAction, Verdict
 from db.models import Annotation, Image, ModelRun, Prediction
-from relabel.annotations import Decision
+from relabel.consensus import Decision, standing_decisions
 
 
 class Event(NamedTuple):
@@ -56,25 +56,6 @@ def cyclic_gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def standing_decisions(events: Sequence[Event]) -> dict[int, list[Decision]]:
-    """Each image's standing decisions, from its events in id order: per (image, user, adjudication or not) the
-    latest decision that is not retracted.
-
-    The rule of `relabel.annotations.current_decisions`, applied to the events the other numbers need anyway, so
-    that the log is read once.
-    """
-    retracted = {e.retracts_id for e in events if e.verdict is Verdict.retract}
-    latest: dict[tuple[int, int, bool], Event] = {}
-    for e in events:
-        if e.verdict is Verdict.retract or e.id in retracted:
-            continue  # undoing a decision brings back the one before it
-        latest[e.image_id, e.user_id, e.is_adjudication] = e
-    by_image: defaultdict[int, list[Decision]] = defaultdict(list)
-    for e in latest.values():
-        by_image[e.image_id].append(Decision(e.id, e.user_id, e.verdict, e.classes, e.is_adjudication))
-    return dict(by_image)
-
-
 class _EpochSeconds(FunctionElement[float]):
     """A timestamp column as seconds since 1970 UTC, computed by the database: decoding 150,000 datetimes in
     Python took a good part of the dashboard's time."""
@@ -107,8 +88,9 @@ _ACTIONS = {a.name: a for a in SuggestionAction}
 IMAGE_STATUSES = {s.name: s for s in ImageStatus}
 
 
-def load_events(conn: Connection, dataset_id: int) -> list[Event]:
-    """Every annotation event of the dataset in id order, with the name of the run each suggestion came from."""
+def load_events(conn: Connection, dataset_id: int, image_ids: Collection[int] | None = None) -> list[Event]:
+    """Every annotation event of the dataset (on `image_ids` only, if given) in id order, with the name of the
+    run each suggestion came from."""
     e = Annotation  # enums and JSON are read as text and decoded through the small tables above, for speed
     who = (e.id, e.image_id, e.user_id, cast(e.verdict, String), cast(e.classes, String), e.is_adjudication)
     how = (e.retracts_id, _EpochSeconds(e.created_at), e.seconds_on_item, cast(e.suggestion_action, String))
@@ -120,6 +102,8 @@ def load_events(conn: Connection, dataset_id: int) -> list[Event]:
         .where(Image.dataset_id == dataset_id)
         .order_by(Annotation.id)
     )
+    if image_ids is not None:
+        query = query.where(Annotation.image_id.in_(list(image_ids)))
     lists = ParsedLists()
     events: list[Event] = []
     for rows in conn.execute(query).partitions(10_000):  # fetchmany: much faster than row-by-row iteration
@@ -128,3 +112,12 @@ def load_events(conn: Connection, dataset_id: int) -> list[Event]:
             for i, img, u, v, c, adj, ret, at, secs, act, run in rows
         )
     return events
+
+
+def current_decisions(
+    conn: Connection, dataset_id: int, image_ids: Collection[int] | None = None
+) -> dict[int, list[Decision]]:
+    """Each image's standing decisions (`relabel.consensus.standing_decisions`): of the whole dataset, or of
+    `image_ids` only. Images without a standing decision are left out."""
+    with cyclic_gc_paused():
+        return standing_decisions(load_events(conn, dataset_id, image_ids))

@@ -13,10 +13,11 @@ from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session
 
 from db.engine import session_scope
-from db.enums import Category, Verdict
+from db.enums import Category
 from db.models import Dataset, Image, Label, Snapshot, SnapshotLabel
 from relabel import __version__
-from relabel.annotations import Decision, consensus, current_decisions
+from relabel.consensus import Outcome, settle_images
+from relabel.decision_log import current_decisions
 from relabel.errors import ConflictError, InputError, examples, unknown_name
 from relabel.storable import one_line_name, storable_text
 from relabel.workspace import IMGT, dataset_vocabulary, get_dataset, get_source
@@ -26,17 +27,6 @@ UNDECIDED_POLICIES = {
     "keep": "undecided images keep the base source's labels (ImGT unless --base names a prior)",
     "exclude": "undecided images get an empty label set and drop out of multi-label scoring",
 }
-
-
-def categorize(decision: Decision, original: list[int] | None) -> Category:
-    """A: original confirmed; B: one label, not the original; M: several labels; Z: no class fits; X: unclear."""
-    if decision.verdict is Verdict.none_fit:
-        return Category.Z
-    if decision.verdict is Verdict.unclear:
-        return Category.X
-    if len(set(decision.classes)) > 1:
-        return Category.M
-    return Category.A if original and list(decision.classes) == original[:1] and len(original) == 1 else Category.B
 
 
 def snapshot_hash(rows: list[tuple[str, list[int], str]]) -> str:
@@ -88,7 +78,9 @@ def create_snapshot(
     min_votes: int = 1,
     created_by: str = "",
 ) -> SnapshotSummary:
-    """Freeze the consensus of every image of the dataset as snapshot `name`."""
+    """Freeze the consensus of every image of the dataset as snapshot `name`: the decision and category that
+    `relabel.consensus` settles on (the `unanimous` rule with `min_votes`), else the base source's labels under
+    the `undecided` policy, category U."""
     if undecided not in UNDECIDED_POLICIES:
         raise InputError(f"unknown undecided-image policy {undecided!r}; known: {', '.join(UNDECIDED_POLICIES)}")
     one_line_name(name, "snapshot name")
@@ -106,17 +98,19 @@ def create_snapshot(
         images = conn.execute(select(Image.id, Image.path).where(Image.dataset_id == ds.id).order_by(Image.path)).all()
         if not images:
             raise InputError(f"dataset {ds.name!r} has no images; nothing to freeze")
+        settled = settle_images(decisions, (i for i, _ in images), min_votes=min_votes)
         rows: list[tuple[int, str, list[int], Category, str]] = []
         origins: Counter[str] = Counter()
         sources: list[str] = []
         for image_id, path in images:
-            decision, origin = consensus(decisions.get(image_id, []), min_votes)
+            decision, outcome = settled[image_id]
             if decision is not None:
-                classes, category = list(decision.classes), categorize(decision, original.get(image_id))
+                classes, category = list(decision.classes), settled[image_id].category(original.get(image_id))
+                origin = outcome.value
                 sources.append(f"decision #{decision.annotation_id}")
             else:
                 classes = base_labels.get(image_id, []) if undecided == "keep" else []
-                category, origin = Category.U, ("disputed" if origin == "disputed" else "base")
+                category, origin = Category.U, ("disputed" if outcome is Outcome.disputed else "base")
                 sources.append(f"source {base!r}")
             origins[origin] += 1
             rows.append((image_id, path, classes, category, origin))

@@ -10,15 +10,9 @@ from sqlmodel import Session
 
 from db.enums import Role, Verdict
 from db.models import Annotation, Image
-from relabel.annotations import (
-    Decision,
-    add_user,
-    consensus,
-    current_decisions,
-    record_annotation,
-    retract_annotation,
-    verify_password,
-)
+from relabel.annotations import add_user, record_annotation, retract_annotation, verify_password
+from relabel.consensus import Decision, consensus
+from relabel.decision_log import current_decisions
 from relabel.errors import ConflictError, InputError, StaleCardError
 from relabel.ingest import ingest_dataset, plan_ingest
 from tests import images

@@ -37,7 +37,7 @@ from sqlmodel import Session
 from db.engine import session_scope
 from db.enums import Role, SuggestionAction, Verdict
 from db.models import Annotation, Dataset, Image, ModelRun, Prediction, User
-from relabel.annotations import add_user, current_decisions
+from relabel.annotations import add_user
 from relabel.dashboard import (
     NO_RUN,
     RATE_MIN_ACTIVE_S,
@@ -53,6 +53,7 @@ from relabel.dashboard import (
     load_events,
     standing_decisions,
 )
+from relabel.decision_log import current_decisions
 from relabel.errors import InputError
 from relabel.ingest import ingest_dataset, plan_ingest
 from relabel.ingest.layouts import LayoutOptions
@@ -260,7 +261,7 @@ def test_hourly_series_covers_the_last_24_clock_hours(studio: Studio) -> None:
 def test_the_fast_log_reader_agrees_with_the_per_image_query(studio: Studio) -> None:
     with studio.engine.connect() as conn:
         ids = list(range(1, 100))
-        expected = current_decisions(conn, studio.dataset_id, image_ids=ids)  # the plain ORM query
+        expected = current_decisions(conn, studio.dataset_id, image_ids=ids)  # the read filtered to image ids
         got = standing_decisions(load_events(conn, studio.dataset_id))
     assert {i: set(ds) for i, ds in got.items()} == {i: set(ds) for i, ds in expected.items()}
     assert len(got) == 7  # every image but the missing one

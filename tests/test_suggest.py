@@ -223,11 +223,11 @@ def test_scoring_models_use_topk_and_generative_protocols_refuse_them(ws, vocab)
         run_suggestions(job(ws, vocab, scorer, "ow"), dataset=None, run_name="bad", show_progress=False)
 
 
-def test_disputed_selection(ws, vocab) -> None:
+def test_suspect_selection(ws, vocab) -> None:
     scorer = ScriptedScorer(lambda im: 0)  # says tench for everything
     run_suggestions(job(ws, vocab, scorer, "topk"), dataset=None, run_name="cls", show_progress=False)
     model = ScriptedChatModel(lambda r: "tench")
-    run_suggestions(job(ws, vocab, model, "cw"), dataset=None, run_name="cw", which="disputed", show_progress=False)
+    run_suggestions(job(ws, vocab, model, "cw"), dataset=None, run_name="cw", which="suspect", show_progress=False)
     assert sorted(im.key for r in model.requests for im in r.images) == sorted(f for f in FILES if "tench" not in f)
 
 

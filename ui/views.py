@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from relabel.review.cards import Card, Event
+from relabel.consensus import replay
+from relabel.review.cards import Card, Event, slot
 from relabel.vocabulary import Vocabulary
 
 FLAG_LABELS = (
@@ -51,23 +52,13 @@ def event_summary(vocab: Vocabulary, e: Event) -> str:
 
 
 def history_rows(vocab: Vocabulary, events: tuple[Event, ...] | list[Event]) -> list[list[Any]]:
-    """The audit trail of one image, oldest first: who, when, what, what it replaced, how the suggestion fared,
-    the note and the seconds on the item. An undo is its own row."""
-    standing: dict[tuple[str, bool], Event] = {}
-    by_id = {e.annotation_id: e for e in events}
+    """The audit trail of one image, oldest first: who, when, what, what it replaced (for an undo, the decision
+    undone), how the suggestion fared, the note and the seconds on the item. An undo is its own row; the decision
+    before the one undone stands again (`relabel.consensus.replay`)."""
     rows = []
-    for e in events:
-        slot = (e.user, e.is_adjudication)
-        before = standing.get(slot)
-        if e.retracts_id:
-            what = f"undo of #{e.retracts_id}"
-            undone = by_id.get(e.retracts_id)
-            standing.pop(slot, None)
-            was = event_summary(vocab, undone) if undone else ""
-        else:
-            what = event_summary(vocab, e)
-            was = event_summary(vocab, before) if before else ""
-            standing[slot] = e
+    for e, before in replay(events, slot):
+        what = f"undo of #{e.retracts_id}" if e.retracts_id else event_summary(vocab, e)
+        was = event_summary(vocab, before) if before else ""
         rows.append(
             [
                 e.annotation_id,

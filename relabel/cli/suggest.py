@@ -33,7 +33,15 @@ model_option = click.option(
     help="Also ask again for the run's final errors (refused requests, unreadable answers); answers already "
     "received are read again from the response cache, not paid for twice.",
 )
-@click.option("--images", "which", type=click.Choice(["all", "disputed"]), default="all", show_default=True)
+@click.option(
+    "--images",
+    "which",
+    type=click.Choice(["all", "suspect"]),
+    default="all",
+    show_default=True,
+    help="suspect: only images whose original label other evidence contradicts (no ImGT label, a prior "
+    "relabel or another run's top-1 without it).",
+)
 @click.option("--limit", type=int, help="At most N images (in the seeded order).")
 @click.option("--dataset", help="Dataset name (default: the only one).")
 @click.option("--concurrency", type=int, default=8, show_default=True, help="Requests in flight (API models).")
@@ -100,8 +108,8 @@ def suggest(
     \b
     Examples:
       relabel suggest                                           # offline EfficientNet-Lite0, top-5
-      relabel suggest --model openai:gpt-4o --protocol cwplus --images disputed --concurrency 16
-      relabel suggest --model openai:gpt-4o --protocol cwplus --images disputed --concurrency 16 --retry-errors
+      relabel suggest --model openai:gpt-4o --protocol cwplus --images suspect --concurrency 16
+      relabel suggest --model openai:gpt-4o --protocol cwplus --images suspect --concurrency 16 --retry-errors
       relabel suggest --model openai:qwen2.5-vl --base-url http://localhost:8000/v1 --protocol ow
       relabel suggest --model openai:gpt-4o --protocol cw --accept-synonyms    # synonyms/wnids still count as OOP
       relabel suggest --model hf-vlm:Qwen/Qwen2.5-VL-3B-Instruct --protocol mc --distractors hard \\

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from operator import attrgetter
 from typing import Any
 
 from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection
 from sqlmodel import Session
 
-from db.enums import PredictionStatus, SourceKind, Verdict
+from db.enums import Category, PredictionStatus, SourceKind, Verdict
 from db.models import Annotation, Dataset, Image, Label, LabelSource, ModelRun, Prediction, User
+from relabel.consensus import DecisionKey, Outcome, categorize, decision_key, settle, standing
 from relabel.errors import NotFoundError
 from relabel.review.display import StoredImage
 from relabel.vocabulary import ClassInfo, Vocabulary
@@ -66,6 +68,19 @@ class Event:
     seconds_on_item: float | None
     created_at: datetime
 
+    @property
+    def id(self) -> int:
+        return self.annotation_id
+
+    @property
+    def key(self) -> DecisionKey:
+        return decision_key(self.verdict, self.classes)
+
+
+def slot(e: Event) -> tuple[str, bool]:
+    """The standing slot of an event of one image's history: its user, adjudication or not."""
+    return e.user, e.is_adjudication
+
 
 @dataclass(frozen=True)
 class Card:
@@ -101,14 +116,17 @@ class Card:
         return None
 
     def standing(self) -> dict[str, Event]:
-        """Each user's current decision (latest, unless undone), adjudications under 'lead:NAME'."""
-        undone = {e.retracts_id for e in self.history if e.verdict is Verdict.retract}
-        out: dict[str, Event] = {}
-        for e in self.history:
-            if e.verdict is Verdict.retract or e.annotation_id in undone:
-                continue
-            out[f"lead:{e.user}" if e.is_adjudication else e.user] = e
-        return out
+        """Each user's standing decision (`relabel.consensus.standing`), adjudications under 'lead:NAME'."""
+        return {f"lead:{e.user}" if e.is_adjudication else e.user: e for e in standing(self.history, slot).values()}
+
+    def settled(self) -> tuple[Outcome, Category]:
+        """The image's consensus now (`relabel.consensus.settle`) and its category against the original label."""
+        stand = sorted(self.standing().values(), key=attrgetter("annotation_id"))
+        outcome, key = settle(
+            [(e.user, e.key) for e in stand if not e.is_adjudication],
+            [e.key for e in stand if e.is_adjudication],
+        )
+        return outcome, categorize(key, self.original)
 
     def own(self) -> Event | None:
         return self.standing().get(self.viewer)

@@ -7,7 +7,7 @@ from sqlalchemy.engine import Connection
 
 from db.enums import ImageStatus, SourceKind
 from db.models import Image, Label, LabelSource, Prediction
-from relabel.annotations import current_decisions
+from relabel.decision_log import current_decisions
 from relabel.review.cards import RunChoice
 from relabel.review.queue import Evidence
 
@@ -27,11 +27,12 @@ def load_evidence(conn: Connection, dataset_id: int, runs: RunChoice) -> list[Ev
         .where(LabelSource.dataset_id == dataset_id)
     ).all()
     original: dict[int, int] = {}
+    original_labels: dict[int, tuple[int, ...]] = {}
     priors: dict[int, list[list[int]]] = {}
     for image_id, classes, kind in labels:
         if kind == SourceKind.original:
             if classes:
-                original[image_id] = classes[0]
+                original[image_id], original_labels[image_id] = classes[0], tuple(classes)
         else:
             priors.setdefault(image_id, []).append(list(classes))
     # without a generative run, the classifier's top-1 is the suggestion (as on the card): its rows are read once
@@ -41,19 +42,16 @@ def load_evidence(conn: Connection, dataset_id: int, runs: RunChoice) -> list[Ev
     decisions = current_decisions(conn, dataset_id)
     out = []
     for image_id in ids:
-        standing = decisions.get(image_id, [])
-        out.append(
-            Evidence(
-                image_id,
-                original.get(image_id),
-                suggested.get(image_id),
-                confidence.get(image_id),
-                priors.get(image_id, []),
-                {d.user_id: d.key for d in standing if not d.is_adjudication},
-                any(d.is_adjudication for d in standing),
-                next((d.key for d in sorted(standing, key=lambda d: -d.annotation_id) if d.is_adjudication), None),
-            )
+        e = Evidence(
+            image_id,
+            original.get(image_id),
+            suggested.get(image_id),
+            confidence.get(image_id),
+            priors.get(image_id, []),
+            original_labels=original_labels.get(image_id, ()),
         )
+        e.take(decisions.get(image_id, ()))
+        out.append(e)
     return out
 
 

@@ -2,8 +2,11 @@
 
 Priority is the evidence that an image's original label is wrong, summed from four signals (weights in
 `WEIGHTS`): the suggestion's top-1 differs from the original label; the classifier gives the original label little
-probability; prior relabels (ReaL, Shankar, MTurk...) leave the original label out; annotators already disagree.
+probability; prior relabels (ReaL, Shankar, MTurk...) leave the original label out; the image is disputed.
 Ties keep a seeded shuffle, so two workspaces built the same way serve the same order.
+
+Whether an image is disputed or adjudicated, and the category its consensus has, follow `relabel.consensus` (the
+rules a snapshot applies), kept per image and worked out again whenever one of its decisions changes.
 
 Assignment: an image needs `overlap` annotators. It is served to a user who has not decided it, while fewer than
 `overlap` users have decided it or hold it open (a lease that expires after `lease_seconds`), so two annotators
@@ -17,33 +20,61 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from operator import attrgetter
+from typing import NamedTuple
 
 import numpy as np
 
+from db.enums import Category
+from relabel.consensus import DECIDED_CATEGORIES, Decision, DecisionKey, Outcome, categorize, settle
 from relabel.errors import InputError
 
 WEIGHTS = {"suggestion": 1.0, "classifier": 1.0, "priors": 1.0, "annotators": 2.0}
 STATUSES = ("open", "disputed", "decided", "mine")  # the queue's status filter: see ReviewQueue._eligible
-CATEGORIES = ("A", "B", "M", "Z", "X")  # of the current consensus, as a snapshot would assign them
+CATEGORIES = tuple(c.value for c in DECIDED_CATEGORIES)  # of the current consensus, as a snapshot assigns them
 DEFAULT_LEASE_SECONDS = 600.0
+
+
+class Settled(NamedTuple):
+    """An image's consensus in the queue (`relabel.consensus.settle`)."""
+
+    outcome: Outcome
+    key: DecisionKey | None  # the decision settled on; None when disputed or undecided
+    category: Category  # U when disputed or undecided
 
 
 @dataclass
 class Evidence:
-    """What is known about one readable image when the queue is built."""
+    """What is known about one readable image when the queue is built, and its standing decisions."""
 
     image_id: int
     original: int | None  # first ImGT class, None when the image has no original label
     suggestion: int | None = None  # the suggestion's top-1 class
     original_confidence: float | None = None  # classifier probability of the original class (0 if not in top-k)
     priors: list[list[int]] = field(default_factory=list)  # label sets of prior relabels
-    voters: dict[int, tuple] = field(default_factory=dict)  # user id -> decision key (verdict, classes)
-    adjudicated: bool = False
-    adjudicated_key: tuple | None = None  # the lead's decision key, when adjudicated
+    voters: dict[int, DecisionKey] = field(default_factory=dict)  # annotator id -> key of their standing decision
+    adjudications: dict[int, DecisionKey] = field(default_factory=dict)  # lead id -> adjudication key, oldest first
+    original_labels: tuple[int, ...] = ()  # the whole ImGT label set; () means (original,)
+
+    def __post_init__(self) -> None:
+        if not self.original_labels and self.original is not None:
+            self.original_labels = (self.original,)
+
+    def take(self, decisions: Iterable[Decision]) -> None:
+        """Make `decisions` (the image's standing decisions, any order) its voters and adjudications."""
+        self.voters, self.adjudications = {}, {}
+        for d in sorted(decisions, key=attrgetter("annotation_id")):
+            (self.adjudications if d.is_adjudication else self.voters)[d.user_id] = d.key
+
+    def settle(self) -> Settled:
+        """The image's consensus now (`relabel.consensus.settle`) and its category."""
+        outcome, key = settle(self.voters.items(), list(self.adjudications.values()))
+        return Settled(outcome, key, categorize(key, self.original_labels))
 
 
-def priority(e: Evidence) -> float:
-    """Evidence that the original label is wrong, in [0, sum(WEIGHTS)]; see the module docstring."""
+def priority(e: Evidence, disputed: bool | None = None) -> float:
+    """Evidence that the original label is wrong, in [0, sum(WEIGHTS)]; see the module docstring. `disputed`:
+    whether the image is disputed, when the caller knows it (None: worked out from `e`)."""
     score = 0.0
     if e.original is None:
         return sum(WEIGHTS.values())  # nothing to confirm: every signal says "look"
@@ -53,29 +84,11 @@ def priority(e: Evidence) -> float:
         score += WEIGHTS["classifier"] * (1.0 - min(max(e.original_confidence, 0.0), 1.0))
     if e.priors:
         score += WEIGHTS["priors"] * sum(e.original not in p for p in e.priors) / len(e.priors)
-    if len(set(e.voters.values())) > 1:
+    if disputed is None:
+        disputed = e.settle().outcome is Outcome.disputed
+    if disputed:
         score += WEIGHTS["annotators"]
     return score
-
-
-def category(e: Evidence) -> str | None:
-    """The category of the image's current consensus (the lead's decision, else the annotators' when they all
-    agree): A original confirmed, B one other class, M several, Z no class fits, X unclear; None without one."""
-    key = e.adjudicated_key if e.adjudicated else None
-    if key is None:
-        keys = set(e.voters.values())
-        if len(keys) != 1:
-            return None
-        key = next(iter(keys))
-    verdict, classes = key
-    value = getattr(verdict, "value", verdict)
-    if value == "none_fit":
-        return "Z"
-    if value == "unclear":
-        return "X"
-    if len(classes) > 1:
-        return "M"
-    return "A" if e.original is not None and set(classes) == {e.original} else "B"
 
 
 @dataclass(frozen=True)
@@ -108,11 +121,12 @@ class ReviewQueue:
         if overlap < 1:
             raise InputError(f"overlap must be at least 1, got {overlap}")
         rows = list(evidence)
+        self._settled = {e.image_id: e.settle() for e in rows}  # kept up to date by _count
+        self.priority = {e.image_id: priority(e, self._settled[e.image_id].outcome is Outcome.disputed) for e in rows}
         tiebreak = np.random.default_rng(seed).permutation(len(rows))
-        ranked = sorted(range(len(rows)), key=lambda i: (-priority(rows[i]), tiebreak[i]))
+        ranked = sorted(range(len(rows)), key=lambda i: (-self.priority[rows[i].image_id], tiebreak[i]))
         self.order = [rows[i].image_id for i in ranked]
         self.evidence = {e.image_id: e for e in rows}
-        self.priority = {e.image_id: priority(e) for e in rows}
         self.overlap, self.lease_seconds, self.clock = overlap, lease_seconds, clock
         self._lock = threading.Lock()
         self._leases: dict[int, dict[int, float]] = {}  # image -> user -> expiry
@@ -122,25 +136,41 @@ class ReviewQueue:
         self._counts = {"images": len(rows), "needs_votes": 0, "complete": 0, "disputed": 0, "adjudicated": 0}
         self._decided: dict[int, int] = {}  # user -> images with a standing decision of theirs
         for e in rows:
-            self._count(e, +1)
+            self._count(e, +1, settled=True)
 
     # -- state changes -------------------------------------------------------------------------------------------
 
-    def record(self, image_id: int, user_id: int, key: tuple | None, adjudication: bool = False) -> None:
-        """A decision was stored (key None: the user's decision was undone). Releases the user's lease."""
+    def record(self, image_id: int, user_id: int, key: DecisionKey | None, adjudication: bool = False) -> None:
+        """`user_id` stored a decision (key None: undid theirs, with no earlier one to stand again). Releases the
+        user's lease."""
         with self._lock:
             e = self.evidence.get(image_id)
             if e is None:
                 return
             self._count(e, -1)
             if adjudication:
-                e.adjudicated, e.adjudicated_key = key is not None, key
+                e.adjudications.pop(user_id, None)  # the newest adjudication goes last
+                if key is not None:
+                    e.adjudications[user_id] = key
             elif key is None:
                 e.voters.pop(user_id, None)
                 self._rewind(user_id)
             else:
                 e.voters[user_id] = key
             self._count(e, +1)
+            self._release(image_id, user_id)
+
+    def update(self, image_id: int, user_id: int, decisions: Iterable[Decision]) -> None:
+        """`user_id` changed the image's standing decisions in a way only the log tells (an undo brings back their
+        decision before): take all of them as the log gives them now. Releases the user's lease."""
+        with self._lock:
+            e = self.evidence.get(image_id)
+            if e is None:
+                return
+            self._count(e, -1)
+            e.take(decisions)
+            self._count(e, +1)
+            self._rewind(user_id)
             self._release(image_id, user_id)
 
     def skip(self, image_id: int, user_id: int) -> None:
@@ -215,21 +245,27 @@ class ReviewQueue:
             return self._decided.get(user_id, 0)
 
     def disputed(self) -> list[int]:
-        """Images whose annotators disagree and that no lead has adjudicated, in priority order."""
+        """Disputed images (`relabel.consensus.Outcome.disputed`), in priority order."""
         with self._lock:
-            return [i for i in self.order if self._is_disputed(self.evidence[i])]
+            return [i for i in self.order if self._settled[i].outcome is Outcome.disputed]
+
+    def settled(self, image_id: int) -> Settled:
+        """The consensus of `image_id` now and its category, as a snapshot taken now would have them."""
+        with self._lock:
+            return self._settled[image_id]
 
     # -- internals (lock held) -----------------------------------------------------------------------------------
 
-    @staticmethod
-    def _is_disputed(e: Evidence) -> bool:
-        return not e.adjudicated and len(set(e.voters.values())) > 1
-
-    def _count(self, e: Evidence, sign: int) -> None:
-        """Add (+1) or remove (-1) one image's contribution to the counters."""
-        state = "adjudicated" if e.adjudicated else "complete" if len(e.voters) >= self.overlap else "needs_votes"
+    def _count(self, e: Evidence, sign: int, settled: bool = False) -> None:
+        """Add (+1) or remove (-1) one image's contribution to the counters; adding settles the image again first
+        (unless `settled`: done already)."""
+        if sign > 0 and not settled:
+            self._settled[e.image_id] = e.settle()
+        outcome = self._settled[e.image_id].outcome
+        adjudicated = outcome is Outcome.adjudication
+        state = "adjudicated" if adjudicated else "complete" if len(e.voters) >= self.overlap else "needs_votes"
         self._counts[state] += sign
-        self._counts["disputed"] += sign * self._is_disputed(e)
+        self._counts["disputed"] += sign * (outcome is Outcome.disputed)
         for user_id in e.voters:
             self._decided[user_id] = self._decided.get(user_id, 0) + sign
 
@@ -246,19 +282,20 @@ class ReviewQueue:
         return None
 
     def _eligible(self, image_id: int, user_id: int, flt: QueueFilter, now: float, holding: bool = False) -> bool:
-        e = self.evidence[image_id]
+        e, settled = self.evidence[image_id], self._settled[image_id]
         if flt.class_index is not None and e.original != flt.class_index:
             return False
-        if flt.category is not None and category(e) != flt.category:
+        if flt.category is not None and settled.category.value != flt.category:
             return False
         mine = user_id in e.voters
+        adjudicated = settled.outcome is Outcome.adjudication
         if flt.status == "mine":
             return mine
         if flt.status == "decided":
-            return mine or (e.adjudicated or len(e.voters) >= self.overlap)
-        if mine or e.adjudicated:
+            return mine or (adjudicated or len(e.voters) >= self.overlap)
+        if mine or adjudicated:
             return False
-        disputed = len(set(e.voters.values())) > 1
+        disputed = settled.outcome is Outcome.disputed
         if flt.status == "disputed" and not disputed:
             return False
         others = {u for u, expiry in self._leases.get(image_id, {}).items() if expiry > now and u != user_id}

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
 
 from sqlalchemy import select
@@ -22,7 +23,9 @@ from sqlmodel import Session
 
 from db.enums import Role, SuggestionAction, Verdict
 from db.models import Annotation, Image, User
-from relabel.annotations import Decision, current_decisions, retract_annotation, store_annotation, verify_password
+from relabel.annotations import retract_annotation, store_annotation, verify_password
+from relabel.consensus import Decision, decision_key, standing
+from relabel.decision_log import current_decisions
 from relabel.errors import ConflictError, InputError, NotFoundError, StaleCardError
 from relabel.review.cards import IMAGE_COLUMNS, Card, RunChoice, load_card, pick_runs
 from relabel.review.display import DisplayCache, StoredImage
@@ -239,7 +242,7 @@ class Studio:
                 for d in sorted(standing.get(i, []), key=lambda d: d.annotation_id)
                 if not d.is_adjudication
             )
-            out.append(Disputed(i, paths.get(i, ""), () if e.original is None else (e.original,), answers))
+            out.append(Disputed(i, paths.get(i, ""), e.original_labels, answers))
         return out
 
     def skip(self, user: str, image_id: int) -> None:
@@ -302,7 +305,7 @@ class Studio:
                 dataset_id=self.dataset_id,
             )
         if created:
-            self.queue.record(image_id, user_id, (verdict, frozenset(chosen)), adjudication=adjudicate)
+            self.queue.record(image_id, user_id, decision_key(verdict, chosen), adjudication=adjudicate)
         return Saved(annotation_id, image_id, not created)
 
     def undo(self, user: str) -> int | None:
@@ -322,14 +325,17 @@ class Studio:
                 .order_by(Annotation.id.desc())  # type: ignore[attr-defined]
                 .limit(200)
             ).all()
-        undone = {r.retracts_id for r in rows if r.verdict == Verdict.retract}
-        target = next((r for r in rows if r.verdict != Verdict.retract and r.id not in undone), None)
+        # the newest of the user's standing decisions; a newer event supersedes or undoes it, so the window holds
+        # everything that decides whether it stands
+        stand = standing(rows[::-1], attrgetter("image_id", "is_adjudication")).values()
+        target = max(stand, key=attrgetter("id"), default=None)
         if target is None:
             return None
         with self._write_lock:
             retract_annotation(self.engine, target.id, user=user)
-        self.queue.record(target.image_id, user_id, None, adjudication=bool(target.is_adjudication))
-        self._restore_previous(target.image_id, user_id)
+        with self.engine.connect() as conn:  # the decision before it, if any, stands again
+            now = current_decisions(conn, self.dataset_id, image_ids=[target.image_id]).get(target.image_id, [])
+        self.queue.update(target.image_id, user_id, now)
         return int(target.image_id)
 
     # -- internals -----------------------------------------------------------------------------------------------
@@ -370,14 +376,6 @@ class Studio:
             what = "an original label" if action == "original" else "a suggestion"
             raise InputError(f"image {shown.image_id} has no {what}; pick classes instead")
         return Verdict.labels, picked
-
-    def _restore_previous(self, image_id: int, user_id: int) -> None:
-        """After an undo the user's earlier decision on the image (if any) stands again: tell the queue."""
-        with self.engine.connect() as conn:
-            standing = current_decisions(conn, self.dataset_id, image_ids=[image_id]).get(image_id, [])
-        for d in standing:
-            if d.user_id == user_id:
-                self.queue.record(image_id, user_id, d.key, adjudication=d.is_adjudication)
 
     def _prefetch_next(self, user_id: int, flt: QueueFilter) -> None:
         """Prepare the display image of the card likely to come next, off the request path."""

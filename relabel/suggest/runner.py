@@ -38,7 +38,7 @@ from relabel.suggest.textmap import ClassNameIndex
 from relabel.suggest.types import ImageRef, ModelOutput
 from relabel.workspace import IMGT, get_dataset, get_source
 
-SELECTIONS = ("all", "disputed")
+SELECTIONS = ("all", "suspect")  # "suspect": see suspect_image_ids
 TALLIES = ("usage", "measured")  # params written after each call, not settings: left out of the resume check
 
 
@@ -126,28 +126,28 @@ def plan_resume(session: Session, run_id: int, images: list[ImageRef], *, retry_
     )
 
 
-def disputed_image_ids(session: Session, dataset: Dataset) -> set[int]:
-    """Images whose original label is contradicted: no ImGT label, a prior source without it, or another run's
-    top-1 that differs."""
+def suspect_image_ids(session: Session, dataset: Dataset) -> set[int]:
+    """Images whose original label other evidence contradicts: no ImGT label, a prior source without it, or
+    another run's top-1 that differs. Not "disputed", which is about annotators (`relabel.consensus`)."""
     imgt_id = get_source(session, dataset, IMGT).id
     imgt: dict[int, list[int]] = dict(
         session.execute(select(Label.image_id, Label.classes).where(Label.source_id == imgt_id)).all()
     )
     ids = set(session.scalars(select(Image.id).where(Image.dataset_id == dataset.id, Image.status == ImageStatus.ok)))
-    disputed = {i for i in ids if not imgt.get(i)}
+    suspect = {i for i in ids if not imgt.get(i)}
     priors = session.execute(
         select(Label.image_id, Label.classes)
         .join(Image, Image.id == Label.image_id)
         .where(Image.dataset_id == dataset.id, Label.source_id != imgt_id)
     )
-    disputed |= {i for i, classes in priors if imgt.get(i) and imgt[i][0] not in classes}
+    suspect |= {i for i, classes in priors if imgt.get(i) and imgt[i][0] not in classes}
     preds = session.execute(
         select(Prediction.image_id, Prediction.classes)
         .join(ModelRun, ModelRun.id == Prediction.run_id)
         .where(ModelRun.dataset_id == dataset.id, Prediction.status == PredictionStatus.ok)
     )
-    disputed |= {i for i, classes in preds if classes and imgt.get(i) and classes[0] != imgt[i][0]}
-    return disputed & ids
+    suspect |= {i for i, classes in preds if classes and imgt.get(i) and classes[0] != imgt[i][0]}
+    return suspect & ids
 
 
 def select_images(session: Session, dataset: Dataset, which: str, limit: int | None, seed: int) -> list[ImageRef]:
@@ -159,8 +159,8 @@ def select_images(session: Session, dataset: Dataset, which: str, limit: int | N
         .where(Image.dataset_id == dataset.id, Image.status == ImageStatus.ok)
         .order_by(Image.path)
     ).all()
-    if which == "disputed":
-        keep = disputed_image_ids(session, dataset)
+    if which == "suspect":
+        keep = suspect_image_ids(session, dataset)
         rows = [r for r in rows if r[0] in keep]
     order = np.random.default_rng(seed).permutation(len(rows))
     root = Path(dataset.root or ".")
