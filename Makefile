@@ -29,6 +29,7 @@ test-fast: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check relabel db evaluator ui tests bench scripts
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/mypy
 
 bench: $(STAMP)

@@ -185,3 +185,37 @@ def test_evaluator_and_cli_help_load_no_heavy_modules() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
+    exe = Path(sys.executable).with_name("lint-imports")
+    return subprocess.run(
+        [str(exe), "--no-cache"], cwd=root, capture_output=True, text=True, timeout=120, env={"PYTHONPATH": str(root)}
+    )
+
+
+def test_the_import_contracts_hold() -> None:
+    done = lint_imports(REPO)
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert "3 kept, 0 broken" in done.stdout
+
+
+def test_the_import_contracts_catch_a_lazy_import_upwards(tmp_path: Path) -> None:
+    config = (REPO / "pyproject.toml").read_text()
+    contracts = config[config.index("\n[tool.importlinter]\n") :]
+    (tmp_path / "pyproject.toml").write_text(contracts)
+    for package in ("ui", "relabel", "db", "evaluator"):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / "relabel" / "review").mkdir()
+    for module in (
+        "relabel/consensus.py",
+        "relabel/annotations.py",
+        "relabel/decision_log.py",
+        "db/engine.py",
+        "relabel/review/__init__.py",
+    ):
+        (tmp_path / module).write_text("")
+    (tmp_path / "db" / "models.py").write_text("def f():\n    from relabel import consensus\n")
+    done = lint_imports(tmp_path)
+    assert done.returncode == 1 and "layers: ui above relabel above db BROKEN" in done.stdout, done.stdout[-2000:]
