@@ -13,6 +13,8 @@ Modules, in the order a result is built:
 - `intervals`: Wilson and Clopper–Pearson intervals of one accuracy (never degenerate at 0 or 1);
 - `paired`: differences of two accuracies on the same images (paired bootstrap), and `JointBootstrap`, one set
   of image resamples shared by every model and reference;
+- `label_uncertainty`: top-1 against probabilistic labels (posteriors of a consensus): thresholded, expected over
+  sampled label sets, and an interval combining label draws with the image bootstrap (after Stutz et al. 2023);
 - `published`: metrics as their authors define them (Shankar et al. 2020);
 - `ranking`: how the ranking of models changes between two references (ranks, shifts, Kendall's τ, rank
   intervals from joint resamples);

@@ -1,0 +1,279 @@
+"""Top-1 accuracy with the label noise left in: scores against probabilistic labels (after Stutz et al. 2023).
+
+A consensus such as Dawid–Skene gives each (image, class) pair a posterior: the probability that the class belongs
+to the image's label set. Thresholding the posteriors (p ≥ 0.9) gives ordinary label sets, and an accuracy that
+treats them as certain. Stutz et al., "Evaluating AI systems under uncertain ground truth" (2023), instead sample
+plausible labels from the posteriors and report the spread of the accuracy over the samples. Here:
+
+reference        `Posteriors`: P(class present) of listed (image, class) pairs; a pair not listed is absent (0).
+                 A certain label is a posterior of 1.
+thresholded      the ReaL-rule top-1 against the sets {c : p_c ≥ threshold}, with the Wilson interval of
+                 `evaluator.scoring` (images with an empty set excluded, as there).
+label draw       every class of every image is present with its posterior, independently. Images whose drawn set
+                 is empty are excluded from that draw's accuracy (ReaL's convention, draw by draw); failed replies
+                 count as wrong and infrastructure errors are never scored, as in `evaluator.scoring`.
+expected         the mean over `n_draws` label draws of the accuracy: E[accuracy] under the posteriors.
+label interval   percentiles of the accuracy over the label draws alone, the images fixed: how much the label
+                 uncertainty alone moves the score (a point when every posterior is 0 or 1).
+interval         draw b resamples the images with replacement (the b-th resample of `JointBootstrap(n_images,
+                 n_draws, seed)`, so the same stream as every other bootstrap of the evaluator) and draws the label
+                 set of each image (the b-th label draw); the percentiles of the b accuracies. With every posterior
+                 0 or 1 nothing is drawn for the labels and this is, number for number, the percentile bootstrap
+                 `percentile_interval(JointBootstrap(...).means(correct, scored))`.
+
+Only the top-1 prediction matters, so an image's draw reduces to two independent coins: "the predicted class is
+drawn" (probability q, the posterior of the predicted class) and "another class is drawn" (r = 1 − Π(1 − p_c)
+over the other listed classes). The image is right when the first lands, and scored when either does. Images
+whose q and r are both 0 or 1 are the same in every draw and cost no random numbers; the rest are drawn in
+chunks, so 50,000 images × 1,000 draws take seconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from evaluator.errors import EvaluationError
+from evaluator.intervals import LEVEL
+from evaluator.paired import N_BOOT, JointBootstrap, percentile_interval
+from evaluator.references import LabelSets, check_boot, check_classes, check_n_classes, check_predictions
+from evaluator.scoring import INTERVAL, Score, multilabel_accuracy
+
+THRESHOLD = 0.9
+
+
+@dataclass(frozen=True, eq=False)
+class Posteriors:
+    """P(class present) of the listed (image, class) pairs of `n_images` images; pairs not listed are absent.
+
+    `rows` (m,) image indices in 0..n_images-1, `classes` (m,) in 0..n_classes-1, `probs` (m,) in [0, 1]; no pair
+    twice. The arrays are copied and made read-only.
+    """
+
+    rows: np.ndarray
+    classes: np.ndarray
+    probs: np.ndarray
+    n_images: int
+    n_classes: int = 1000
+
+    def __post_init__(self) -> None:
+        n_images, n_classes = _check_count(self.n_images, "n_images"), check_n_classes(self.n_classes)
+        rows, classes = _ints(self.rows, "rows"), _ints(self.classes, "classes")
+        probs = np.array(self.probs, dtype=np.float64)
+        if not (rows.shape == classes.shape == probs.shape) or rows.ndim != 1:
+            raise EvaluationError(f"rows, classes and probs must be 1-D of one length, got {rows.shape}, "
+                                  f"{classes.shape}, {probs.shape}")  # fmt: skip
+        _check_range(rows, n_images, "rows")
+        check_classes(classes, "posterior classes", n_classes)
+        _check_probs(rows, classes, probs)
+        _check_unique(rows, classes, n_classes)
+        for name, arr in (("rows", rows), ("classes", classes), ("probs", probs)):
+            arr.setflags(write=False)
+            object.__setattr__(self, name, arr)
+        object.__setattr__(self, "n_images", n_images)
+        object.__setattr__(self, "n_classes", n_classes)
+
+    @classmethod
+    def from_dicts(cls, posteriors: Sequence[Mapping[int, float]], n_classes: int = 1000) -> Posteriors:
+        """From one {class: posterior} mapping per image; an empty mapping: no class can be present."""
+        rows = np.repeat(np.arange(len(posteriors)), [len(p) for p in posteriors])
+        classes = np.fromiter((c for p in posteriors for c in p), dtype=np.int64, count=len(rows))
+        probs = np.fromiter((v for p in posteriors for v in p.values()), dtype=np.float64, count=len(rows))
+        return cls(rows, classes, probs, len(posteriors), n_classes)
+
+    def label_sets(self, threshold: float = THRESHOLD) -> LabelSets:
+        """The sets {c : p_c ≥ threshold} (classes in ascending order); an image with none has an empty set."""
+        keep = self.probs >= _check_threshold(threshold)
+        rows, classes = self.rows[keep], self.classes[keep]
+        order = np.lexsort((classes, rows))
+        rows, classes = rows[order], classes[order]
+        counts = np.bincount(rows, minlength=self.n_images)
+        labels = np.full((self.n_images, max(int(counts.max(initial=0)), 1)), -1, dtype=np.int64)
+        labels[rows, np.arange(len(rows)) - np.repeat(np.cumsum(counts) - counts, counts)] = classes
+        return LabelSets(labels, self.n_classes)
+
+
+@dataclass(frozen=True)
+class UncertainScore:
+    """Top-1 against probabilistic labels (module docstring); shares in [0, 1], NaN where nothing was scored.
+
+    `n_uncertain` of the counted images (answered or failed) have a posterior strictly between 0 and 1;
+    `expected_scored` is the mean number of scored images per label draw.
+    """
+
+    threshold: float
+    thresholded: Score
+    expected_accuracy: float
+    ci_low: float
+    ci_high: float
+    label_ci_low: float
+    label_ci_high: float
+    expected_scored: float
+    n_uncertain: int
+    n_draws: int
+    seed: int
+
+
+@dataclass(frozen=True, eq=False)
+class _Coins:
+    """Per counted image: q (the predicted class is present) and r (another class is); `draw` marks the images
+    whose q or r is strictly between 0 and 1, the only ones sampled."""
+
+    counted: np.ndarray  # (n_images,) bool: answered or failed (infrastructure errors are never scored)
+    q: np.ndarray  # (n_images,) float
+    r: np.ndarray  # (n_images,) float
+    draw: np.ndarray  # (n_images,) bool
+
+    @property
+    def fixed_correct(self) -> np.ndarray:
+        return self.counted & ~self.draw & (self.q >= 1)
+
+    @property
+    def fixed_scored(self) -> np.ndarray:
+        return self.counted & ~self.draw & ((self.q >= 1) | (self.r >= 1))
+
+
+def uncertain_accuracy(
+    pred: ArrayLike,
+    posteriors: Posteriors,
+    ok: ArrayLike | None = None,
+    *,
+    failed: ArrayLike | None = None,
+    threshold: float = THRESHOLD,
+    n_draws: int = N_BOOT,
+    seed: int = 0,
+    level: float = LEVEL,
+    interval: str | None = INTERVAL,
+) -> UncertainScore:
+    """Top-1 of `pred` against `posteriors`: thresholded, expected over label draws, and the intervals.
+
+    `pred` (n_images, k) ranked classes (only the first column is read; -1: no class) or (n_images,); `ok`,
+    `failed` (n_images,) bool as in `evaluator.scoring` (failed replies are wrong, other failures unscored).
+    `n_draws` ≥ 1 label draws, each paired with one image resample; `interval` is the thresholded top-1's.
+    """
+    if not isinstance(posteriors, Posteriors):
+        raise EvaluationError(f"posteriors must be Posteriors, got {type(posteriors).__name__}")
+    check_boot(n_draws, allow_zero=False)
+    support = posteriors.label_sets(threshold=float(np.nextafter(0.0, 1.0)))  # every class that can be drawn
+    arr, answered, wrong = check_predictions(pred, support, 1, ok, failed, batched=False)
+    sets = posteriors.label_sets(threshold)
+    if sets.counts.any():
+        thresholded = multilabel_accuracy(arr[:, :1], sets, 1, answered, failed=wrong, interval=interval, level=level)
+    else:  # nothing reaches the threshold: no image is scored, yet the draws may still score some
+        counted = answered | wrong
+        thresholded = Score(float("nan"), 0, 0, int((~counted).sum()), int(counted.sum()))
+    coins = _coins(arr[:, 0], posteriors, answered, wrong)
+    label_acc, boot_acc, scored = _draw_accuracies(coins, n_draws, seed)
+    label_low, label_high = percentile_interval(label_acc, level)
+    low, high = percentile_interval(boot_acc, level)
+    with np.errstate(invalid="ignore"):
+        expected = float(np.nanmean(label_acc)) if np.isfinite(label_acc).any() else float("nan")
+    uncertain = np.zeros(posteriors.n_images, bool)
+    uncertain[posteriors.rows[(posteriors.probs > 0) & (posteriors.probs < 1)]] = True
+    return UncertainScore(
+        float(threshold), thresholded, expected, float(low), float(high), float(label_low), float(label_high),
+        float(scored.mean()), int((uncertain & coins.counted).sum()), int(n_draws), int(seed),
+    )  # fmt: skip
+
+
+def _coins(top1: np.ndarray, post: Posteriors, answered: np.ndarray, wrong: np.ndarray) -> _Coins:
+    """q and r of every image (module docstring) from the listed pairs. Trusts its input."""
+    n = post.n_images
+    counted = answered | wrong
+    hit = answered[post.rows] & (post.classes == top1[post.rows])
+    q = np.bincount(post.rows[hit], post.probs[hit], minlength=n)
+    other = ~hit
+    sure = np.bincount(post.rows[other & (post.probs >= 1)], minlength=n) > 0
+    maybe = other & (post.probs < 1)
+    log_none = np.bincount(post.rows[maybe], np.log1p(-post.probs[maybe]), minlength=n)  # log Π(1 − p)
+    r = np.where(sure, 1.0, -np.expm1(log_none))
+    q, r = np.where(counted, q, 0.0), np.where(counted, r, 0.0)
+    draw = counted & (((q > 0) & (q < 1)) | ((r > 0) & (r < 1)))
+    return _Coins(counted, q, r, draw)
+
+
+def _draw_accuracies(coins: _Coins, n_draws: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(label_only, with_images, scored), each (n_draws,): the accuracy of each label draw on the images as they
+    are, the accuracy of each (image resample, label draw) pair, and the images scored in each label draw.
+
+    Counts are summed in float32 and divided there, as `JointBootstrap.means` does: every sum is a whole number
+    below 2**24, so exact, and the quotients are bit for bit those of the ordinary bootstrap."""
+    boot = JointBootstrap(len(coins.q), n_draws, seed)
+    fixed_correct = coins.fixed_correct.astype(np.float32)
+    fixed_scored = coins.fixed_scored.astype(np.float32)
+    cols = np.flatnonzero(coins.draw)
+    label_acc, boot_acc, scored = [], [], []
+    for counts, (correct, seen) in zip(boot.counts(), _label_draws(coins, cols, boot.chunk, n_draws, seed)):
+        hits = correct.astype(np.float32)
+        present = seen.astype(np.float32)
+        n_correct = float(fixed_correct.sum(dtype=np.float64)) + correct.sum(axis=1)
+        n_seen = float(fixed_scored.sum(dtype=np.float64)) + seen.sum(axis=1)
+        picked = counts[:, cols]
+        totals = counts @ fixed_correct + (picked * hits).sum(axis=1, dtype=np.float32)
+        seen_by = counts @ fixed_scored + (picked * present).sum(axis=1, dtype=np.float32)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            label_acc.append(n_correct / n_seen)
+            boot_acc.append(totals / seen_by)
+        scored.append(n_seen)
+    return tuple(np.concatenate(part).astype(np.float64) for part in (label_acc, boot_acc, scored))  # type: ignore[return-value]
+
+
+def _label_draws(
+    coins: _Coins, cols: np.ndarray, chunk: int, n_draws: int, seed: int
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(right, scored), bool (size, len(cols)) per chunk of draws, for the sampled images only. The stream is
+    a child of `seed` apart from the image resamples', so sampling labels leaves those unchanged."""
+    rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0])
+    q, r = coins.q[cols].astype(np.float32), coins.r[cols].astype(np.float32)
+    for start in range(0, n_draws, chunk):
+        size = min(chunk, n_draws - start)
+        right = rng.random((size, len(cols)), dtype=np.float32) < q
+        other = rng.random((size, len(cols)), dtype=np.float32) < r
+        yield right, right | other
+
+
+def _check_threshold(threshold: object) -> float:
+    if isinstance(threshold, bool) or not isinstance(threshold, float | int) or not 0 < threshold <= 1:
+        raise EvaluationError(f"threshold must be in (0, 1], got {threshold!r}")
+    return float(threshold)
+
+
+def _check_count(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
+        raise EvaluationError(f"{what} must be a whole number ≥ 0, got {value!r}")
+    return int(value)
+
+
+def _ints(values: ArrayLike, what: str) -> np.ndarray:
+    arr = np.array(values)
+    if arr.size == 0:
+        return arr.astype(np.int64).reshape(-1)
+    if arr.dtype.kind not in "iu":
+        raise EvaluationError(f"{what} must be integers, got dtype {arr.dtype}")
+    return arr.astype(np.int64)
+
+
+def _check_range(rows: np.ndarray, n_images: int, what: str) -> None:
+    bad = np.flatnonzero((rows < 0) | (rows >= n_images))
+    if len(bad):
+        raise EvaluationError(f"{what} entry {int(bad[0])} is image {int(rows[bad[0]])}, outside 0..{n_images - 1}")
+
+
+def _check_probs(rows: np.ndarray, classes: np.ndarray, probs: np.ndarray) -> None:
+    bad = np.flatnonzero(~((probs >= 0) & (probs <= 1)))  # NaN fails both
+    if len(bad):
+        i = int(bad[0])
+        where = f"image {int(rows[i])} class {int(classes[i])}"
+        raise EvaluationError(f"{where}: posterior {float(probs[i])!r} is not in [0, 1]")
+
+
+def _check_unique(rows: np.ndarray, classes: np.ndarray, n_classes: int) -> None:
+    keys = rows * n_classes + classes
+    ordered = np.sort(keys)
+    twice = np.flatnonzero(ordered[1:] == ordered[:-1])
+    if len(twice):
+        key = int(ordered[twice[0]])
+        raise EvaluationError(f"image {key // n_classes} lists class {key % n_classes} twice")
