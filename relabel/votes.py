@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from sqlalchemy import String, cast, select
@@ -118,14 +119,15 @@ def collect_votes(
     return answers.table(names)
 
 
-def vote_sources(conn: Connection, dataset_id: int) -> list[VoteSource]:
-    """The dataset's imported vote sources, by name."""
-    rows = conn.execute(select(VoteSource).where(VoteSource.dataset_id == dataset_id).order_by(VoteSource.name))
-    return list(rows.scalars())
+def vote_sources(conn: Connection, dataset_id: int) -> list[Any]:
+    """The dataset's imported vote sources (rows of the `vote_sources` table), by name."""
+    table = VoteSource.__table__  # type: ignore[attr-defined]
+    return list(conn.execute(select(table).where(table.c.dataset_id == dataset_id).order_by(table.c.name)))
 
 
 def _imported_votes(conn: Connection, dataset_id: int, wanted: Sequence[str] | None, answers: _Answers) -> list[str]:
-    """Add the votes of the chosen sources; returns their names."""
+    """Add the votes of the chosen sources; returns their names. The ballots of a source whose workers are not
+    identified (MTurk's five anonymous votes per image) are workers of one image each: "SOURCE:IMAGE/BALLOT"."""
     known = {s.name: s for s in vote_sources(conn, dataset_id)}
     for name in wanted or ():
         if name not in known:
@@ -135,11 +137,14 @@ def _imported_votes(conn: Connection, dataset_id: int, wanted: Sequence[str] | N
         query = select(Vote.image_id, Vote.class_index, Vote.worker, cast(Vote.answer, String)).where(
             Vote.source_id == source.id
         )
-        prefix = f"{source.name}:"
         for rows in conn.execute(query).partitions(100_000):
             image, cls, worker, answer = zip(*rows)
-            who = {w: answers.worker(prefix + w, "rater") for w in set(worker)}
-            answers.add(image, cls, (who[w] for w in worker), (ANSWER_CODES[a] for a in answer))
+            if source.workers_identified:
+                who = {w: answers.worker(f"{source.name}:{w}", "rater") for w in set(worker)}
+                codes: Iterable[int] = (who[w] for w in worker)
+            else:
+                codes = [answers.worker(f"{source.name}:{i}/{w}", "rater") for i, w in zip(image, worker)]
+            answers.add(image, cls, codes, (ANSWER_CODES[a] for a in answer))
     return [s.name for s in chosen]
 
 
