@@ -1,0 +1,232 @@
+"""Vote commands: import workers' answers, aggregate them into labels, and list each worker's reliability."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from relabel.aggregation import METHODS
+from relabel.cli.render import counts
+from relabel.settings import Settings
+from relabel.vote_formats import VOTE_FORMATS
+from relabel.vote_report import SORT_KEYS, AggregationReport, WorkerRow
+
+pass_settings = click.make_pass_decorator(Settings)
+EXISTING_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
+
+
+@click.group()
+def votes() -> None:
+    """Workers' answers ("is class c in image i?": yes / maybe / no): import, aggregate, worker reliability."""
+
+
+@votes.command("import")
+@click.argument("path", type=EXISTING_FILE)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(list(VOTE_FORMATS)),
+    required=True,
+    help="real-raters: ReaL's real_raters.npz; mturk: cleanlab's mturk_label_errors.json (five anonymous ballots "
+    "per image); long: CSV/JSONL of worker,image,label,answer or worker,image,labels.",
+)
+@click.option("--name", help="Vote source name (default: the format's name).")
+@click.option("--dataset", help="Dataset name (default: the only one).")
+@click.option("--replace", is_flag=True, help="Replace an existing vote source of the same name.")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+@pass_settings
+def votes_import(
+    settings: Settings, path: Path, fmt: str, name: str | None, dataset: str | None, replace: bool, quiet: bool
+) -> None:
+    """Import a file of workers' answers as a vote source. All votes or nothing.
+
+    \b
+    Examples:
+      relabel votes import real_raters.npz --format real-raters --name real-raters
+      relabel votes import mturk_label_errors.json --format mturk
+      relabel votes import round2.csv --format long --name round2     # worker,image,label,answer
+    """
+    from relabel.vote_import import import_votes
+
+    r = import_votes(
+        settings.engine, path, fmt=fmt, name=name, dataset=dataset, replace=replace, show_progress=not quiet
+    )
+    click.echo(
+        f"vote source {r.source!r}: {r.votes:,} vote(s) from {r.workers:,} worker(s) on {r.items:,} (image, class) "
+        f"pair(s) of {r.images:,} image(s) in {r.seconds:.1f} s ({r.rate:,.0f} votes/s)"
+    )
+    click.echo(f"  answers: {counts(r.answers)}")
+
+
+@votes.command("list")
+@click.option("--dataset", help="Dataset name (default: the only one).")
+@pass_settings
+def votes_list(settings: Settings, dataset: str | None) -> None:
+    """List the imported vote sources.
+
+    \b
+    Example:
+      relabel votes list
+    """
+    from relabel.vote_report import list_sources
+
+    rows = list_sources(settings.engine, dataset=dataset)
+    if not rows:
+        click.echo("no vote source yet; import one with `relabel votes import FILE --format ...`")
+    for s in rows:
+        who = "workers" if s.workers_identified else "anonymous ballots per image"
+        click.echo(
+            f"{s.name}  ({s.format})  {s.n_votes:,} votes, {s.n_workers:,} {who}, {s.n_images:,} images, "
+            f"imported {s.imported_at:%Y-%m-%d %H:%M} from {s.origin}"
+        )
+
+
+def vote_options(command: click.Command) -> click.Command:
+    """The options that choose which votes a command reads."""
+    for option in reversed(
+        [
+            click.option("--dataset", help="Dataset name (default: the only one)."),
+            click.option(
+                "--sources", multiple=True, help="Imported vote sources to read (repeatable; default: all of them)."
+            ),
+            click.option("--no-studio", is_flag=True, help="Leave out the studio annotators' decisions."),
+            click.option(
+                "--with-model",
+                metavar="RUN",
+                help="Let a stored run vote as one more worker (yes to its top-1, no to the other candidates).",
+            ),
+        ]
+    ):
+        command = option(command)
+    return command
+
+
+@votes.command("aggregate")
+@click.option(
+    "--method",
+    type=click.Choice(list(METHODS)),
+    default="ds",
+    show_default=True,
+    help="ds: Dawid-Skene; one-coin; majority; unanimous; set-majority (whole label sets, as MTurk's votes).",
+)
+@click.option("--threshold", type=float, default=0.9, show_default=True, help="Posterior a class needs (ds, one-coin).")
+@click.option(
+    "--keep-original",
+    type=float,
+    default=0.5,
+    show_default=True,
+    help="Posterior an original (ImGT) class needs to stay: the burden of proof lies on a change; 0 turns it off.",
+)
+@click.option("--compare", metavar="SOURCE", help="A label source (e.g. real) to measure agreement with.")
+@vote_options
+@pass_settings
+def votes_aggregate(
+    settings: Settings,
+    method: str,
+    threshold: float,
+    keep_original: float,
+    compare: str | None,
+    dataset: str | None,
+    sources: tuple[str, ...],
+    no_studio: bool,
+    with_model: str | None,
+) -> None:
+    """Aggregate the votes into labels and print the method's figures (majority vote's beside, with --compare).
+
+    \b
+    Examples:
+      relabel votes aggregate --method ds --threshold 0.9 --compare real
+      relabel votes aggregate --method majority --sources mturk --no-studio
+      relabel votes aggregate --with-model effnet    # a model run joins as a worker
+    """
+    from relabel.vote_report import VoteChoice, aggregate_dataset
+
+    choice = VoteChoice(sources or None, not no_studio, with_model)
+    report = aggregate_dataset(
+        settings.engine,
+        dataset=dataset,
+        method=method,
+        threshold=threshold,
+        keep_original=keep_original or None,
+        choice=choice,
+        compare=compare,
+    )
+    aggregation_report(report)
+
+
+@votes.command("workers")
+@click.option(
+    "--sort",
+    type=click.Choice(list(SORT_KEYS)),
+    default="sensitivity",
+    show_default=True,
+    help="Order of the rows (weakest first; answers: most first).",
+)
+@click.option("--limit", type=click.IntRange(min=1), help="Show at most this many workers.")
+@vote_options
+@pass_settings
+def votes_workers(
+    settings: Settings,
+    sort: str,
+    limit: int | None,
+    dataset: str | None,
+    sources: tuple[str, ...],
+    no_studio: bool,
+    with_model: str | None,
+) -> None:
+    """Each worker's sensitivity P(yes | present), specificity P(no | absent) and answers, from a Dawid-Skene fit;
+    flags spammers (answers that barely depend on the truth) and workers who need feedback.
+
+    \b
+    Examples:
+      relabel votes workers --sort sensitivity --limit 10
+      relabel votes workers --sources real-raters --no-studio
+    """
+    from relabel.vote_report import VoteChoice, worker_reliability
+
+    choice = VoteChoice(sources or None, not no_studio, with_model)
+    rows = worker_reliability(settings.engine, dataset=dataset, choice=choice, sort=sort, limit=limit)
+    if not rows:
+        click.echo("no votes yet; import some with `relabel votes import` or decide images in the studio")
+    reliability_table(rows)
+
+
+def aggregation_report(r: AggregationReport) -> None:
+    """The figures of one aggregation, and its agreement with a reference, one line per method."""
+    keep = (
+        f", original classes kept at >= {r.keep_original}"
+        if r.keep_original and METHODS[r.method].probabilistic
+        else ""
+    )
+    rule = f"threshold {r.threshold}{keep}" if METHODS[r.method].probabilistic else "its own rule"
+    model = f"; model {r.with_model} votes as a worker" if r.with_model else ""
+    click.echo(f"method {r.method} ({rule}) on sources {', '.join(r.sources) or 'none'}{model}")
+    click.echo(
+        f"  {r.votes:,} votes by {r.workers:,} workers on {r.items:,} (image, class) pairs of {r.images:,} images; "
+        f"fit in {r.seconds:.2f} s"
+        + (f", {r.iterations} EM steps" if r.iterations else "")
+        + ("" if r.converged else " (not converged)")
+    )
+    click.echo(f"  labels: {r.accepted:,} pairs accepted, {r.uncertain:,} uncertain (between the thresholds)")
+    for a in r.agreement:
+        click.echo(
+            f"  vs {r.reference} [{a.method}]: {a.pair_share:.2%} of {a.pairs:,} rated pairs agree; "
+            f"{a.set_share:.2%} of {a.images:,} rated images have the same label set"
+        )
+
+
+def reliability_table(rows: list[WorkerRow]) -> None:
+    """Workers' reliability as a plain-text table (names printed as text, never markup)."""
+    if not rows:
+        return
+    width = min(max(len(r.name) for r in rows), 48)
+    click.echo(f"{'worker':<{width}}  {'kind':<9} {'sens':>5} {'spec':>5} {'answers':>8}  {'no/maybe/yes':<20} flag")
+    for r in rows:
+        name = r.name if len(r.name) <= width else r.name[: width - 1] + "…"
+        answers = "/".join(f"{n:,}" for n in r.answers)
+        figures = f"{r.sensitivity:5.2f} {r.specificity:5.2f} {r.total:8,}"
+        click.echo(f"{name:<{width}}  {r.kind:<9} {figures}  {answers:<20} {r.flag}")
+
+
+COMMANDS = [votes]
