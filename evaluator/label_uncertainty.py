@@ -84,6 +84,17 @@ class Posteriors:
         probs = np.fromiter((v for p in posteriors for v in p.values()), dtype=np.float64, count=len(rows))
         return cls(rows, classes, probs, len(posteriors), n_classes)
 
+    def subset(self, images: ArrayLike) -> Posteriors:
+        """The posteriors of `images` (distinct indices in 0..n_images-1), in that order."""
+        picked = _ints(images, "images")
+        _check_range(picked, self.n_images, "images")
+        position = np.full(self.n_images, -1, dtype=np.int64)
+        position[picked] = np.arange(len(picked))
+        if len(np.unique(picked)) != len(picked):
+            raise EvaluationError("images lists an image twice")
+        keep = position[self.rows] >= 0
+        return Posteriors(position[self.rows[keep]], self.classes[keep], self.probs[keep], len(picked), self.n_classes)
+
     def label_sets(self, threshold: float = THRESHOLD) -> LabelSets:
         """The sets {c : p_c ≥ threshold} (classes in ascending order); an image with none has an empty set."""
         keep = self.probs >= _check_threshold(threshold)

@@ -14,19 +14,26 @@ A reference is named by a spec:
 | `snapshot:NAME` | a frozen ReGT snapshot; its categories give the per-category breakdown    |
 | `latest`        | the newest snapshot of the dataset                                        |
 | `NAME`          | the source or the snapshot called NAME (an error if both exist)           |
+
+A probabilistic snapshot (its consensus fitted posteriors, e.g. Dawid-Skene) also carries them as
+`evaluator.label_uncertainty.Posteriors`: the stored P(class present) of each voted (image, class) pair; a class of
+the snapshot's labels without a stored posterior (an adjudicated image, one the unanimous rule decided, a base
+label) is certain (p = 1), and a class neither listed nor labelled is absent.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 from sqlalchemy import select
 from sqlmodel import Session
 
 from db.enums import Category
-from db.models import Dataset, Image, Label, LabelSource, Snapshot, SnapshotLabel
+from db.models import Dataset, Image, Label, LabelSource, Snapshot, SnapshotLabel, SnapshotPosterior
 from evaluator import EvaluationError, LabelSets
+from evaluator.label_uncertainty import THRESHOLD, Posteriors
 from relabel.errors import InputError, NotFoundError
 from relabel.snapshots import get_snapshot, snapshot_hash
 from relabel.workspace import IMGT, dataset_vocabulary, get_source
@@ -46,16 +53,26 @@ class ReferenceInfo:
     multi_label: bool  # some image has more than one class
     categories: dict[str, int] | None = None  # snapshot categories (A/B/M/Z/X/U) -> images
     source_format: str | None = None  # the import format of a source ("real", "shankar", ...); None: a snapshot
+    consensus: dict[str, Any] | None = None  # a snapshot's consensus settings ({"rule": "ds", "threshold": 0.9})
+    n_posteriors: int = 0  # (image, class) posteriors a probabilistic snapshot stores
 
 
 @dataclass(frozen=True, eq=False)
 class Reference:
-    """Label sets of `image_ids` (sorted, (n,) int64); `categories` (n,) str for a snapshot, else None."""
+    """Label sets of `image_ids` (sorted, (n,) int64); `categories` (n,) str for a snapshot, else None;
+    `posteriors` over the same images for a probabilistic snapshot (module docstring), else None."""
 
     info: ReferenceInfo
     image_ids: np.ndarray
     labels: LabelSets
     categories: np.ndarray | None = None
+    posteriors: Posteriors | None = None
+
+    @property
+    def threshold(self) -> float:
+        """The posterior a class needed to enter a label set of this snapshot (its consensus setting)."""
+        value = (self.info.consensus or {}).get("threshold")
+        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else THRESHOLD
 
     @property
     def name(self) -> str:
@@ -118,7 +135,47 @@ def _snapshot_reference(session: Session, dataset: Dataset, snap: Snapshot) -> R
     ).all()
     ids = [image_id for image_id, _, _ in rows]
     categories = np.array([Category(c).value for _, _, c in rows], dtype=str)
-    return _build(session, dataset, snap.name, "snapshot", snap.content_hash, ids, [c for _, c, _ in rows], categories)
+    sets = [c for _, c, _ in rows]
+    ref = _build(session, dataset, snap.name, "snapshot", snap.content_hash, ids, sets, categories)
+    posteriors = _snapshot_posteriors(session, snap, ref)
+    if posteriors is None:
+        return replace(ref, info=replace(ref.info, consensus=snap.consensus))
+    info = replace(ref.info, consensus=snap.consensus, n_posteriors=posteriors.n_posteriors)
+    return replace(ref, info=info, posteriors=posteriors.posteriors)
+
+
+@dataclass(frozen=True, eq=False)
+class _Loaded:
+    posteriors: Posteriors
+    n_posteriors: int  # as stored (the certain labels added to `posteriors` not counted)
+
+
+def _snapshot_posteriors(session: Session, snap: Snapshot, ref: Reference) -> _Loaded | None:
+    """The stored posteriors of `snap` over the images of `ref`, its labels without one certain; None when the
+    snapshot stores none (an unanimous snapshot)."""
+    stored = session.execute(
+        select(SnapshotPosterior.image_id, SnapshotPosterior.class_index, SnapshotPosterior.posterior).where(
+            SnapshotPosterior.snapshot_id == snap.id
+        )
+    ).all()
+    if not stored:
+        return None
+    image_ids, classes, probs = (np.array(col) for col in zip(*stored))
+    rows = np.searchsorted(ref.image_ids, image_ids)
+    inside = (rows < len(ref.image_ids)) & (ref.image_ids[np.minimum(rows, len(ref.image_ids) - 1)] == image_ids)
+    rows, classes, probs = rows[inside], classes[inside].astype(np.int64), probs[inside].astype(np.float64)
+    label_rows, label_cols = np.nonzero(ref.labels.labels >= 0)
+    label_classes = ref.labels.labels[label_rows, label_cols].astype(np.int64)
+    n_classes = ref.labels.n_classes
+    unlisted = ~np.isin(label_rows * n_classes + label_classes, rows * n_classes + classes)
+    try:
+        posteriors = Posteriors(
+            np.r_[rows, label_rows[unlisted]], np.r_[classes, label_classes[unlisted]],
+            np.r_[probs, np.ones(int(unlisted.sum()))], ref.labels.n_images, n_classes,
+        )  # fmt: skip
+    except EvaluationError as exc:
+        raise InputError(f"snapshot {snap.name!r}: {exc}") from None
+    return _Loaded(posteriors, len(stored))
 
 
 def _build(

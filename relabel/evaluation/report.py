@@ -122,6 +122,7 @@ def scores_markdown(ev: Evaluation, figures: set[str]) -> str:
     ]
     parts += _paired_markdown(ev, figures)
     for title, table in (
+        ("## Label uncertainty\n\n" + text.UNCERTAINTY_NOTE, text.uncertainty_table(ev)),
         ("## Published metrics\n\n" + PUBLISHED_NOTE, text.published_table(ev)),
         ("## Failed calls\n\n" + FAILURES_NOTE, text.failures_table(ev)),
         ("## Per category\n\nTop-1 % on the scored images of each snapshot category (images in brackets).",
@@ -164,11 +165,14 @@ FAILURES_NOTE = (
 
 def _intervals_line(ev: Evaluation) -> str:
     if not ev.n_boot:
-        return "top-1: Wilson score interval; differences and ranks: none (--boot 0)"
-    return (
+        return "top-1: Wilson score interval; differences, ranks and label uncertainty: none (--boot 0)"
+    line = (
         f"top-1: Wilson score interval; differences and ranks: {ev.n_boot} bootstrap resamples of images "
         f"(paired: the same images under both references; ranks: one resample for every run), seed {ev.seed}"
     )
+    if any(s.uncertain is not None for s in ev.scores):
+        line += "; label uncertainty: as many draws of label sets from the posteriors, each with a resample"
+    return line
 
 
 def _reference_line(r: ReferenceInfo) -> str:
@@ -179,6 +183,10 @@ def _reference_line(r: ReferenceInfo) -> str:
     if excluded:
         line += f"; {excluded:,} with an empty set are excluded from every score against it"
     line += "; a prediction is right when it is in the image's set (ReaL rule)" if r.multi_label else "; one label each"
+    if r.n_posteriors:
+        rule = escape_md((r.consensus or {}).get("rule", "?"))
+        line += (f"; probabilistic ({rule} consensus): {r.n_posteriors:,} (image, class) posteriors, a class in a "
+                 f"set at posterior ≥ {(r.consensus or {}).get('threshold', 0.9)}")  # fmt: skip
     note = SOURCE_NOTES.get(r.source_format or "")
     return line + (f". {note}" if note else "") + "."
 

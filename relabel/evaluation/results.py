@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from evaluator.label_uncertainty import UncertainScore
 from evaluator.paired import PairedDifference
 from evaluator.ranking import RankingShift, RankInterval
 from evaluator.scoring import Score
@@ -44,6 +45,15 @@ DEFINITIONS = {
     "warnings": "runs that cover different images, or part of a reference, with the images in common",
     "published": "metrics as their authors define them (--metric), e.g. Shankar et al. (2020): problematic images "
     "skipped, correct or unclear labels count, per-class accuracy by original label averaged over classes",
+    "uncertain": "against a probabilistic snapshot (posteriors per image and class, e.g. Dawid-Skene): "
+    "thresholded = top-1 against the sets of classes with posterior >= threshold; expected_accuracy = mean top-1 "
+    "over n_draws label sets sampled from the posteriors (each class present with its posterior, independently; "
+    "an image whose sampled set is empty is left out of that draw), after Stutz et al. (2023); ci_low/ci_high: "
+    "95 % percentile interval over draws that each resample the images (the bootstrap) and sample their label "
+    "sets, so it holds both the finite test set and the label uncertainty (with every posterior 0 or 1 it is the "
+    "ordinary bootstrap interval); label_ci_low/label_ci_high: the same over label draws alone, images fixed; "
+    "n_uncertain: images answered (or failed) with a posterior strictly between 0 and 1; expected_scored: mean "
+    "images scored per draw; classes of the snapshot's labels without a stored posterior count as certain",
     "mean_per_class": "unweighted mean over classes of top-1 on the scored images whose set holds the class",
     "per_category": "top-1 on the images of each snapshot category (A confirmed, B changed, M several labels, "
     "Z none fits, X unclear, U undecided)",
@@ -86,6 +96,7 @@ class RunScore:
     mean_per_class: float
     per_category: dict[str, Score] | None
     paired: PairedDifference | None = None  # against the evaluation's first reference, on common images
+    uncertain: UncertainScore | None = None  # against a probabilistic snapshot's posteriors (label uncertainty)
 
 
 @dataclass(frozen=True)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from evaluator import LabelSets
+from evaluator import EvaluationError, LabelSets
+from evaluator.label_uncertainty import UncertainScore, uncertain_accuracy
 from evaluator.scoring import accuracy_by_category, mean_per_class_accuracy, multilabel_accuracy
 from relabel.errors import InputError
 from relabel.evaluation.references import Reference
 from relabel.evaluation.results import RunScore
-from relabel.evaluation.runs import RunPredictions, align
+from relabel.evaluation.runs import Aligned, RunPredictions, align
 
 TOP5 = 5
 
@@ -19,9 +20,9 @@ def score_run(run: RunPredictions, reference: Reference, *, n_boot: int = 1000, 
     snapshot, top-1 per category, on the images of `reference` that the run predicted. Failed replies count as
     wrong, infrastructure errors are counted apart (`relabel.evaluation.runs`).
 
-    Every accuracy gets its Wilson interval, which needs no resampling: `n_boot` and `seed` are accepted for the
-    callers of the bootstrap that came before, and unused. Raises InputError when the run predicted none of the
-    reference's labelled images.
+    Every accuracy gets its Wilson interval, which needs no resampling. Against a probabilistic snapshot, `n_boot`
+    (≥ 1) label draws, each with a resample of the images, seeded, give the expected top-1 and its intervals
+    (`score_uncertain`). Raises InputError when the run predicted none of the reference's labelled images.
     """
     aligned = align(run, reference.image_ids)
     labels = subset_labels(reference.labels, aligned.rows)
@@ -38,6 +39,7 @@ def score_run(run: RunPredictions, reference: Reference, *, n_boot: int = 1000, 
     if reference.categories is not None:
         categories = reference.categories[aligned.rows]
         per_category = accuracy_by_category(pred, labels, categories, 1, ok, failed=failed)
+    uncertain = score_uncertain(aligned, reference, n_boot=n_boot, seed=seed)
     return RunScore(
         run.info.name,
         reference.name,
@@ -47,7 +49,24 @@ def score_run(run: RunPredictions, reference: Reference, *, n_boot: int = 1000, 
         top5,
         per_class.accuracy,
         per_category,
+        uncertain=uncertain,
     )
+
+
+def score_uncertain(aligned: Aligned, reference: Reference, *, n_boot: int, seed: int) -> UncertainScore | None:
+    """Top-1 of the aligned predictions against the reference's posteriors, thresholded at its consensus
+    threshold, expected over `n_boot` label draws, with its intervals; None for a reference without posteriors
+    or with `n_boot` = 0 (no draws)."""
+    if reference.posteriors is None or not n_boot:
+        return None
+    posteriors = reference.posteriors.subset(aligned.rows)
+    try:
+        return uncertain_accuracy(
+            aligned.classes, posteriors, aligned.ok, failed=aligned.failed, threshold=reference.threshold,
+            n_draws=n_boot, seed=seed,
+        )  # fmt: skip
+    except EvaluationError as exc:
+        raise InputError(f"reference {reference.name!r}: {exc}") from None
 
 
 def subset_labels(labels: LabelSets, rows: np.ndarray) -> LabelSets:

@@ -111,6 +111,49 @@ def paired_table(ev: Evaluation) -> Table | None:
     return header, rows
 
 
+def uncertainty_table(ev: Evaluation) -> Table | None:
+    """Each run against each probabilistic snapshot: top-1 against the thresholded sets beside the expected top-1
+    over label sets sampled from the posteriors, its interval with label uncertainty and image resampling, and
+    the interval of the label draws alone; None when no reference has posteriors (or --boot 0)."""
+    scored = [(s, u) for s in ev.scores if (u := s.uncertain) is not None]
+    if not scored:
+        return None
+    header = ["run", "reference", "threshold", "scored", "top-1 % at threshold", "expected %",
+              "95 % CI (labels + images)", "95 % CI (labels only)", "uncertain images", "draws"]  # fmt: skip
+    rows = []
+    for s, u in scored:
+        t = u.thresholded
+        rows.append(
+            [s.run, s.reference, f"{u.threshold:g}", str(t.n_scored), pct(t.accuracy), pct(u.expected_accuracy),
+             span(u.ci_low, u.ci_high), span(u.label_ci_low, u.label_ci_high), str(u.n_uncertain), str(u.n_draws)]
+        )  # fmt: skip
+    return header, rows
+
+
+UNCERTAINTY_NOTE = (
+    "The labels of a probabilistic snapshot are posteriors: top-1 counts the classes at or above the threshold as "
+    "certain; the expected top-1 averages top-1 over label sets sampled from the posteriors (each class present "
+    "with its probability; an image whose sampled set is empty is left out of that draw), after Stutz et al., "
+    '"Evaluating AI systems under uncertain ground truth" (2023). Its 95 % interval resamples the images and '
+    "samples their labels in every draw, so it holds both the finite test set and the label noise; the interval "
+    "of the labels alone shows how much of that width the labels cause."
+)
+
+
+UNCERTAINTY_LINE = (
+    "label uncertainty (after Stutz et al. 2023): the expected top-1 over label sets sampled from the snapshot's "
+    "posteriors; its 95 % interval resamples the images and samples their labels in every draw, so it covers both "
+    "the finite test set and the label noise"
+)
+
+
+def span(low: float | None, high: float | None) -> str:
+    """An interval of shares as percentages; NA when a bound is missing."""
+    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
+        return NA
+    return f"{pct(low)}–{pct(high)}"
+
+
 def ranking_table(ev: Evaluation) -> Table | None:
     """Top-1 and rank of each run under the first two references on the images every run scored under both, with
     95 % intervals of the ranks and of the places gained from one joint bootstrap of those images."""
@@ -359,6 +402,9 @@ def render_evaluation(ev: Evaluation) -> str:
             f"tau-b {num(ev.ranking.kendall_tau)}",
             columns(ranking, "  "),
         ]
+    uncertain = uncertainty_table(ev)
+    if uncertain is not None:
+        parts += [UNCERTAINTY_LINE, columns(uncertain, "  ")]
     for title, table in (("published metrics", published_table(ev)), ("failed calls", failures_table(ev)),
                          ("per category (top-1 %, scored images)", category_table(ev)),
                          ("out-of-prompt answers", oop_table(ev))):  # fmt: skip
