@@ -111,7 +111,8 @@ class Posteriors:
 class UncertainScore:
     """Top-1 against probabilistic labels (module docstring); shares in [0, 1], NaN where nothing was scored.
 
-    `n_uncertain` of the counted images (answered or failed) have a posterior strictly between 0 and 1;
+    `n_uncertain` of the counted images (answered or failed) have a posterior that settles nothing, strictly
+    between 1 − threshold and threshold (a consensus sends such images to review, category U);
     `expected_scored` is the mean number of scored images per label draw.
     """
 
@@ -182,8 +183,9 @@ def uncertain_accuracy(
     low, high = percentile_interval(boot_acc, level)
     with np.errstate(invalid="ignore"):
         expected = float(np.nanmean(label_acc)) if np.isfinite(label_acc).any() else float("nan")
+    unsettled = (posteriors.probs > min(threshold, 1 - threshold)) & (posteriors.probs < max(threshold, 1 - threshold))
     uncertain = np.zeros(posteriors.n_images, bool)
-    uncertain[posteriors.rows[(posteriors.probs > 0) & (posteriors.probs < 1)]] = True
+    uncertain[posteriors.rows[unsettled]] = True
     return UncertainScore(
         float(threshold), thresholded, expected, float(low), float(high), float(label_low), float(label_high),
         float(scored.mean()), int((uncertain & coins.counted).sum()), int(n_draws), int(seed),

@@ -52,8 +52,9 @@ DEFINITIONS = {
     "95 % percentile interval over draws that each resample the images (the bootstrap) and sample their label "
     "sets, so it holds both the finite test set and the label uncertainty (with every posterior 0 or 1 it is the "
     "ordinary bootstrap interval); label_ci_low/label_ci_high: the same over label draws alone, images fixed; "
-    "n_uncertain: images answered (or failed) with a posterior strictly between 0 and 1; expected_scored: mean "
-    "images scored per draw; classes of the snapshot's labels without a stored posterior count as certain",
+    "n_uncertain: images answered (or failed) with a posterior strictly between 1 - threshold and threshold; "
+    "expected_scored: mean images scored per draw; classes of the snapshot's labels without a stored posterior "
+    "count as certain",
     "mean_per_class": "unweighted mean over classes of top-1 on the scored images whose set holds the class",
     "per_category": "top-1 on the images of each snapshot category (A confirmed, B changed, M several labels, "
     "Z none fits, X unclear, U undecided)",

@@ -80,7 +80,7 @@ def test_the_expected_top1_and_its_interval_are_in_every_output(workspace: Path,
     u = score["uncertain"]
     certain = {k: post or dict.fromkeys(DS_SNAPSHOT[k][0], 1.0) for k, (_, _, _, post) in DS_SNAPSHOT.items()}
     exact = exact_expected_accuracy(list(M5_TOP1.values()), [certain[k] for k in M5_TOP1])
-    assert u["threshold"] == 0.9 and u["n_draws"] == 2000 and u["n_uncertain"] == 4  # all but c (certain)
+    assert u["threshold"] == 0.9 and u["n_draws"] == 2000 and u["n_uncertain"] == 3  # a, b, e (d: 0.99, 0.92)
     assert u["thresholded"]["accuracy"] == pytest.approx(2 / 3) == score["top1"]["accuracy"]
     assert u["expected_accuracy"] == pytest.approx(exact, abs=0.03)  # well over 4 standard errors of 2,000 draws
     assert u["ci_low"] <= u["expected_accuracy"] <= u["ci_high"]
