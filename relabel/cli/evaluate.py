@@ -37,8 +37,8 @@ OUT_DIR = click.Path(file_okay=False, path_type=Path)
     type=int,
     default=1000,
     show_default=True,
-    help="Bootstrap resamples for paired differences and rank intervals (0: none; top-1 always has its Wilson "
-    "interval).",
+    help="Bootstrap resamples for paired differences and rank intervals, and label draws (each with a resample) "
+    "for the expected top-1 against a probabilistic snapshot (0: none; top-1 always has its Wilson interval).",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap.")
 @click.option("--out", type=OUT_DIR, help="Report folder (default: WORKSPACE/reports/<UTC time>).")
@@ -60,13 +60,16 @@ def evaluate(
 ) -> None:
     """Score stored model runs against ImGT and ReGT references; store the evaluation and write a report.
 
-    Nothing is re-run: the stored predictions are rescored, so run this after every labeling round.
+    Nothing is re-run: the stored predictions are rescored, so run this after every labeling round. Against a
+    snapshot that stores posteriors (`snapshot create --consensus ds`), the expected top-1 over label sets sampled
+    from them and its interval with label uncertainty (after Stutz et al. 2023) are shown beside top-1.
 
     \b
     Examples:
       relabel evaluate                                   # every run vs imgt and the newest snapshot
       relabel evaluate --reference imgt --reference real --run cv
       relabel evaluate --reference imgt --reference real --reference shankar --metric shankar
+      relabel evaluate --reference snapshot:round-3-ds   # a ds snapshot: expected top-1 with label noise
       relabel evaluate --weights P=1,CDC=1,RR=2,E=0.5 --out reports/round-3
       relabel evaluate --history                         # how each run's score moved across rounds
       relabel evaluate robustness --model efficientnet-lite0 --limit 200
