@@ -1,4 +1,9 @@
-"""Export a snapshot: ReaL-style real.json, JSONL, or CSV. Files are written whole or not at all."""
+"""Export a snapshot: ReaL-style real.json, JSONL, or CSV. Files are written whole or not at all.
+
+A snapshot whose consensus read votes (`relabel snapshot create --consensus ds`) carries its posteriors: each JSONL
+row gains "posteriors" {class index: P(class present)} and the CSV a `posteriors` column ("207:0.9731|208:0.0412",
+4 decimals), for every (image, class) pair the votes asked about; pairs not listed count as absent, or as present
+when they are the image's labels taken from a decision or the base source. ReaL's format stays label sets."""
 
 from __future__ import annotations
 
@@ -16,11 +21,13 @@ from sqlalchemy.engine import Engine
 
 from db.engine import session_scope
 from relabel.errors import InputError, OutputError, brief, unknown_name
+from relabel.posteriors import format_posteriors
 from relabel.snapshots import SnapshotRow, check_classes, get_snapshot, snapshot_rows
 from relabel.vocabulary import Vocabulary
 from relabel.workspace import dataset_vocabulary, get_dataset
 
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+JSONL_DIGITS = 6  # posteriors in JSONL; the CSV cell has 4 (relabel.posteriors.format_posteriors)
 
 
 def spreadsheet_safe(cell: str) -> str:
@@ -44,6 +51,8 @@ def render_jsonl(rows: list[SnapshotRow], vocab: Vocabulary) -> str:
             "category": r.category,
             "origin": r.origin,
         }
+        if r.posteriors is not None:
+            record["posteriors"] = {str(c): round(p, JSONL_DIGITS) for c, p in sorted(r.posteriors.items())}
         lines.append(json.dumps(record, ensure_ascii=False))
     return "\n".join(lines) + "\n"
 
@@ -51,7 +60,8 @@ def render_jsonl(rows: list[SnapshotRow], vocab: Vocabulary) -> str:
 def render_csv(rows: list[SnapshotRow], vocab: Vocabulary) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["image", "labels", "wnids", "names", "category", "origin"])
+    with_posteriors = any(r.posteriors is not None for r in rows)
+    writer.writerow(["image", "labels", "wnids", "names", "category", "origin"] + ["posteriors"] * with_posteriors)
     for r in rows:
         cells = [
             r.path,
@@ -61,6 +71,8 @@ def render_csv(rows: list[SnapshotRow], vocab: Vocabulary) -> str:
             r.category,
             r.origin,
         ]
+        if with_posteriors:
+            cells.append(format_posteriors(r.posteriors or {}))
         writer.writerow([spreadsheet_safe(c) for c in cells])
     return buf.getvalue()
 

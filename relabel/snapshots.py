@@ -5,20 +5,23 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 from sqlalchemy import insert, select
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session
 
 from db.engine import session_scope
-from db.enums import Category
-from db.models import Dataset, Image, Label, Snapshot, SnapshotLabel
+from db.enums import Category, Verdict
+from db.models import Dataset, Image, Label, Snapshot, SnapshotLabel, SnapshotPosterior
 from relabel import __version__
-from relabel.consensus import Outcome, settle_images
+from relabel.consensus import Consensus, Outcome, categorize, decision_key, settle_images
 from relabel.decision_log import current_decisions
 from relabel.errors import ConflictError, InputError, examples, unknown_name
+from relabel.posteriors import UNANIMOUS, UNCERTAIN, VotedImage, check_rule, posterior_rows, reads_votes
+from relabel.snapshot_votes import VoteFit, fit_votes
 from relabel.storable import one_line_name, storable_text
 from relabel.workspace import IMGT, dataset_vocabulary, get_dataset, get_source
 
@@ -29,11 +32,19 @@ UNDECIDED_POLICIES = {
 }
 
 
-def snapshot_hash(rows: list[tuple[str, list[int], str]]) -> str:
-    """sha256 over (path, classes, category) in path order: equal labels give an equal hash."""
+def snapshot_hash(
+    rows: list[tuple[str, list[int], str]], posteriors: Mapping[str, Mapping[int, float]] | None = None
+) -> str:
+    """sha256 over (path, classes, category) in path order: equal labels give an equal hash. A probabilistic
+    snapshot's posteriors (path -> class -> P) are hashed too, rounded to 6 decimals, so two snapshots that agree
+    on the labels but not on how sure they are differ."""
     h = hashlib.sha256()
     for path, classes, category in sorted(rows):
         h.update(json.dumps([path, classes, category], separators=(",", ":")).encode())
+        h.update(b"\n")
+    for path in sorted(posteriors or {}):
+        pairs = [[c, round(p, 6)] for c, p in sorted(posteriors[path].items())]  # type: ignore[index]
+        h.update(json.dumps([path, pairs], separators=(",", ":")).encode())
         h.update(b"\n")
     return h.hexdigest()
 
@@ -65,7 +76,24 @@ class SnapshotSummary:
     content_hash: str
     n_images: int
     counts: dict[str, int]
-    origins: dict[str, int] = field(default_factory=dict)  # adjudication / consensus / base, and disputed
+    origins: dict[str, int] = field(default_factory=dict)  # adjudication / consensus / base, disputed, uncertain
+    consensus: dict[str, Any] = field(default_factory=lambda: {"rule": UNANIMOUS})  # as `Snapshot.consensus`
+    n_posteriors: int = 0  # (image, class) posteriors stored
+
+    @property
+    def uncertain(self) -> int:
+        """Images whose votes settle nothing (category U, origin "uncertain")."""
+        return self.origins.get(UNCERTAIN, 0)
+
+
+class FrozenRow(NamedTuple):
+    image_id: int
+    path: str
+    classes: list[int]
+    category: Category
+    origin: str
+    where: str  # what the labels came from, for error messages
+    voted: bool = False  # settled by the votes: its posteriors are stored
 
 
 def create_snapshot(
@@ -77,68 +105,164 @@ def create_snapshot(
     undecided: str = "keep",
     min_votes: int = 1,
     created_by: str = "",
+    consensus: str = UNANIMOUS,
+    threshold: float = 0.9,
+    vote_sources: Sequence[str] | None = None,
+    with_model: str | None = None,
+    studio_votes: bool = True,
+    show_progress: bool = False,
 ) -> SnapshotSummary:
-    """Freeze the consensus of every image of the dataset as snapshot `name`: the decision and category that
-    `relabel.consensus` settles on (the `unanimous` rule with `min_votes`), else the base source's labels under
-    the `undecided` policy, category U."""
-    if undecided not in UNDECIDED_POLICIES:
-        raise InputError(f"unknown undecided-image policy {undecided!r}; known: {', '.join(UNDECIDED_POLICIES)}")
-    one_line_name(name, "snapshot name")
-    if not 1 <= min_votes <= MAX_MIN_VOTES:
-        raise InputError(f"--min-votes must be between 1 and {MAX_MIN_VOTES}, got {min_votes}")
+    """Freeze the consensus of every image of the dataset as snapshot `name`.
+
+    `consensus` ``unanimous`` (the default): the decision and category that `relabel.consensus` settles on (the
+    `unanimous` rule with `min_votes`), else the base source's labels under the `undecided` policy, category U.
+    Any other name of `relabel.aggregation.METHODS` aggregates the dataset's votes (`relabel.votes.collect_votes`:
+    the imported `vote_sources`, None all, the studio's decisions when `studio_votes`, the run `with_model` as one
+    more worker): a lead's adjudication still settles an image outright; a voted image takes the classes whose
+    posterior reaches `threshold` (`relabel.posteriors`), is U with origin "uncertain" when one of its pairs lies
+    strictly between 1 - threshold and threshold (labels by the `undecided` policy), Z when every pair is
+    confidently absent; images without votes follow the unanimous rule. Its posteriors are stored per (image,
+    class) in `snapshot_posteriors`, except on adjudicated images (an adjudication is certain).
+    """
+    request = ConsensusRequest(
+        consensus, threshold, min_votes, None if vote_sources is None else tuple(vote_sources), with_model, studio_votes
+    )
+    _check_request(name, undecided, request)
     with session_scope(engine) as s:
         ds = get_dataset(s, dataset)
         if s.scalars(select(Snapshot).where(Snapshot.dataset_id == ds.id, Snapshot.name == name)).first():
             raise ConflictError(f"snapshot {name!r} already exists and is immutable; choose another name")
-        conn = s.connection()
-        base_labels = source_labels(conn, get_source(s, ds, base).id)  # type: ignore[arg-type]
-        imgt = get_source(s, ds, IMGT) if base != IMGT else None
-        original = source_labels(conn, imgt.id) if imgt else base_labels  # type: ignore[arg-type]
-        decisions = current_decisions(conn, ds.id)  # type: ignore[arg-type]
-        images = conn.execute(select(Image.id, Image.path).where(Image.dataset_id == ds.id).order_by(Image.path)).all()
-        if not images:
-            raise InputError(f"dataset {ds.name!r} has no images; nothing to freeze")
-        settled = settle_images(decisions, (i for i, _ in images), min_votes=min_votes)
-        rows: list[tuple[int, str, list[int], Category, str]] = []
-        origins: Counter[str] = Counter()
-        sources: list[str] = []
-        for image_id, path in images:
-            decision, outcome = settled[image_id]
-            if decision is not None:
-                classes, category = list(decision.classes), settled[image_id].category(original.get(image_id))
-                origin = outcome.value
-                sources.append(f"decision #{decision.annotation_id}")
-            else:
-                classes = base_labels.get(image_id, []) if undecided == "keep" else []
-                category, origin = Category.U, ("disputed" if outcome is Outcome.disputed else "base")
-                sources.append(f"source {base!r}")
-            origins[origin] += 1
-            rows.append((image_id, path, classes, category, origin))
-        n_classes = len(dataset_vocabulary(s, ds))
-        labelled = ((path, classes, where) for (_, path, classes, _, _), where in zip(rows, sources))
-        check_classes(labelled, n_classes, f"snapshot {name!r} not created")
-        digest = snapshot_hash([(p, c, cat.value) for _, p, c, cat, _ in rows])
-        counts = Counter(cat.value for *_, cat, _ in rows)
+        rows, fit = _freeze(s, ds, base, undecided, request, show_progress)
+        labelled = ((r.path, r.classes, r.where) for r in rows)
+        check_classes(labelled, len(dataset_vocabulary(s, ds)), f"snapshot {name!r} not created")
+        voted = fit.images if fit else {}
+        posteriors = {r.path: voted[r.image_id].posteriors for r in rows if r.voted}
+        digest = snapshot_hash([(r.path, r.classes, r.category.value) for r in rows], posteriors or None)
+        counts = dict(sorted(Counter(r.category.value for r in rows).items()))
+        settings = {"rule": consensus, "min_votes": min_votes, **(fit.settings if fit else {})}
         snap = Snapshot(
             dataset_id=ds.id,
             name=name,
             content_hash=digest,
-            base_source=base,  # type: ignore[arg-type]
+            base_source=base,
             undecided_policy=undecided,
             n_images=len(rows),
-            counts=dict(sorted(counts.items())),
+            counts=counts,
             created_by=created_by,
             tool_version=__version__,
+            consensus=settings,
         )
-        s.add(snap)
-        s.flush()
-        values = [
-            {"snapshot_id": snap.id, "image_id": i, "classes": c, "category": cat, "origin": o}
-            for i, _, c, cat, o in rows
-        ]
-        for start in range(0, len(values), 5000):
-            s.execute(insert(SnapshotLabel), values[start : start + 5000])
-    return SnapshotSummary(name, digest, len(rows), dict(sorted(counts.items())), dict(sorted(origins.items())))
+        n_posteriors = _store(s, snap, rows, voted)
+    origins = dict(sorted(Counter(r.origin for r in rows).items()))
+    return SnapshotSummary(name, digest, len(rows), counts, origins, settings, n_posteriors)
+
+
+@dataclass(frozen=True)
+class ConsensusRequest:
+    """How a snapshot is asked to reach its consensus (the arguments of `create_snapshot` of that name)."""
+
+    rule: str
+    threshold: float
+    min_votes: int
+    vote_sources: tuple[str, ...] | None
+    with_model: str | None
+    studio_votes: bool
+
+
+def _check_request(name: str, undecided: str, request: ConsensusRequest) -> None:
+    if undecided not in UNDECIDED_POLICIES:
+        raise InputError(f"unknown undecided-image policy {undecided!r}; known: {', '.join(UNDECIDED_POLICIES)}")
+    one_line_name(name, "snapshot name")
+    if not 1 <= request.min_votes <= MAX_MIN_VOTES:
+        raise InputError(f"--min-votes must be between 1 and {MAX_MIN_VOTES}, got {request.min_votes}")
+    voting = check_rule(request.rule, request.threshold)
+    if not voting and (request.vote_sources or request.with_model):
+        raise InputError(
+            "--votes and --with-model need a consensus that reads votes (ds, majority, ...), not unanimous"
+        )
+
+
+def _freeze(
+    s: Session, ds: Dataset, base: str, undecided: str, request: ConsensusRequest, show_progress: bool
+) -> tuple[list[FrozenRow], VoteFit | None]:
+    """Every image's row (in path order), and the vote fit when the rule reads votes."""
+    conn = s.connection()
+    base_labels = source_labels(conn, get_source(s, ds, base).id)  # type: ignore[arg-type]
+    imgt = get_source(s, ds, IMGT) if base != IMGT else None
+    original = source_labels(conn, imgt.id) if imgt else base_labels  # type: ignore[arg-type]
+    images = conn.execute(select(Image.id, Image.path).where(Image.dataset_id == ds.id).order_by(Image.path)).all()
+    if not images:
+        raise InputError(f"dataset {ds.name!r} has no images; nothing to freeze")
+    decisions = current_decisions(conn, ds.id)  # type: ignore[arg-type]
+    settled = settle_images(decisions, (i for i, _ in images), min_votes=request.min_votes)
+    fit = None
+    if request.rule != UNANIMOUS:
+        fit = fit_votes(
+            conn,
+            ds.id,  # type: ignore[arg-type]
+            request.rule,
+            request.threshold,
+            request.vote_sources,
+            request.studio_votes,
+            request.with_model,
+            show_progress,
+        )
+    voted = fit.images if fit else {}
+    frozen = [_frozen_row(i, p, settled[i], voted.get(i), base_labels, original, base, undecided) for i, p in images]
+    return frozen, fit
+
+
+def _store(s: Session, snap: Snapshot, rows: list[FrozenRow], voted: dict[int, VotedImage]) -> int:
+    """Insert the snapshot, its labels and the posteriors of its voted images; returns how many posteriors."""
+    s.add(snap)
+    s.flush()
+    labels = [
+        {
+            "snapshot_id": snap.id,
+            "image_id": r.image_id,
+            "classes": r.classes,
+            "category": r.category,
+            "origin": r.origin,
+        }
+        for r in rows
+    ]
+    _insert(s, SnapshotLabel, labels)
+    stored = posterior_rows(snap.id, voted, (r.image_id for r in rows if r.voted))  # type: ignore[arg-type]
+    _insert(s, SnapshotPosterior, stored)
+    return len(stored)
+
+
+def _insert(session: Session, table: type, values: list[dict[str, Any]], chunk: int = 5000) -> None:
+    for start in range(0, len(values), chunk):
+        session.execute(insert(table), values[start : start + chunk])
+
+
+def _frozen_row(
+    image_id: int,
+    path: str,
+    settled: Consensus,
+    voted: VotedImage | None,
+    base_labels: dict[int, list[int]],
+    original: dict[int, list[int]],
+    base: str,
+    undecided: str,
+) -> FrozenRow:
+    """One image's labels, category and origin (see `create_snapshot`)."""
+    decision, outcome = settled
+    undecided_labels = base_labels.get(image_id, []) if undecided == "keep" else []
+    if decision is not None and (voted is None or outcome is Outcome.adjudication):
+        category = settled.category(original.get(image_id))
+        return FrozenRow(
+            image_id, path, list(decision.classes), category, outcome.value, f"decision #{decision.annotation_id}"
+        )
+    if voted is None:
+        origin = "disputed" if outcome is Outcome.disputed else "base"
+        return FrozenRow(image_id, path, undecided_labels, Category.U, origin, f"source {base!r}")
+    if voted.uncertain:
+        return FrozenRow(image_id, path, undecided_labels, Category.U, UNCERTAIN, f"source {base!r}", True)
+    key = decision_key(Verdict.none_fit if voted.none_fit else Verdict.labels, voted.classes)
+    category = categorize(key, original.get(image_id))
+    return FrozenRow(image_id, path, list(voted.classes), category, Outcome.consensus.value, "votes", True)
 
 
 def get_snapshot(session: Session, dataset: Dataset, name: str) -> Snapshot:
@@ -163,17 +287,39 @@ class SnapshotRow:
     classes: list[int]
     category: str
     origin: str
+    # class index -> P(class present) of the image's voted pairs; None: the snapshot stores no posteriors
+    posteriors: dict[int, float] | None = None
+
+
+def snapshot_posteriors(conn: Connection, snapshot_id: int) -> dict[int, dict[int, float]]:
+    """Image id -> class index -> posterior, of every pair the snapshot stores (`snapshot_posteriors`)."""
+    out: dict[int, dict[int, float]] = {}
+    query = select(SnapshotPosterior.image_id, SnapshotPosterior.class_index, SnapshotPosterior.posterior).where(
+        SnapshotPosterior.snapshot_id == snapshot_id
+    )
+    for image_id, class_index, p in conn.execute(query):
+        out.setdefault(image_id, {})[class_index] = p
+    return out
 
 
 def snapshot_rows(conn: Connection, snapshot_id: int) -> list[SnapshotRow]:
-    """A snapshot's labels in file-name order (the order of ReaL's real.json for ImageNet val)."""
+    """A snapshot's labels in file-name order (the order of ReaL's real.json for ImageNet val), with their
+    posteriors when the snapshot's consensus read votes."""
+    settings = conn.execute(select(Snapshot.consensus).where(Snapshot.id == snapshot_id)).scalar()
+    posteriors = snapshot_posteriors(conn, snapshot_id) if reads_votes(settings) else None
     result = conn.execute(
-        select(Image.path, Image.stem, SnapshotLabel.classes, SnapshotLabel.category, SnapshotLabel.origin)
+        select(Image.id, Image.path, Image.stem, SnapshotLabel.classes, SnapshotLabel.category, SnapshotLabel.origin)
         .join(Image, Image.id == SnapshotLabel.image_id)  # type: ignore[arg-type]
         .where(SnapshotLabel.snapshot_id == snapshot_id)
         .order_by(Image.stem, Image.path)
     )
-    return [SnapshotRow(p, st, c, Category(cat).value, o) for p, st, c, cat, o in result]
+    return [
+        SnapshotRow(p, st, c, Category(cat).value, o, None if posteriors is None else posteriors.get(i, {}))
+        for i, p, st, c, cat, o in result
+    ]
+
+
+Pair = tuple[float | None, float | None]  # a class's posterior in snapshot a and in b; None: not stored there
 
 
 @dataclass
@@ -184,7 +330,12 @@ class SnapshotDiff:
     changed: list[tuple[str, list[int], list[int], str, str]]  # path, classes in a, in b, category a, b
     only_in_a: list[str]
     only_in_b: list[str]
-    transitions: dict[str, int]  # "A->B": count
+    transitions: dict[str, int]  # "A->B": count of changed images
+    # category in a -> category in b -> images, over every image in both (the unchanged on the diagonal)
+    matrix: dict[str, dict[str, int]] = field(default_factory=dict)
+    # path of a changed image -> class -> its posteriors, when either snapshot stores some: the classes added or
+    # dropped, or, when only the category changed, every class with a posterior
+    posteriors: dict[str, dict[int, Pair]] = field(default_factory=dict)
 
 
 def diff_snapshots(engine: Engine, a: str, b: str, *, dataset: str | None = None) -> SnapshotDiff:
@@ -196,14 +347,19 @@ def diff_snapshots(engine: Engine, a: str, b: str, *, dataset: str | None = None
         rows_b = {r.path: r for r in snapshot_rows(conn, get_snapshot(s, ds, b).id)}  # type: ignore[arg-type]
     changed: list[tuple[str, list[int], list[int], str, str]] = []
     transitions: Counter[str] = Counter()
+    matrix: Counter[tuple[str, str]] = Counter()
+    posteriors: dict[str, dict[int, Pair]] = {}
     unchanged = 0
     for path in sorted(rows_a.keys() & rows_b.keys()):
         ra, rb = rows_a[path], rows_b[path]
+        matrix[ra.category, rb.category] += 1
         if set(ra.classes) == set(rb.classes) and ra.category == rb.category:
             unchanged += 1
             continue
         changed.append((path, ra.classes, rb.classes, ra.category, rb.category))
         transitions[f"{ra.category}->{rb.category}"] += 1
+        if ra.posteriors or rb.posteriors:
+            posteriors[path] = changed_posteriors(ra, rb)
     return SnapshotDiff(
         a,
         b,
@@ -212,4 +368,23 @@ def diff_snapshots(engine: Engine, a: str, b: str, *, dataset: str | None = None
         sorted(rows_a.keys() - rows_b.keys()),
         sorted(rows_b.keys() - rows_a.keys()),
         dict(transitions.most_common()),
+        transition_matrix(matrix),
+        posteriors,
     )
+
+
+def changed_posteriors(ra: SnapshotRow, rb: SnapshotRow) -> dict[int, Pair]:
+    """The posteriors of the classes one image gained or lost from `ra` to `rb` (class -> (in a, in b)); when
+    only its category changed, of every class either snapshot holds a posterior for."""
+    pa, pb = ra.posteriors or {}, rb.posteriors or {}
+    classes = set(ra.classes) ^ set(rb.classes) or pa.keys() | pb.keys()
+    return {c: (pa.get(c), pb.get(c)) for c in sorted(classes)}
+
+
+def transition_matrix(counts: Mapping[tuple[str, str], int]) -> dict[str, dict[str, int]]:
+    """Category in a -> category in b -> images, both in the order A B M Z X U, zeros left out."""
+    order = {c.value: k for k, c in enumerate(Category)}
+    out: dict[str, dict[str, int]] = {}
+    for (ca, cb), n in sorted(counts.items(), key=lambda kv: (order[kv[0][0]], order[kv[0][1]])):
+        out.setdefault(ca, {})[cb] = n
+    return out

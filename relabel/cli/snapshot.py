@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
+from relabel.aggregation import METHODS
 from relabel.cli.render import counts
 from relabel.settings import Settings
 
@@ -36,26 +38,97 @@ def snapshot() -> None:
 @click.option(
     "--min-votes", type=int, default=1, show_default=True, help="Agreeing annotators needed when no lead adjudicated."
 )
+@click.option(
+    "--consensus",
+    type=click.Choice(list(METHODS)),
+    default="unanimous",
+    show_default=True,
+    help="unanimous: the studio's decisions, as always; any other aggregates the votes (imported and the "
+    "studio's) and stores a posterior per (image, class).",
+)
+@click.option(
+    "--threshold",
+    type=float,
+    default=0.9,
+    show_default=True,
+    help="Posterior a class needs to be a label; an image with a pair strictly between 1-T and T is uncertain (U).",
+)
+@click.option(
+    "--votes", "vote_sources", multiple=True, help="Imported vote source to aggregate (repeat; default: all)."
+)
+@click.option("--with-model", help="A stored run that votes as one more worker (off by default).")
+@click.option(
+    "--studio-votes/--no-studio-votes", default=True, show_default=True, help="The studio's decisions vote too."
+)
+@click.option("--quiet", is_flag=True, help="No progress bar.")
 @pass_settings
 def snapshot_create(
-    settings: Settings, name: str, dataset: str | None, base: str, undecided: str, min_votes: int
+    settings: Settings,
+    name: str,
+    dataset: str | None,
+    base: str,
+    undecided: str,
+    min_votes: int,
+    consensus: str,
+    threshold: float,
+    vote_sources: tuple[str, ...],
+    with_model: str | None,
+    studio_votes: bool,
+    quiet: bool,
 ) -> None:
     """Freeze the current consensus labels under NAME (content-hashed, never changed afterwards).
 
     \b
     Each image gets a category: A original confirmed, B one different label, M several labels,
-    Z no class fits, X unclear, U undecided (labels follow --base and --undecided).
+    Z no class fits, X unclear, U undecided (labels follow --base and --undecided). With a
+    --consensus that reads votes (ds, one-coin, majority, set-majority), U also holds the images
+    whose votes settle nothing: a posterior strictly between 1-T and T (origin "uncertain");
+    they go to the front of the review queue.
     \b
     Examples:
       relabel snapshot create round-1
       relabel snapshot create real-baseline --base real     # ReaL labels where nobody decided
+      relabel snapshot create round-1-ds --consensus ds --threshold 0.9
+      relabel snapshot create raters-ds --consensus ds --votes real-raters --no-studio-votes
     """
     from relabel.snapshots import create_snapshot
 
-    s = create_snapshot(settings.engine, name, dataset=dataset, base=base, undecided=undecided, min_votes=min_votes)
+    s = create_snapshot(
+        settings.engine,
+        name,
+        dataset=dataset,
+        base=base,
+        undecided=undecided,
+        min_votes=min_votes,
+        consensus=consensus,
+        threshold=threshold,
+        vote_sources=vote_sources or None,
+        with_model=with_model,
+        studio_votes=studio_votes,
+        show_progress=not quiet,
+    )
     click.echo(f"snapshot {s.name!r}: {s.n_images} image(s), sha256 {s.content_hash[:16]}…")
+    click.echo(f"  consensus: {consensus_line(s.consensus)}")
     click.echo(f"  categories: {counts(s.counts)}")
     click.echo(f"  labels from: {counts(s.origins)}")
+    if s.consensus.get("rule", "unanimous") != "unanimous":
+        click.echo(f"  uncertain images (U, review first): {s.uncertain}; posteriors stored: {s.n_posteriors}")
+
+
+def consensus_line(c: dict[str, Any] | None) -> str:
+    """ "ds, threshold 0.9, votes real-raters + studio, model resnet50 voted, 37 EM steps": how a snapshot's
+    consensus was reached, from `Snapshot.consensus` (None: an older snapshot, unanimous)."""
+    c = c or {"rule": "unanimous"}
+    rule = c.get("rule", "unanimous")
+    if rule == "unanimous":
+        return f"unanimous, min votes {c.get('min_votes', 1)}"
+    voters = [*c.get("vote_sources", []), *(["studio"] if c.get("studio") else [])]
+    parts = [rule, f"threshold {c.get('threshold')}", f"votes {' + '.join(voters) or 'none'}"]
+    if c.get("with_model"):
+        parts.append(f"model {c['with_model']} voted")
+    if c.get("iterations"):
+        parts.append(f"{c['iterations']} EM steps" + ("" if c.get("converged", True) else " (not converged)"))
+    return ", ".join(parts)
 
 
 @snapshot.command("list")
@@ -73,7 +146,7 @@ def snapshot_list(settings: Settings, dataset: str | None) -> None:
     for s in list_snapshots(settings.engine, dataset):
         click.echo(
             f"{s.name}\t{s.created_at:%Y-%m-%d %H:%M}\t{s.n_images} images\t{s.content_hash[:12]}\t"
-            f"base={s.base_source} undecided={s.undecided_policy}\t{counts(s.counts)}"
+            f"base={s.base_source} undecided={s.undecided_policy}\t{consensus_line(s.consensus)}\t{counts(s.counts)}"
         )
 
 
@@ -110,11 +183,13 @@ def snapshot_export(settings: Settings, name: str, fmt: str, out: Path, dataset:
 @click.option("--limit", type=int, default=20, show_default=True, help="Changed images to list (0: none).")
 @pass_settings
 def snapshot_diff(settings: Settings, a: str, b: str, dataset: str | None, limit: int) -> None:
-    """Count and list what changed from snapshot A to snapshot B.
+    """Count and list what changed from snapshot A to snapshot B: a category transition table, then the
+    changed images with the posteriors of the classes that changed (when a snapshot stores them).
 
     \b
-    Example:
+    Examples:
       relabel snapshot diff round-1 round-2 --limit 50
+      relabel snapshot diff round-1 round-1-ds     # unanimous vs Dawid-Skene
     """
     from relabel.snapshots import diff_snapshots
 
@@ -125,8 +200,33 @@ def snapshot_diff(settings: Settings, a: str, b: str, dataset: str | None, limit
     )
     if d.transitions:
         click.echo(f"  category changes: {counts(d.transitions)}")
+    for line in matrix_lines(d.matrix, a, b):
+        click.echo(f"  {line}")
     for path, ca, cb, cat_a, cat_b in d.changed[:limit]:
-        click.echo(f"  {path}\t{cat_a} {ca} -> {cat_b} {cb}")
+        shown = d.posteriors.get(path)
+        extra = f"\tposteriors {posterior_changes(shown)}" if shown else ""
+        click.echo(f"  {path}\t{cat_a} {ca} -> {cat_b} {cb}{extra}")
+
+
+def matrix_lines(matrix: dict[str, dict[str, int]], a: str, b: str) -> list[str]:
+    """The category transition table, rows the categories in A, columns those in B (images in both)."""
+    if not matrix:
+        return []
+    columns = sorted({cb for row in matrix.values() for cb in row}, key="ABMZXU".index)
+    width = max(6, *(len(str(n)) + 1 for row in matrix.values() for n in row.values()))
+    lines = [f"categories ({a} down, {b} across):", " " * 4 + "".join(f"{c:>{width}}" for c in columns)]
+    for ca, row in matrix.items():
+        lines.append(f"  {ca} " + "".join(f"{row.get(cb, 0):>{width}}" for cb in columns))
+    return lines
+
+
+def posterior_changes(shown: dict[int, tuple[float | None, float | None]]) -> str:
+    """ "207 0.97->0.42, 208 -->0.95": each class's posterior before and after ("-": none stored)."""
+    return ", ".join(f"{c} {_p(pa)}->{_p(pb)}" for c, (pa, pb) in shown.items())
+
+
+def _p(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
 
 
 COMMANDS = [snapshot]

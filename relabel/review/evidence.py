@@ -6,8 +6,9 @@ from sqlalchemy import null, select
 from sqlalchemy.engine import Connection
 
 from db.enums import ImageStatus, SourceKind
-from db.models import Image, Label, LabelSource, Prediction
+from db.models import Image, Label, LabelSource, Prediction, Snapshot, SnapshotLabel
 from relabel.decision_log import current_decisions
+from relabel.posteriors import UNCERTAIN, reads_votes
 from relabel.review.cards import RunChoice
 from relabel.review.queue import Evidence
 
@@ -40,6 +41,7 @@ def load_evidence(conn: Connection, dataset_id: int, runs: RunChoice) -> list[Ev
     suggested = _top1(_predictions(conn, runs.suggestion, scores=False) if runs.suggestion is not None else classifier)
     confidence = _confidence(classifier, original)
     decisions = current_decisions(conn, dataset_id)
+    uncertain = uncertain_images(conn, dataset_id)
     out = []
     for image_id in ids:
         e = Evidence(
@@ -49,10 +51,26 @@ def load_evidence(conn: Connection, dataset_id: int, runs: RunChoice) -> list[Ev
             confidence.get(image_id),
             priors.get(image_id, []),
             original_labels=original_labels.get(image_id, ()),
+            uncertain=image_id in uncertain,
         )
         e.take(decisions.get(image_id, ()))
         out.append(e)
     return out
+
+
+def uncertain_images(conn: Connection, dataset_id: int) -> set[int]:
+    """The images uncertain (origin "uncertain", category U) in the dataset's newest snapshot whose consensus read
+    votes; empty when it has none. Older vote-based snapshots are superseded by the newest."""
+    snapshots = conn.execute(
+        select(Snapshot.id, Snapshot.consensus)
+        .where(Snapshot.dataset_id == dataset_id)
+        .order_by(Snapshot.created_at.desc(), Snapshot.id.desc())  # type: ignore[attr-defined,union-attr]
+    ).all()
+    newest = next((snapshot_id for snapshot_id, settings in snapshots if reads_votes(settings)), None)
+    if newest is None:
+        return set()
+    query = select(SnapshotLabel.image_id).where(SnapshotLabel.snapshot_id == newest, SnapshotLabel.origin == UNCERTAIN)
+    return set(conn.execute(query).scalars())
 
 
 def _predictions(

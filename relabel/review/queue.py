@@ -1,9 +1,12 @@
-"""The review queue: disputed images first, N-way blind overlap, and who is looking at what.
+"""The review queue: uncertain and disputed images first, N-way blind overlap, and who is looking at what.
 
 Priority is the evidence that an image's original label is wrong, summed from four signals (weights in
 `WEIGHTS`): the suggestion's top-1 differs from the original label; the classifier gives the original label little
 probability; prior relabels (ReaL, Shankar, MTurk...) leave the original label out; the image is disputed.
-Ties keep a seeded shuffle, so two workspaces built the same way serve the same order.
+Above all of them: the image is *uncertain* in the dataset's newest snapshot whose consensus read votes (`relabel
+snapshot create --consensus ds`: a posterior strictly between 1 - threshold and threshold, category U, origin
+"uncertain"); `UNCERTAIN_WEIGHT` exceeds the four weights together, so every uncertain image is served before any
+other. Ties keep a seeded shuffle, so two workspaces built the same way serve the same order.
 
 Whether an image is disputed or adjudicated, and the category its consensus has, follow `relabel.consensus` (the
 rules a snapshot applies), kept per image and worked out again whenever one of its decisions changes.
@@ -30,8 +33,11 @@ from relabel.consensus import DECIDED_CATEGORIES, Decision, DecisionKey, Outcome
 from relabel.errors import InputError
 
 WEIGHTS = {"suggestion": 1.0, "classifier": 1.0, "priors": 1.0, "annotators": 2.0}
+# an image uncertain in the newest vote-based snapshot: more than all of WEIGHTS together, so it comes first
+UNCERTAIN_WEIGHT = sum(WEIGHTS.values()) + 1.0
 STATUSES = ("open", "disputed", "decided", "mine")  # the queue's status filter: see ReviewQueue._eligible
-CATEGORIES = tuple(c.value for c in DECIDED_CATEGORIES)  # of the current consensus, as a snapshot assigns them
+# of the current consensus, as a snapshot assigns them; U: no consensus yet (undecided, disputed or uncertain)
+CATEGORIES = tuple(c.value for c in (*DECIDED_CATEGORIES, Category.U))
 DEFAULT_LEASE_SECONDS = 600.0
 
 
@@ -55,6 +61,7 @@ class Evidence:
     voters: dict[int, DecisionKey] = field(default_factory=dict)  # annotator id -> key of their standing decision
     adjudications: dict[int, DecisionKey] = field(default_factory=dict)  # lead id -> adjudication key, oldest first
     original_labels: tuple[int, ...] = ()  # the whole ImGT label set; () means (original,)
+    uncertain: bool = False  # uncertain in the newest vote-based snapshot (see the module docstring)
 
     def __post_init__(self) -> None:
         if not self.original_labels and self.original is not None:
@@ -73,11 +80,12 @@ class Evidence:
 
 
 def priority(e: Evidence, disputed: bool | None = None) -> float:
-    """Evidence that the original label is wrong, in [0, sum(WEIGHTS)]; see the module docstring. `disputed`:
-    whether the image is disputed, when the caller knows it (None: worked out from `e`)."""
-    score = 0.0
+    """Evidence that the original label is wrong, in [0, sum(WEIGHTS)], plus UNCERTAIN_WEIGHT for an uncertain
+    image; see the module docstring. `disputed`: whether the image is disputed, when the caller knows it (None:
+    worked out from `e`)."""
+    score = UNCERTAIN_WEIGHT if e.uncertain else 0.0
     if e.original is None:
-        return sum(WEIGHTS.values())  # nothing to confirm: every signal says "look"
+        return score + sum(WEIGHTS.values())  # nothing to confirm: every signal says "look"
     if e.suggestion is not None and e.suggestion != e.original:
         score += WEIGHTS["suggestion"]
     if e.original_confidence is not None:

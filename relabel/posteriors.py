@@ -1,0 +1,114 @@
+"""What a vote-based consensus says about each image: its label set, whether it stays uncertain, its posteriors.
+
+Pure: reads the items of a `relabel.votes.VoteTable` and the `relabel.aggregation.Aggregate` fitted on them (no
+database). A snapshot (`relabel.snapshots.create_snapshot`) turns each `VotedImage` into a label set and a category:
+
+* an item (image, class) is *accepted* when `relabel.aggregation.decide` accepts it (a posterior of at least the
+  threshold; a counting method by its own rule); the image's label set is its accepted classes;
+* an image with an item strictly between 1 - threshold and threshold (`relabel.aggregation.uncertain`) is
+  *uncertain*: the answers settle nothing, the snapshot gives it category U and sends it to review first;
+* an image whose items are all confidently absent has no class that fits (category Z).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from relabel.aggregation import METHODS, Aggregate, Votes, check_threshold, decide, uncertain
+from relabel.errors import InputError, unknown_name
+
+UNANIMOUS = "unanimous"  # the rule on studio decisions alone (relabel.consensus); every other name reads votes
+UNCERTAIN = "uncertain"  # a snapshot's origin for an image whose votes settle nothing (category U)
+LOWEST_THRESHOLD = 0.5  # below it a class judged more likely absent than present would be accepted
+
+
+class Items(Protocol):
+    """What is read of a `relabel.votes.VoteTable`: the answers, and the (image id, class index) of each item."""
+
+    @property
+    def votes(self) -> Votes: ...
+
+    @property
+    def pairs(self) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class VotedImage:
+    """One image as the votes settle it: `classes` accepted (ascending class index), `uncertain` whether an item
+    is undecided, `posteriors` class index -> P(class present) of every item of the image."""
+
+    classes: tuple[int, ...]
+    uncertain: bool
+    posteriors: dict[int, float]
+
+    @property
+    def none_fit(self) -> bool:
+        """No class fits: every item is confidently absent."""
+        return not self.classes and not self.uncertain
+
+
+def check_rule(rule: str, threshold: float) -> bool:
+    """Validate a snapshot's consensus `rule` (unanimous or a name of `METHODS`) and its `threshold`; returns
+    whether the rule reads votes. Raises NotFoundError for an unknown rule, InputError for a bad threshold."""
+    if rule != UNANIMOUS and rule not in METHODS:
+        raise unknown_name("consensus rule", rule, list(METHODS))
+    check_threshold(threshold, "--threshold")
+    if threshold < LOWEST_THRESHOLD:
+        raise InputError(
+            f"--threshold {threshold} is below {LOWEST_THRESHOLD}: it would accept classes the votes find more "
+            "likely absent than present; use a value in [0.5, 1], e.g. 0.9"
+        )
+    return rule != UNANIMOUS
+
+
+def reads_votes(consensus: Mapping[str, Any] | None) -> bool:
+    """Whether a snapshot's consensus settings (`Snapshot.consensus`; None for older snapshots, all unanimous)
+    name a rule that aggregates votes, and so store posteriors."""
+    return bool(consensus) and consensus.get("rule", UNANIMOUS) != UNANIMOUS  # type: ignore[union-attr]
+
+
+def voted_images(table: Items, result: Aggregate, threshold: float) -> dict[int, VotedImage]:
+    """Image id -> `VotedImage` for every image with an item in `table`, from `result` fitted on `table.votes`."""
+    accepted = decide(result, threshold)
+    undecided = uncertain(result, threshold)
+    return dict(_per_image(table.pairs, accepted, undecided, result.posterior))
+
+
+def _per_image(
+    pairs: np.ndarray, accepted: np.ndarray, undecided: np.ndarray, posterior: np.ndarray
+) -> Iterator[tuple[int, VotedImage]]:
+    """Walk the items, sorted by image id, one image at a time (`pairs` (I, 2) image id, class index)."""
+    if not len(pairs):
+        return
+    starts = np.flatnonzero(np.r_[True, pairs[1:, 0] != pairs[:-1, 0]])
+    ends = np.r_[starts[1:], len(pairs)]
+    image_ids, classes = pairs[:, 0].tolist(), pairs[:, 1].tolist()
+    accepted_list, undecided_list, p = accepted.tolist(), undecided.tolist(), posterior.tolist()
+    for lo, hi in zip(starts.tolist(), ends.tolist()):
+        span = range(lo, hi)
+        yield (
+            image_ids[lo],
+            VotedImage(
+                tuple(sorted(classes[k] for k in span if accepted_list[k])),
+                any(undecided_list[k] for k in span),
+                {classes[k]: p[k] for k in span},
+            ),
+        )
+
+
+def posterior_rows(snapshot_id: int, images: Mapping[int, VotedImage], image_ids: Iterable[int]) -> list[dict]:
+    """`snapshot_posteriors` rows (snapshot, image, class, posterior) of the voted images among `image_ids`."""
+    return [
+        {"snapshot_id": snapshot_id, "image_id": i, "class_index": c, "posterior": p}
+        for i in image_ids
+        for c, p in images[i].posteriors.items()
+    ]
+
+
+def format_posteriors(posteriors: Mapping[int, float], digits: int = 4) -> str:
+    """ "207:0.9731|208:0.0412": class index and posterior pairs in class order, the CSV export's cell."""
+    return "|".join(f"{c}:{posteriors[c]:.{digits}f}" for c in sorted(posteriors))

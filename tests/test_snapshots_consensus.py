@@ -1,0 +1,345 @@
+"""Snapshots whose consensus reads votes: posteriors stored, uncertain images as U, exports, diff, review queue."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from sqlalchemy import select, text
+from sqlalchemy.exc import DatabaseError
+from sqlmodel import Session
+
+from db.enums import Answer, Role, Verdict
+from db.models import Image, Snapshot, SnapshotPosterior, Vote, VoteSource
+from relabel.annotations import add_user, record_annotation
+from relabel.errors import InputError, NotFoundError
+from relabel.exports import export_snapshot
+from relabel.ingest import ingest_dataset, plan_ingest
+from relabel.ingest.layouts import LayoutOptions
+from relabel.review.cards import RunChoice
+from relabel.review.evidence import load_evidence, uncertain_images
+from relabel.review.queue import UNCERTAIN_WEIGHT, WEIGHTS, Evidence, QueueFilter, ReviewQueue, priority
+from relabel.snapshots import create_snapshot, diff_snapshots, list_snapshots
+from tests import images
+
+NAMES = ["a_cup.jpg", "b_cat.jpg", "c_fish.jpg", "d_rocket.jpg", "e_blur.jpg", "f_dog.jpg", "g_new.jpg"]
+RATERS = ("r1", "r2", "r3", "r4", "r5")
+Y, N = Answer.yes, Answer.no
+# ImGT: espresso 967, tabby 281, tench 0, missile 657, tench 0, Labrador 208. Each rater misses one present class
+# and gives one absent class (PRESENT[k], ABSENT[k] for rater k): reliable, not perfect.
+PRESENT = [
+    ("a_cup.jpg", 968),  # cup and espresso: M
+    ("a_cup.jpg", 967),
+    ("b_cat.jpg", 281),  # tabby confirmed: A
+    ("c_fish.jpg", 1),  # goldfish, not tench: B
+    ("f_dog.jpg", 208),  # the votes say Labrador; a lead's adjudication says golden retriever
+]
+ABSENT = [
+    ("a_cup.jpg", 504),
+    ("b_cat.jpg", 285),
+    ("b_cat.jpg", 282),
+    ("c_fish.jpg", 0),
+    ("c_fish.jpg", 2),
+    ("d_rocket.jpg", 657),  # neither missile, projectile nor warplane: Z
+    ("d_rocket.jpg", 744),
+    ("d_rocket.jpg", 403),
+    ("e_blur.jpg", 1),
+    ("e_blur.jpg", 391),
+    ("f_dog.jpg", 207),
+    ("f_dog.jpg", 209),
+]
+SPLIT = ("e_blur.jpg", 0)  # two raters say yes, two no, one was not asked: posterior about 0.79, uncertain at 0.9
+SPLIT_ANSWERS = [Y, Y, N, N, None]
+
+
+def rater_answers() -> dict[tuple[str, int], list[Answer | None]]:
+    """(image, class) -> the five raters' answers, None where a rater was not asked."""
+    votes: dict[tuple[str, int], list[Answer | None]] = {}
+    for k, pair in enumerate(PRESENT):
+        votes[pair] = [N if w == k else Y for w in range(5)]
+    for k, pair in enumerate(ABSENT):
+        votes[pair] = [Y if w == k else N for w in range(5)]
+    votes[SPLIT] = list(SPLIT_ANSWERS)
+    return votes
+
+
+EXPECTED = {  # image -> (labels, category, origin) of the ds snapshot with studio votes off
+    "a_cup.jpg": ([967, 968], "M", "consensus"),
+    "b_cat.jpg": ([281], "A", "consensus"),
+    "c_fish.jpg": ([1], "B", "consensus"),
+    "d_rocket.jpg": ([], "Z", "consensus"),
+    "e_blur.jpg": ([0], "U", "uncertain"),  # undecided policy keep: the base (ImGT) labels
+    "f_dog.jpg": ([207], "B", "adjudication"),
+    "g_new.jpg": ([], "U", "base"),
+}
+
+
+@pytest.fixture
+def ws(engine, vocab, tmp_path: Path):
+    """Seven images with ImGT espresso, tabby, tench, missile, tench, Labrador, and one unlabeled; five raters'
+    votes imported as the source "raters"; f_dog adjudicated by a lead."""
+    root = tmp_path / "r"
+    labels = ["espresso", "tabby", "tench", "missile", "tench", "Labrador retriever", ""]
+    for i, name in enumerate(NAMES):
+        images.photo(root / name, color=(i * 30, 10, 10))
+    manifest = tmp_path / "m.csv"
+    manifest.write_text("path,label\n" + "".join(f"{n},{lab}\n" for n, lab in zip(NAMES, labels)))
+    plan = plan_ingest(root, vocab, "manifest", LayoutOptions(manifest=manifest))
+    ingest_dataset(engine, plan, dataset="d", root=root, vocab=vocab, show_progress=False, workers=1)
+    for user, role in (("ann", Role.annotator), ("bob", Role.annotator), ("lead", Role.lead)):
+        add_user(engine, user, role)
+    with Session(engine) as s:
+        ids = {p: i for p, i in s.execute(select(Image.path, Image.id))}
+    import_votes(engine, "raters", {(ids[path], c): answers for (path, c), answers in rater_answers().items()})
+    decide(engine, ids["f_dog.jpg"], "lead", Verdict.labels, [207], adjudicate=True)
+    return engine, ids
+
+
+def import_votes(engine, name: str, votes: dict[tuple[int, int], list[Answer | None]]) -> None:
+    """Store a vote source as an importer would: one Vote row per rater and (image, class) pair answered."""
+    with Session(engine) as s:
+        source = VoteSource(dataset_id=1, name=name, format="test", n_workers=len(RATERS))
+        s.add(source)
+        s.flush()
+        for (image_id, c), answers in votes.items():
+            for worker, answer in zip(RATERS, answers):
+                if answer is not None:
+                    s.add(Vote(source_id=source.id, image_id=image_id, class_index=c, worker=worker, answer=answer))
+        s.commit()
+
+
+def decide(engine, image_id: int, user: str, verdict: Verdict, classes=(), adjudicate: bool = False) -> None:
+    record_annotation(engine, image_id=image_id, user=user, verdict=verdict, classes=classes, adjudicate=adjudicate)
+
+
+def stored_posteriors(engine, name: str) -> dict[tuple[int, int], float]:
+    with Session(engine) as s:
+        snap = s.scalars(select(Snapshot).where(Snapshot.name == name)).one()
+        rows = s.execute(
+            select(SnapshotPosterior.image_id, SnapshotPosterior.class_index, SnapshotPosterior.posterior).where(
+                SnapshotPosterior.snapshot_id == snap.id
+            )
+        )
+        return {(i, c): p for i, c, p in rows}
+
+
+def jsonl_rows(path: Path) -> dict[str, dict]:
+    return {r["image"]: r for r in map(json.loads, path.read_text().splitlines())}
+
+
+class TestDawidSkeneSnapshot:
+    def test_labels_categories_and_origins_follow_the_posteriors(self, ws, tmp_path: Path) -> None:
+        engine, ids = ws
+        s = create_snapshot(engine, "ds", consensus="ds", threshold=0.9, studio_votes=False)
+        export_snapshot(engine, "ds", fmt="jsonl", out=tmp_path / "ds.jsonl")
+        got = {path: (r["labels"], r["category"], r["origin"]) for path, r in jsonl_rows(tmp_path / "ds.jsonl").items()}
+        assert got == EXPECTED
+        assert s.counts == {"A": 1, "B": 2, "M": 1, "U": 2, "Z": 1} and s.uncertain == 1
+        assert s.origins == {"adjudication": 1, "base": 1, "consensus": 4, "uncertain": 1}
+
+    def test_posteriors_are_stored_for_every_voted_pair_but_adjudicated_ones(self, ws) -> None:
+        engine, ids = ws
+        s = create_snapshot(engine, "ds", consensus="ds", studio_votes=False)
+        stored = stored_posteriors(engine, "ds")
+        voted = {(ids[p], c) for p, c in [*PRESENT, *ABSENT, SPLIT] if p != "f_dog.jpg"}
+        assert set(stored) == voted and s.n_posteriors == len(voted) == 15
+        assert min(stored[ids[p], c] for p, c in PRESENT if p != "f_dog.jpg") > 0.99
+        assert max(stored[ids[p], c] for p, c in ABSENT if p != "f_dog.jpg") < 0.05
+        assert 0.7 < stored[ids[SPLIT[0]], SPLIT[1]] < 0.85
+
+    def test_the_settings_are_recorded(self, ws) -> None:
+        engine, _ = ws
+        create_snapshot(engine, "ds", consensus="ds", threshold=0.8, studio_votes=False)
+        [snap] = list_snapshots(engine)
+        c = snap.consensus
+        assert (c["rule"], c["threshold"], c["min_votes"], c["vote_sources"]) == ("ds", 0.8, 1, ["raters"])
+        assert (c["studio"], c["with_model"], c["converged"]) == (False, None, True) and c["iterations"] > 1
+
+    def test_a_lower_threshold_settles_the_split_image(self, ws) -> None:
+        engine, _ = ws
+        s = create_snapshot(engine, "loose", consensus="ds", threshold=0.75, studio_votes=False)
+        assert s.uncertain == 0 and s.counts["A"] == 2  # tabby, and tench confirmed on the blurred image
+
+    def test_exclude_gives_uncertain_images_no_labels(self, ws, tmp_path: Path) -> None:
+        engine, _ = ws
+        create_snapshot(engine, "ds", consensus="ds", undecided="exclude", studio_votes=False)
+        export_snapshot(engine, "ds", fmt="jsonl", out=tmp_path / "ds.jsonl")
+        row = jsonl_rows(tmp_path / "ds.jsonl")["e_blur.jpg"]
+        assert (row["labels"], row["category"], row["origin"]) == ([], "U", "uncertain")
+
+    def test_images_without_votes_follow_the_unanimous_rule(self, ws) -> None:
+        engine, ids = ws
+        decide(engine, ids["g_new.jpg"], "ann", Verdict.labels, [1])
+        decide(engine, ids["g_new.jpg"], "bob", Verdict.labels, [1])
+        create_snapshot(engine, "ds", consensus="ds", studio_votes=False)
+        with Session(engine) as s:
+            origin, category = s.execute(
+                text("select origin, category from snapshot_labels where image_id = :i"), {"i": ids["g_new.jpg"]}
+            ).one()
+        assert (origin, category) == ("consensus", "B")
+
+
+class TestRequests:
+    def test_unanimous_is_unchanged_and_stores_no_posteriors(self, ws, tmp_path: Path) -> None:
+        engine, _ = ws
+        s = create_snapshot(engine, "plain")
+        assert s.consensus == {"rule": "unanimous", "min_votes": 1} and s.n_posteriors == 0
+        assert s.origins == {"adjudication": 1, "base": 6} and not stored_posteriors(engine, "plain")
+        export_snapshot(engine, "plain", fmt="jsonl", out=tmp_path / "plain.jsonl")
+        assert all("posteriors" not in r for r in jsonl_rows(tmp_path / "plain.jsonl").values())
+        export_snapshot(engine, "plain", fmt="csv", out=tmp_path / "plain.csv")
+        assert next(csv.reader((tmp_path / "plain.csv").open()))[-1] == "origin"
+
+    def test_bad_requests_are_refused_and_store_nothing(self, ws) -> None:
+        engine, _ = ws
+        with pytest.raises(
+            NotFoundError,
+            match="unknown consensus rule 'bayes'; known: ds, majority, one-coin, set-majority, unanimous",
+        ):
+            create_snapshot(engine, "x", consensus="bayes")
+        with pytest.raises(InputError, match=r"--threshold 0.3 is below 0.5"):
+            create_snapshot(engine, "x", consensus="ds", threshold=0.3)
+        with pytest.raises(InputError, match=r"--threshold 1.5 is outside \(0, 1\]"):
+            create_snapshot(engine, "x", consensus="ds", threshold=1.5)
+        with pytest.raises(InputError, match="need a consensus that reads votes"):
+            create_snapshot(engine, "x", vote_sources=["raters"])
+        with pytest.raises(NotFoundError, match="unknown vote source 'mturk'; known: raters"):
+            create_snapshot(engine, "x", consensus="ds", vote_sources=["mturk"])
+        assert list_snapshots(engine) == []
+
+    def test_no_votes_to_aggregate_is_one_line(self, ws) -> None:
+        engine, _ = ws
+        with Session(engine) as s:  # a dataset whose only votes would be the studio's, and nobody decided
+            s.execute(text("delete from votes"))
+            s.commit()
+        with pytest.raises(InputError, match="the dataset has no votes to aggregate"):
+            create_snapshot(engine, "x", consensus="ds")
+
+    def test_posteriors_are_immutable(self, ws) -> None:
+        engine, _ = ws
+        create_snapshot(engine, "ds", consensus="ds", studio_votes=False)
+        for statement in ("update snapshot_posteriors set posterior = 0.5", "delete from snapshot_posteriors"):
+            with pytest.raises(DatabaseError, match="immutable"), engine.begin() as conn:
+                conn.execute(text(statement))
+        assert len(stored_posteriors(engine, "ds")) == 15
+
+    def test_equal_labels_with_other_posteriors_hash_differently(self, ws) -> None:
+        engine, _ = ws
+        strict = create_snapshot(engine, "ds", consensus="ds", studio_votes=False)
+        again = create_snapshot(engine, "ds-again", consensus="ds", studio_votes=False)
+        one_coin = create_snapshot(engine, "one-coin", consensus="one-coin", studio_votes=False)
+        assert strict.content_hash == again.content_hash
+        assert one_coin.counts == strict.counts and one_coin.content_hash != strict.content_hash
+
+    def test_studio_decisions_vote_on_the_classes_a_card_showed(self, ws) -> None:
+        engine, ids = ws
+        decide(engine, ids["g_new.jpg"], "ann", Verdict.labels, [1])  # no original label: the one candidate is 1
+        s = create_snapshot(engine, "ds", consensus="ds")
+        assert s.consensus["studio"] is True and s.consensus["vote_sources"] == ["raters"]
+        assert (ids["g_new.jpg"], 1) in stored_posteriors(engine, "ds")
+
+
+class TestExports:
+    def test_jsonl_and_csv_carry_the_posteriors_and_real_stays_sets(self, ws, tmp_path: Path) -> None:
+        engine, ids = ws
+        create_snapshot(engine, "ds", consensus="ds", studio_votes=False)
+        stored = stored_posteriors(engine, "ds")
+        export_snapshot(engine, "ds", fmt="jsonl", out=tmp_path / "ds.jsonl")
+        rows = jsonl_rows(tmp_path / "ds.jsonl")
+        blur = {int(c): p for c, p in rows["e_blur.jpg"]["posteriors"].items()}
+        assert set(blur) == {0, 1, 391} and blur[0] == pytest.approx(stored[ids["e_blur.jpg"], 0], abs=1e-6)
+        assert rows["f_dog.jpg"]["posteriors"] == {} and rows["g_new.jpg"]["posteriors"] == {}
+        export_snapshot(engine, "ds", fmt="csv", out=tmp_path / "ds.csv")
+        table = {r["image"]: r for r in csv.DictReader((tmp_path / "ds.csv").open())}
+        cell = table["e_blur.jpg"]["posteriors"]
+        assert cell == "|".join(f"{c}:{stored[ids['e_blur.jpg'], c]:.4f}" for c in (0, 1, 391))
+        assert table["f_dog.jpg"]["posteriors"] == ""
+        export_snapshot(engine, "ds", fmt="real", out=tmp_path / "ds.json")
+        real = json.loads((tmp_path / "ds.json").read_text())
+        assert real == [EXPECTED[n][0] for n in sorted(NAMES)]  # plain label sets in file-name order
+
+
+class TestDiff:
+    def test_unanimous_against_ds_counts_category_transitions(self, ws) -> None:
+        engine, ids = ws
+        create_snapshot(engine, "plain")
+        create_snapshot(engine, "ds", consensus="ds", studio_votes=False)
+        d = diff_snapshots(engine, "plain", "ds")
+        assert d.transitions == {"U->A": 1, "U->B": 1, "U->M": 1, "U->Z": 1}
+        assert d.matrix == {"B": {"B": 1}, "U": {"A": 1, "B": 1, "M": 1, "Z": 1, "U": 2}}
+        assert d.unchanged == 3  # f_dog adjudicated in both, g_new without votes, e_blur U in both with its labels
+        changed = {path: (ca, cb) for path, ca, cb, *_ in d.changed}
+        assert changed["c_fish.jpg"] == ([0], [1])
+        tench, goldfish = d.posteriors["c_fish.jpg"][0], d.posteriors["c_fish.jpg"][1]
+        assert tench[0] is None and tench[1] < 0.05 and goldfish[0] is None and goldfish[1] > 0.99
+        assert "e_blur.jpg" not in d.posteriors  # unchanged: base labels and U in both
+
+    def test_a_category_change_alone_shows_every_posterior_of_the_image(self, ws) -> None:
+        engine, _ = ws
+        create_snapshot(engine, "strict", consensus="ds", studio_votes=False)
+        create_snapshot(engine, "loose", consensus="ds", threshold=0.75, studio_votes=False)
+        d = diff_snapshots(engine, "strict", "loose")
+        assert d.transitions == {"U->A": 1} and [c[0] for c in d.changed] == ["e_blur.jpg"]
+        shown = d.posteriors["e_blur.jpg"]
+        assert set(shown) == {0, 1, 391} and shown[0][0] == pytest.approx(shown[0][1])
+
+
+class TestQueue:
+    def test_uncertain_outranks_every_other_signal(self) -> None:
+        loud = Evidence(1, original=5, suggestion=6, original_confidence=0.0, priors=[[6]])
+        loud.voters = {1: (Verdict.labels, frozenset({5})), 2: (Verdict.labels, frozenset({6}))}
+        quiet = Evidence(2, original=5, uncertain=True)
+        assert priority(loud) == sum(WEIGHTS.values()) < priority(quiet) == UNCERTAIN_WEIGHT
+        assert priority(Evidence(3, original=None, uncertain=True)) > priority(Evidence(4, original=None))
+
+    def test_the_queue_serves_the_uncertain_images_of_the_newest_ds_snapshot_first(self, ws) -> None:
+        engine, ids = ws
+        with engine.connect() as conn:
+            assert uncertain_images(conn, 1) == set()
+        create_snapshot(engine, "ds", consensus="ds", studio_votes=False)
+        create_snapshot(engine, "plain")  # newer, but not vote-based: the ds snapshot still says what is uncertain
+        with engine.connect() as conn:
+            assert uncertain_images(conn, 1) == {ids["e_blur.jpg"]}
+            rows = load_evidence(conn, 1, RunChoice(None, None))
+        queue = ReviewQueue(rows, seed=3)
+        assert queue.order[0] == ids["e_blur.jpg"]
+        ann = 1
+        assert queue.next_image(ann) == ids["e_blur.jpg"]
+        assert queue.next_image(ann, QueueFilter(category="U")) == ids["e_blur.jpg"]
+        create_snapshot(engine, "loose", consensus="ds", threshold=0.75, studio_votes=False)
+        with engine.connect() as conn:
+            assert uncertain_images(conn, 1) == set()  # the newest vote-based snapshot settles it
+
+
+class TestCommandLine:
+    def test_create_list_and_diff(self, ws, tmp_path: Path) -> None:
+        from relabel.cli import cli
+
+        engine, _ = ws
+        if engine.url.get_backend_name() != "sqlite":
+            pytest.skip("the command line opens the workspace's SQLite file")
+        workspace = ["--workspace", str(tmp_path / "ws")]
+        runner = CliRunner()
+        done = runner.invoke(cli, [*workspace, "snapshot", "create", "plain"])
+        assert done.exit_code == 0, done.output
+        args = ["snapshot", "create", "ds", "--consensus", "ds", "--threshold", "0.9", "--no-studio-votes", "--quiet"]
+        done = runner.invoke(cli, [*workspace, *args])
+        assert done.exit_code == 0, done.output
+        assert "consensus: ds, threshold 0.9, votes raters" in done.output
+        assert "uncertain images (U, review first): 1; posteriors stored: 15" in done.output
+        listed = runner.invoke(cli, [*workspace, "snapshot", "list"])
+        assert "unanimous, min votes 1" in listed.output and "ds, threshold 0.9" in listed.output
+        diff = runner.invoke(cli, [*workspace, "snapshot", "diff", "plain", "ds"])
+        assert diff.exit_code == 0 and "categories (plain down, ds across):" in diff.output
+        assert "c_fish.jpg\tU [0] -> B [1]\tposteriors 0 -->0.0" in diff.output
+
+    def test_help_shows_the_consensus_choices_from_the_aggregation_methods(self) -> None:
+        from relabel.aggregation import METHODS
+        from relabel.cli import cli
+
+        shown = CliRunner().invoke(cli, ["snapshot", "create", "--help"]).output
+        assert f"[{'|'.join(METHODS)}]" in shown.replace("\n", "").replace(" ", "")
+        assert "relabel snapshot create round-1-ds --consensus ds --threshold 0.9" in shown
