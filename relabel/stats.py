@@ -10,6 +10,7 @@ from sqlmodel import Session
 
 from db.models import Annotation, Dataset, Image, Label, LabelSource, ModelRun, Prediction, Snapshot, User
 from relabel.ingest.service import find_duplicates
+from relabel.vote_report import Reliability, dataset_reliability
 
 
 @dataclass
@@ -24,6 +25,7 @@ class DatasetStats:
     snapshots: dict[str, dict[str, int]]
     duplicate_groups: int
     users: dict[str, int] = field(default_factory=dict)
+    reliability: Reliability | None = None  # per-worker, when the dataset has votes (imported or the studio's)
 
 
 def workspace_stats(engine: Engine) -> list[DatasetStats]:
@@ -78,6 +80,7 @@ def workspace_stats(engine: Engine) -> list[DatasetStats]:
                     snapshots,
                     len(find_duplicates(engine, ds.id)),
                     {getattr(k, "value", k): v for k, v in users.items()},
+                    dataset_reliability(conn.connection(), ds.id),
                 )
             )
     return out

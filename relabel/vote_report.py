@@ -12,7 +12,7 @@ workers whose answers carry almost no evidence (spammers) and those who miss or 
 from __future__ import annotations
 
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -232,6 +232,23 @@ SORT_KEYS = {
 }
 
 
+@dataclass(frozen=True)
+class Reliability:
+    """Each worker's reliability from one Dawid-Skene fit on `votes` votes."""
+
+    votes: int
+    rows: list[WorkerRow]
+
+
+def dataset_reliability(conn: Connection, dataset_id: int, choice: VoteChoice = VoteChoice()) -> Reliability | None:
+    """A Dawid-Skene fit on the dataset's votes, a row per worker (see `reliability_rows`); None without votes."""
+    table = collect_votes(conn, dataset_id, sources=choice.sources, studio=choice.studio, with_model=choice.with_model)
+    if not len(table.pairs):
+        return None
+    anonymous = {s.name for s in vote_sources(conn, dataset_id) if not s.workers_identified}
+    return Reliability(len(table.votes.item), reliability_rows(table, aggregate(table.votes, "ds"), anonymous))
+
+
 def worker_reliability(
     engine: Engine,
     *,
@@ -245,17 +262,25 @@ def worker_reliability(
     identified are pooled into one row. Empty when the dataset has no votes."""
     if sort not in SORT_KEYS:
         raise InputError(f"unknown sort key {sort!r}; known: {', '.join(SORT_KEYS)}")
+    dataset_id = _dataset_id(engine, dataset)
     with engine.connect() as conn:
-        dataset_id = _dataset_id(engine, dataset)
-        table = collect_votes(
-            conn, dataset_id, sources=choice.sources, studio=choice.studio, with_model=choice.with_model
-        )
-        anonymous = {s.name for s in vote_sources(conn, dataset_id) if not s.workers_identified}
-    if not len(table.pairs):
-        return []
-    rows = reliability_rows(table, aggregate(table.votes, "ds"), anonymous)
-    rows.sort(key=SORT_KEYS[sort])
+        fitted = dataset_reliability(conn, dataset_id, choice)
+    rows = sorted(fitted.rows, key=SORT_KEYS[sort]) if fitted else []
     return rows[:limit] if limit else rows
+
+
+def reliability_lines(rows: Sequence[WorkerRow]) -> list[str]:
+    """Workers' reliability as lines of a plain-text table (names as text, cut to 48 characters)."""
+    if not rows:
+        return []
+    width = min(max(len(r.name) for r in rows), 48)
+    lines = [f"{'worker':<{width}}  {'kind':<9} {'sens':>5} {'spec':>5} {'answers':>8}  {'no/maybe/yes':<20} flag"]
+    for r in rows:
+        name = r.name if len(r.name) <= width else r.name[: width - 1] + "…"
+        answers = "/".join(f"{n:,}" for n in r.answers)
+        figures = f"{r.sensitivity:5.2f} {r.specificity:5.2f} {r.total:8,}"
+        lines.append(f"{name:<{width}}  {r.kind:<9} {figures}  {answers:<20} {r.flag}".rstrip())
+    return lines
 
 
 def reliability_rows(table: VoteTable, result: Aggregate, anonymous: Collection[str] = ()) -> list[WorkerRow]:

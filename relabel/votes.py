@@ -137,10 +137,13 @@ def _imported_votes(conn: Connection, dataset_id: int, wanted: Sequence[str] | N
         query = select(Vote.image_id, Vote.class_index, Vote.worker, cast(Vote.answer, String)).where(
             Vote.source_id == source.id
         )
+        who: dict[str, int] = {}
+        if source.workers_identified:  # numbered in name order, whatever order the database returns votes in
+            names = select(Vote.worker).where(Vote.source_id == source.id).distinct().order_by(Vote.worker)
+            who = {w: answers.worker(f"{source.name}:{w}", "rater") for w in conn.execute(names).scalars()}
         for rows in conn.execute(query).partitions(100_000):
             image, cls, worker, answer = zip(*rows)
             if source.workers_identified:
-                who = {w: answers.worker(f"{source.name}:{w}", "rater") for w in set(worker)}
                 codes: Iterable[int] = (who[w] for w in worker)
             else:
                 codes = [answers.worker(f"{source.name}:{i}/{w}", "rater") for i, w in zip(image, worker)]

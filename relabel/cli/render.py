@@ -7,6 +7,7 @@ import click
 from relabel.errors import examples
 from relabel.ingest import IngestReport
 from relabel.stats import DatasetStats
+from relabel.vote_report import Reliability, reliability_lines
 
 
 def counts(d: dict[str, int]) -> str:
@@ -36,6 +37,21 @@ def ingest_report(r: IngestReport) -> None:
         )
 
 
+STATS_WORKERS = 10  # the weakest workers `relabel stats` lists; `relabel votes workers` lists all
+
+
+def reliability(r: Reliability) -> None:
+    """The weakest workers by sensitivity, from a Dawid-Skene fit on the dataset's votes."""
+    rows = sorted(r.rows, key=lambda w: w.sensitivity)
+    flagged = sum(1 for w in rows if w.flag)
+    click.echo(
+        f"  worker reliability (Dawid-Skene on {r.votes:,} votes): {len(rows):,} worker(s), {flagged:,} flagged; "
+        f"lowest sensitivity first{', all: relabel votes workers' if len(rows) > STATS_WORKERS else ''}"
+    )
+    for line in reliability_lines(rows[:STATS_WORKERS]):
+        click.echo(f"    {line}")
+
+
 def stats(rows: list[DatasetStats]) -> None:
     if not rows:
         click.echo("the workspace is empty; start with `relabel ingest` or `relabel demo`")
@@ -49,5 +65,7 @@ def stats(rows: list[DatasetStats]) -> None:
             click.echo(f"  snapshot {name}: {counts(c)}")
         if s.duplicate_groups:
             click.echo(f"  duplicates:  {s.duplicate_groups} group(s) of byte-identical images")
+        if s.reliability is not None:
+            reliability(s.reliability)
     if rows and rows[0].users:
         click.echo(f"users: {counts(rows[0].users)}")

@@ -10,7 +10,7 @@ from relabel.aggregation import METHODS
 from relabel.cli.render import counts
 from relabel.settings import Settings
 from relabel.vote_formats import VOTE_FORMATS
-from relabel.vote_report import SORT_KEYS, AggregationReport, WorkerRow
+from relabel.vote_report import SORT_KEYS, AggregationReport, WorkerRow, reliability_lines
 
 pass_settings = click.make_pass_decorator(Settings)
 EXISTING_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
@@ -217,16 +217,9 @@ def aggregation_report(r: AggregationReport) -> None:
 
 
 def reliability_table(rows: list[WorkerRow]) -> None:
-    """Workers' reliability as a plain-text table (names printed as text, never markup)."""
-    if not rows:
-        return
-    width = min(max(len(r.name) for r in rows), 48)
-    click.echo(f"{'worker':<{width}}  {'kind':<9} {'sens':>5} {'spec':>5} {'answers':>8}  {'no/maybe/yes':<20} flag")
-    for r in rows:
-        name = r.name if len(r.name) <= width else r.name[: width - 1] + "…"
-        answers = "/".join(f"{n:,}" for n in r.answers)
-        figures = f"{r.sensitivity:5.2f} {r.specificity:5.2f} {r.total:8,}"
-        click.echo(f"{name:<{width}}  {r.kind:<9} {figures}  {answers:<20} {r.flag}")
+    """Workers' reliability as a plain-text table."""
+    for line in reliability_lines(rows):
+        click.echo(line)
 
 
 COMMANDS = [votes]
