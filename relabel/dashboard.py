@@ -27,6 +27,7 @@ from db.models import Dataset, Image, Label, LabelSource, User, VocabClass
 from relabel.consensus import Consensus, Decision, Outcome, settle_images, standing_decisions
 from relabel.decision_log import IMAGE_STATUSES, Event, ParsedLists, cyclic_gc_paused, load_events
 from relabel.errors import InputError
+from relabel.vote_report import Reliability, dataset_reliability
 from relabel.workspace import IMGT, get_dataset
 
 ACTIVE_GAP_CAP_S = 300.0  # a longer pause between two events of one user is a break, counted as 5 minutes
@@ -370,3 +371,15 @@ def dashboard(
             annotators=annotator_throughput(events, decisions, users, now=now),
             hourly=hourly_decisions(events, now=now),
         )
+
+
+def worker_reliability_table(engine: Engine, dataset: str | None = None) -> Reliability | None:
+    """Every worker's sensitivity, specificity and answers (studio annotators, imported raters) from one
+    Dawid-Skene fit on the dataset's votes, lowest sensitivity first; None without votes. Apart from `dashboard`:
+    the fit reads every vote, so the tab runs it when a lead asks."""
+    with Session(engine) as session:
+        ds = get_dataset(session, dataset)
+        fitted = dataset_reliability(session.connection(), ds.id)  # type: ignore[arg-type]
+    if fitted is None:
+        return None
+    return Reliability(fitted.votes, sorted(fitted.rows, key=attrgetter("sensitivity")))

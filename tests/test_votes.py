@@ -379,3 +379,36 @@ def test_real_raters_through_the_cli_reproduce_real(tmp_path: Path) -> None:
     assert figures["ds"][0] >= 98.5 and figures["ds"][1] >= 90.0, out.output
     assert figures["majority"] == pytest.approx([93.0, 58.0], abs=0.1), out.output
     assert "of 184,962 rated pairs agree" in out.output and "of 24,889 rated images" in out.output
+
+
+class _Lead:
+    """What `ui.dashboard_tab.reliability_values` needs of the studio."""
+
+    def __init__(self, engine) -> None:
+        self.engine, self.dataset_name = engine, "five"
+
+    def require_lead(self, user: str) -> None:
+        assert user == "lead"
+
+
+def test_the_dashboard_lists_annotators_and_raters_as_text(sqlite_engine, studio, tmp_path: Path) -> None:
+    from ui.dashboard_tab import RELIABILITY_HEADERS, reliability_values
+
+    assert reliability_values(_Lead(sqlite_engine), "lead") == (
+        "no votes yet: decisions in the studio and imported votes (relabel votes import) count",
+        [],
+    )
+    for image in ("a", "b", "d", "e"):
+        decide(sqlite_engine, studio[image], "ann", Verdict.labels, [five.TENCH])
+        decide(sqlite_engine, studio[image], "bob", Verdict.none_fit, [])
+    (tmp_path / "r.csv").write_text(
+        "worker,image,label,answer\n<b>eve</b>,n01440764_a.jpg,tench,yes\n<b>eve</b>,n02123045_d.jpg,tabby,maybe\n"
+    )
+    import_votes(sqlite_engine, tmp_path / "r.csv", fmt="long", name="team")
+    line, rows = reliability_values(_Lead(sqlite_engine), "lead")
+    assert line.startswith("Dawid-Skene on ") and "3 workers" in line
+    assert all(len(r) == len(RELIABILITY_HEADERS) for r in rows)
+    by_name = {r[0]: r for r in rows}
+    assert set(by_name) == {"studio:ann", "studio:bob", "team:<b>eve</b>"}  # the name as text, never markup
+    assert by_name["studio:ann"][1] == "annotator" and by_name["team:<b>eve</b>"][1] == "rater"
+    assert by_name["team:<b>eve</b>"][4:6] == [2, "0 / 1 / 1"]

@@ -19,7 +19,14 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from relabel.agreement import agreement_report
-from relabel.dashboard import RATE_MIN_ACTIVE_S, AnnotatorThroughput, Dashboard, LiveCategories, dashboard
+from relabel.dashboard import (
+    RATE_MIN_ACTIVE_S,
+    AnnotatorThroughput,
+    Dashboard,
+    LiveCategories,
+    dashboard,
+    worker_reliability_table,
+)
 from relabel.review.studio import Studio
 from ui import handlers
 
@@ -188,6 +195,26 @@ def dashboard_values(studio: Studio, user: str) -> list[Any]:
     ]
 
 
+RELIABILITY_HEADERS = ["worker", "kind", "sensitivity", "specificity", "answers", "no / maybe / yes", "flag"]
+
+
+def reliability_values(studio: Studio, user: str) -> tuple[str, list[list[Any]]]:
+    """The workers' reliability (a Dawid-Skene fit on every vote of the dataset) as a line and table rows; leads
+    only. Names are cells of text, never markup."""
+    studio.require_lead(user)
+    fitted = worker_reliability_table(studio.engine, studio.dataset_name)
+    if fitted is None:
+        return "no votes yet: decisions in the studio and imported votes (relabel votes import) count", []
+    flagged = sum(1 for r in fitted.rows if r.flag)
+    line = f"Dawid-Skene on {fitted.votes:,} votes · {len(fitted.rows)} workers, {flagged} flagged"
+    rows = [
+        [r.name, r.kind, _num(r.sensitivity, 2), _num(r.specificity, 2), r.total,
+         " / ".join(str(n) for n in r.answers), r.flag or "—"]
+        for r in fitted.rows
+    ]  # fmt: skip
+    return line, rows
+
+
 def build(studio: Studio, guarded: Callable[[Callable[..., Any]], Callable[..., Any]], tab: gr.Tab) -> None:
     """The tab's layout inside `tab`; its values load when the lead opens the tab and on Refresh."""
     with gr.Row():
@@ -211,6 +238,13 @@ def build(studio: Studio, guarded: Callable[[Callable[..., Any]], Callable[..., 
     pairs = gr.Dataframe(headers=["a", "b", "shared images", "observed", "Cohen's κ"], label="pairs", interactive=False)
     classes = gr.Dataframe(
         headers=["class", "name", "images", "decided", "disputed"], label="classes furthest behind", interactive=False
+    )
+    with gr.Accordion("Worker reliability: sensitivity, specificity and answers of every worker", open=False):
+        fit_btn = gr.Button("Fit Dawid-Skene on all votes", size="sm")
+        fitted = gr.Textbox(show_label=False, interactive=False, lines=1)
+        reliability = gr.Dataframe(headers=RELIABILITY_HEADERS, interactive=False)
+    fit_btn.click(
+        guarded(lambda u: reliability_values(studio, u)), None, [fitted, reliability], api_name="worker_reliability"
     )
     with gr.Accordion("Audit trail: every decision, newest first", open=False):
         with gr.Row():
