@@ -159,24 +159,23 @@ def uncertain_accuracy(
     seed: int = 0,
     level: float = LEVEL,
     interval: str | None = INTERVAL,
+    decided: LabelSets | None = None,
 ) -> UncertainScore:
     """Top-1 of `pred` against `posteriors`: thresholded, expected over label draws, and the intervals.
 
     `pred` (n_images, k) ranked classes (only the first column is read; -1: no class) or (n_images,); `ok`,
     `failed` (n_images,) bool as in `evaluator.scoring` (failed replies are wrong, other failures unscored).
     `n_draws` ≥ 1 label draws, each paired with one image resample; `interval` is the thresholded top-1's.
+    `decided`: the label sets the consensus settled on, when its rule is more than the threshold (an original
+    class kept at a lower posterior, say); the thresholded top-1 is scored against them. Default: {p ≥ threshold}.
     """
     if not isinstance(posteriors, Posteriors):
         raise EvaluationError(f"posteriors must be Posteriors, got {type(posteriors).__name__}")
     check_boot(n_draws, allow_zero=False)
     support = posteriors.label_sets(threshold=float(np.nextafter(0.0, 1.0)))  # every class that can be drawn
     arr, answered, wrong = check_predictions(pred, support, 1, ok, failed, batched=False)
-    sets = posteriors.label_sets(threshold)
-    if sets.counts.any():
-        thresholded = multilabel_accuracy(arr[:, :1], sets, 1, answered, failed=wrong, interval=interval, level=level)
-    else:  # nothing reaches the threshold: no image is scored, yet the draws may still score some
-        counted = answered | wrong
-        thresholded = Score(float("nan"), 0, 0, int((~counted).sum()), int(counted.sum()))
+    sets = posteriors.label_sets(threshold) if decided is None else _check_decided(decided, posteriors)
+    thresholded = _thresholded(arr[:, :1], sets, answered, wrong, interval, level)
     coins = _coins(arr[:, 0], posteriors, answered, wrong)
     label_acc, boot_acc, scored = _draw_accuracies(coins, n_draws, seed)
     label_low, label_high = percentile_interval(label_acc, level)
@@ -190,6 +189,28 @@ def uncertain_accuracy(
         float(threshold), thresholded, expected, float(low), float(high), float(label_low), float(label_high),
         float(scored.mean()), int((uncertain & coins.counted).sum()), int(n_draws), int(seed),
     )  # fmt: skip
+
+
+def _check_decided(decided: object, posteriors: Posteriors) -> LabelSets:
+    if not isinstance(decided, LabelSets):
+        raise EvaluationError(f"decided must be LabelSets, got {type(decided).__name__}")
+    if (decided.n_images, decided.n_classes) != (posteriors.n_images, posteriors.n_classes):
+        raise EvaluationError(
+            f"decided has {decided.n_images} images of {decided.n_classes} classes, the posteriors "
+            f"{posteriors.n_images} of {posteriors.n_classes}"
+        )
+    return decided
+
+
+def _thresholded(
+    top1: np.ndarray, sets: LabelSets, answered: np.ndarray, wrong: np.ndarray, interval: str | None, level: float
+) -> Score:
+    """The ReaL-rule top-1 against `sets`; when every set is empty, a NaN score with nothing scored (the label
+    draws may still score images)."""
+    if sets.counts.any():
+        return multilabel_accuracy(top1, sets, 1, answered, failed=wrong, interval=interval, level=level)
+    counted = answered | wrong
+    return Score(float("nan"), 0, 0, int((~counted).sum()), int(counted.sum()))
 
 
 def _coins(top1: np.ndarray, post: Posteriors, answered: np.ndarray, wrong: np.ndarray) -> _Coins:

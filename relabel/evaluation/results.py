@@ -46,7 +46,8 @@ DEFINITIONS = {
     "published": "metrics as their authors define them (--metric), e.g. Shankar et al. (2020): problematic images "
     "skipped, correct or unclear labels count, per-class accuracy by original label averaged over classes",
     "uncertain": "against a probabilistic snapshot (posteriors per image and class, e.g. Dawid-Skene): "
-    "thresholded = top-1 against the sets of classes with posterior >= threshold; expected_accuracy = mean top-1 "
+    "thresholded = top-1 against the snapshot's label sets (classes with posterior >= threshold, as its "
+    "consensus decided them); expected_accuracy = mean top-1 "
     "over n_draws label sets sampled from the posteriors (each class present with its posterior, independently; "
     "an image whose sampled set is empty is left out of that draw), after Stutz et al. (2023); ci_low/ci_high: "
     "95 % percentile interval over draws that each resample the images (the bootstrap) and sample their label "

@@ -54,16 +54,16 @@ def score_run(run: RunPredictions, reference: Reference, *, n_boot: int = 1000, 
 
 
 def score_uncertain(aligned: Aligned, reference: Reference, *, n_boot: int, seed: int) -> UncertainScore | None:
-    """Top-1 of the aligned predictions against the reference's posteriors, thresholded at its consensus
-    threshold, expected over `n_boot` label draws, with its intervals; None for a reference without posteriors
-    or with `n_boot` = 0 (no draws)."""
+    """Top-1 of the aligned predictions against the reference's posteriors: against the snapshot's own labels
+    (its consensus thresholded them), expected over `n_boot` label draws, with its intervals; None for a
+    reference without posteriors or with `n_boot` = 0 (no draws)."""
     if reference.posteriors is None or not n_boot:
         return None
     posteriors = reference.posteriors.subset(aligned.rows)
     try:
         return uncertain_accuracy(
             aligned.classes, posteriors, aligned.ok, failed=aligned.failed, threshold=reference.threshold,
-            n_draws=n_boot, seed=seed,
+            n_draws=n_boot, seed=seed, decided=subset_labels(reference.labels, aligned.rows),
         )  # fmt: skip
     except EvaluationError as exc:
         raise InputError(f"reference {reference.name!r}: {exc}") from None

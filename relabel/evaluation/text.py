@@ -118,7 +118,7 @@ def uncertainty_table(ev: Evaluation) -> Table | None:
     scored = [(s, u) for s in ev.scores if (u := s.uncertain) is not None]
     if not scored:
         return None
-    header = ["run", "reference", "threshold", "scored", "top-1 % at threshold", "expected %",
+    header = ["run", "reference", "threshold", "scored", "top-1 % (labels)", "expected %",
               "95 % CI (labels + images)", "95 % CI (labels only)", "uncertain images", "draws"]  # fmt: skip
     rows = []
     for s, u in scored:
@@ -131,9 +131,10 @@ def uncertainty_table(ev: Evaluation) -> Table | None:
 
 
 UNCERTAINTY_NOTE = (
-    "The labels of a probabilistic snapshot are posteriors: top-1 counts the classes at or above the threshold as "
-    "certain; the expected top-1 averages top-1 over label sets sampled from the posteriors (each class present "
-    "with its probability; an image whose sampled set is empty is left out of that draw), after Stutz et al., "
+    "The labels of a probabilistic snapshot come from posteriors: top-1 takes its label sets (the classes at or "
+    "above the threshold) as certain; the expected top-1 averages top-1 over label sets sampled from the "
+    "posteriors (each class present with its probability; an image whose sampled set is empty is left out of "
+    "that draw), after Stutz et al., "
     '"Evaluating AI systems under uncertain ground truth" (2023). Its 95 % interval resamples the images and '
     "samples their labels in every draw, so it holds both the finite test set and the label noise; the interval "
     "of the labels alone shows how much of that width the labels cause."

@@ -20,16 +20,17 @@ from tests.evaluation import workspace as ws
 from tests.evaluation.workspace import GOLDFISH, TABBY, TENCH, TIGER_CAT
 from tests.evaluator.test_label_uncertainty import exact_expected_accuracy
 
-# letter -> (labels, category, origin, stored posteriors). b is uncertain (TENCH at 0.6: U, no label); c was
-# adjudicated, so it stores no posterior and its label counts as certain.
+# letter -> (labels, category, origin, stored posteriors). b is uncertain (TENCH at 0.6: U) and keeps its ImGT label
+# (policy keep), which the posteriors leave at 0.6; c was adjudicated: no posterior, its label counts as certain.
 DS_SNAPSHOT: dict[str, tuple[list[int], Category, str, dict[int, float]]] = {
     "a": ([TENCH], Category.A, "consensus", {TENCH: 0.95, GOLDFISH: 0.4}),
-    "b": ([], Category.U, "uncertain", {TENCH: 0.6, GOLDFISH: 0.1}),
+    "b": ([TENCH], Category.U, "uncertain", {TENCH: 0.6, GOLDFISH: 0.1}),
     "c": ([GOLDFISH], Category.A, "adjudication", {}),
     "d": ([TABBY, TIGER_CAT], Category.M, "consensus", {TABBY: 0.99, TIGER_CAT: 0.92}),
     "e": ([TABBY], Category.A, "consensus", {TABBY: 1.0, TIGER_CAT: 0.2}),
 }
-# Run m5's top-1 (its call on c failed on the server: never scored); at 0.9 a is wrong, b excluded, d, e right.
+# Run m5's top-1 (its call on c failed on the server: never scored); against the labels a is wrong, b, d, e right
+# (at 0.9 on the posteriors alone b would be excluded).
 M5_TOP1 = {"a": GOLDFISH, "b": TENCH, "d": TIGER_CAT, "e": TABBY}
 
 
@@ -41,7 +42,7 @@ def add_ds_snapshot(engine, ids: dict[str, int], name: str = "ds-1") -> None:
             counts[category.value] = counts.get(category.value, 0) + 1
         snap = Snapshot(
             dataset_id=get_dataset(s, "five").id, name=name, content_hash="f" * 64, base_source="imgt",
-            undecided_policy="exclude", n_images=len(DS_SNAPSHOT), counts=counts,
+            undecided_policy="keep", n_images=len(DS_SNAPSHOT), counts=counts,
             consensus={"rule": "ds", "threshold": 0.9},
         )  # fmt: skip
         s.add(snap)
@@ -81,7 +82,7 @@ def test_the_expected_top1_and_its_interval_are_in_every_output(workspace: Path,
     certain = {k: post or dict.fromkeys(DS_SNAPSHOT[k][0], 1.0) for k, (_, _, _, post) in DS_SNAPSHOT.items()}
     exact = exact_expected_accuracy(list(M5_TOP1.values()), [certain[k] for k in M5_TOP1])
     assert u["threshold"] == 0.9 and u["n_draws"] == 2000 and u["n_uncertain"] == 3  # a, b, e (d: 0.99, 0.92)
-    assert u["thresholded"]["accuracy"] == pytest.approx(2 / 3) == score["top1"]["accuracy"]
+    assert u["thresholded"]["accuracy"] == pytest.approx(3 / 4) == score["top1"]["accuracy"]  # the labels
     assert u["expected_accuracy"] == pytest.approx(exact, abs=0.03)  # well over 4 standard errors of 2,000 draws
     assert u["ci_low"] <= u["expected_accuracy"] <= u["ci_high"]
     assert u["ci_high"] - u["ci_low"] >= u["label_ci_high"] - u["label_ci_low"] > 0
@@ -89,7 +90,7 @@ def test_the_expected_top1_and_its_interval_are_in_every_output(workspace: Path,
     assert next(s for s in data["scores"] if s["reference"] == "imgt")["uncertain"] is None
 
     row = next(line.split() for line in out.splitlines() if line.split()[:2] == ["m5", "ds-1"] and "0.9" in line)
-    assert row[2:5] == ["0.9", "3", "66.67"] and row[5] == f"{100 * u['expected_accuracy']:.2f}"
+    assert row[2:5] == ["0.9", "4", "75.00"] and row[5] == f"{100 * u['expected_accuracy']:.2f}"
     assert row[6] == f"{100 * u['ci_low']:.2f}–{100 * u['ci_high']:.2f}"
     assert "label uncertainty (after Stutz et al. 2023)" in out and "samples their labels in every draw" in out
 

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from evaluator import EvaluationError
+from evaluator import EvaluationError, LabelSets
 from evaluator.label_uncertainty import Posteriors, UncertainScore, uncertain_accuracy
 from evaluator.paired import JointBootstrap, percentile_interval
 from evaluator.scoring import image_outcomes, multilabel_accuracy
@@ -106,6 +106,18 @@ class TestExpectedAccuracy:
         assert got.expected_scored == pytest.approx(1.5, abs=0.05)
         assert (got.thresholded.n_scored, got.thresholded.n_excluded) == (1, 1)  # a's set at 0.9 is empty
 
+    def test_the_thresholded_score_can_take_the_sets_a_consensus_decided(self) -> None:
+        # a's original class A was kept at 0.6 (the burden of proof lies on a change): the decided sets hold it
+        post = Posteriors.from_dicts([{A: 0.6, B: 0.3}, {B: 0.95}], 20)
+        decided = LabelSets.from_lists([[A], [B]], 20)
+
+        plain = uncertain_accuracy([A, B], post, n_draws=500, seed=6)
+        kept = uncertain_accuracy([A, B], post, n_draws=500, seed=6, decided=decided)
+
+        assert (plain.thresholded.accuracy, plain.thresholded.n_excluded) == (1.0, 1)
+        assert (kept.thresholded.accuracy, kept.thresholded.n_scored) == (1.0, 2)
+        assert kept.expected_accuracy == plain.expected_accuracy and kept.ci_low == plain.ci_low
+
     def test_failed_replies_are_wrong_and_errors_never_scored(self) -> None:
         post = Posteriors.from_dicts([{A: 0.5, B: 1.0}, {A: 0.5, B: 1.0}, {A: 0.5, B: 1.0}], 20)
         ok, failed = [True, False, False], [False, True, False]  # b a failed reply, c an infrastructure error
@@ -166,6 +178,12 @@ class TestInput:
             (lambda: uncertain_accuracy([A], Posteriors.from_dicts([{A: 1.0}]), n_draws=0), "n_boot must be"),
             (lambda: uncertain_accuracy([A], {A: 1.0}), "posteriors must be Posteriors, got dict"),  # type: ignore[arg-type]
             (lambda: uncertain_accuracy([A, B], Posteriors.from_dicts([{A: 1.0}])), "predictions have 2 images"),
+            (
+                lambda: uncertain_accuracy(
+                    [A], Posteriors.from_dicts([{A: 1.0}]), decided=LabelSets.from_lists([[A]], 20)
+                ),
+                "decided has 1 images of 20 classes, the posteriors 1 of 1000",
+            ),
         ],
     )
     def test_bad_input_is_one_error_naming_it(self, build, message: str) -> None:
