@@ -190,6 +190,17 @@ class TestInput:
         with pytest.raises(EvaluationError, match=message):
             build()
 
+    def test_a_subset_keeps_the_pairs_of_its_images_in_its_order(self) -> None:
+        post = Posteriors.from_dicts([{A: 0.5}, {B: 0.2, C: 1.0}, {}, {A: 0.9}], 20)
+
+        sub = post.subset([3, 1])
+
+        assert sub.n_images == 2 and sorted(zip(sub.rows.tolist(), sub.classes.tolist(), sub.probs.tolist())) == [
+            (0, A, 0.9), (1, B, 0.2), (1, C, 1.0)
+        ]  # fmt: skip
+        with pytest.raises(EvaluationError, match="images lists an image twice"):
+            post.subset([1, 1])
+
     def test_posteriors_are_read_only_copies(self) -> None:
         probs = np.array([0.5])
         post = Posteriors([0], [A], probs, 1)
