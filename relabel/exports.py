@@ -43,7 +43,7 @@ def render_real(rows: list[SnapshotRow], vocab: Vocabulary) -> str:
 def render_jsonl(rows: list[SnapshotRow], vocab: Vocabulary) -> str:
     lines = []
     for r in rows:
-        record = {
+        record: dict[str, object] = {
             "image": r.path,
             "labels": r.classes,
             "wnids": [vocab.classes[c].wnid for c in r.classes],

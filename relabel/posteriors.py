@@ -4,15 +4,17 @@ Pure: reads the items of a `relabel.votes.VoteTable` and the `relabel.aggregatio
 database). A snapshot (`relabel.snapshots.create_snapshot`) turns each `VotedImage` into a label set and a category:
 
 * an item (image, class) is *accepted* when `relabel.aggregation.decide` accepts it (a posterior of at least the
-  threshold; a counting method by its own rule); the image's label set is its accepted classes;
-* an image with an item strictly between 1 - threshold and threshold (`relabel.aggregation.uncertain`) is
-  *uncertain*: the answers settle nothing, the snapshot gives it category U and sends it to review first;
+  threshold, or of `keep_original` for a class of the image's original labels: the burden of proof lies on a
+  change; a counting method by its own rule); the image's label set is its accepted classes;
+* an image with an item neither accepted nor confidently absent (a posterior above 1 - threshold; a counting
+  method's undecided items, `relabel.aggregation.uncertain`) is *uncertain*: the answers settle nothing, the
+  snapshot gives it category U and sends it to review first;
 * an image whose items are all confidently absent has no class that fits (category Z).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -51,9 +53,10 @@ class VotedImage:
         return not self.classes and not self.uncertain
 
 
-def check_rule(rule: str, threshold: float) -> bool:
-    """Validate a snapshot's consensus `rule` (unanimous or a name of `METHODS`) and its `threshold`; returns
-    whether the rule reads votes. Raises NotFoundError for an unknown rule, InputError for a bad threshold."""
+def check_rule(rule: str, threshold: float, keep_original: float | None = None) -> bool:
+    """Validate a snapshot's consensus `rule` (unanimous or a name of `METHODS`), its `threshold` and its
+    `keep_original` (None: off); returns whether the rule reads votes. Raises NotFoundError for an unknown rule,
+    InputError for a bad threshold."""
     if rule != UNANIMOUS and rule not in METHODS:
         raise unknown_name("consensus rule", rule, list(METHODS))
     check_threshold(threshold, "--threshold")
@@ -62,6 +65,8 @@ def check_rule(rule: str, threshold: float) -> bool:
             f"--threshold {threshold} is below {LOWEST_THRESHOLD}: it would accept classes the votes find more "
             "likely absent than present; use a value in [0.5, 1], e.g. 0.9"
         )
+    if keep_original is not None:
+        check_threshold(keep_original, "--keep-original")
     return rule != UNANIMOUS
 
 
@@ -71,10 +76,27 @@ def reads_votes(consensus: Mapping[str, Any] | None) -> bool:
     return bool(consensus) and consensus.get("rule", UNANIMOUS) != UNANIMOUS  # type: ignore[union-attr]
 
 
-def voted_images(table: Items, result: Aggregate, threshold: float) -> dict[int, VotedImage]:
-    """Image id -> `VotedImage` for every image with an item in `table`, from `result` fitted on `table.votes`."""
-    accepted = decide(result, threshold)
-    undecided = uncertain(result, threshold)
+def voted_images(
+    table: Items,
+    result: Aggregate,
+    threshold: float,
+    *,
+    original: Mapping[int, Collection[int]] | None = None,
+    keep_original: float | None = None,
+) -> dict[int, VotedImage]:
+    """Image id -> `VotedImage` for every image with an item in `table`, from `result` fitted on `table.votes`.
+
+    With `keep_original`, a class of the image's `original` labels (image id -> classes) is accepted at that
+    posterior already (`relabel.aggregation.decide`: the burden of proof lies on a change), and is uncertain
+    only between 1 - threshold and `keep_original`."""
+    mask = None
+    if original is not None and keep_original is not None:
+        mask = np.fromiter((c in original.get(i, ()) for i, c in table.pairs.tolist()), bool, len(table.pairs))
+    accepted = decide(result, threshold, original=mask, keep_original=keep_original)
+    if result.accepted is None:  # probabilistic: whatever is neither accepted nor confidently absent
+        undecided = (result.posterior > min(threshold, 1 - threshold)) & ~accepted
+    else:
+        undecided = uncertain(result, threshold)
     return dict(_per_image(table.pairs, accepted, undecided, result.posterior))
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,10 +32,14 @@ def fit_votes(
     sources: Sequence[str] | None,
     studio: bool,
     with_model: str | None,
+    *,
+    original: Mapping[int, Collection[int]] | None = None,
+    keep_original: float | None = None,
     show_progress: bool = False,
 ) -> VoteFit:
-    """Aggregate the dataset's votes with `rule` (a name of `relabel.aggregation.METHODS`); InputError when
-    there is no vote to aggregate."""
+    """Aggregate the dataset's votes with `rule` (a name of `relabel.aggregation.METHODS`) and settle each voted
+    image (`relabel.posteriors.voted_images`; `original`: image id -> its ImGT classes, which need only
+    `keep_original`); InputError when there is no vote to aggregate."""
     table = collect_votes(conn, dataset_id, sources=sources, studio=studio, with_model=with_model)
     if not len(table.pairs):
         raise InputError(
@@ -51,6 +55,7 @@ def fit_votes(
     imported = list(table.sources[: len(table.sources) - studio - (with_model is not None)])
     settings = {
         "threshold": threshold,
+        "keep_original": keep_original,
         "vote_sources": imported,
         "studio": studio,
         "with_model": with_model,
@@ -60,7 +65,8 @@ def fit_votes(
         "n_votes": len(table.votes.item),
         "n_workers": table.votes.n_workers,
     }
-    return VoteFit(voted_images(table, result, threshold), settings)
+    images = voted_images(table, result, threshold, original=original, keep_original=keep_original)
+    return VoteFit(images, settings)
 
 
 def _step(bar: Progress, change: float) -> None:

@@ -25,6 +25,7 @@ from relabel.snapshot_votes import VoteFit, fit_votes
 from relabel.storable import one_line_name, storable_text
 from relabel.workspace import IMGT, dataset_vocabulary, get_dataset, get_source
 
+KEEP_ORIGINAL = 0.5  # posterior an original class needs to stay, as `relabel votes aggregate` decides
 MAX_MIN_VOTES = 1000  # more agreeing votes than any team gives one image: a typo, not a policy
 UNDECIDED_POLICIES = {
     "keep": "undecided images keep the base source's labels (ImGT unless --base names a prior)",
@@ -107,6 +108,7 @@ def create_snapshot(
     created_by: str = "",
     consensus: str = UNANIMOUS,
     threshold: float = 0.9,
+    keep_original: float | None = KEEP_ORIGINAL,
     vote_sources: Sequence[str] | None = None,
     with_model: str | None = None,
     studio_votes: bool = True,
@@ -119,14 +121,14 @@ def create_snapshot(
     Any other name of `relabel.aggregation.METHODS` aggregates the dataset's votes (`relabel.votes.collect_votes`:
     the imported `vote_sources`, None all, the studio's decisions when `studio_votes`, the run `with_model` as one
     more worker): a lead's adjudication still settles an image outright; a voted image takes the classes whose
-    posterior reaches `threshold` (`relabel.posteriors`), is U with origin "uncertain" when one of its pairs lies
-    strictly between 1 - threshold and threshold (labels by the `undecided` policy), Z when every pair is
-    confidently absent; images without votes follow the unanimous rule. Its posteriors are stored per (image,
+    posterior reaches `threshold` (`keep_original` for a class of its ImGT labels, None: `threshold` too; see
+    `relabel.posteriors`), is U with origin "uncertain" when a pair is neither accepted nor confidently absent
+    (posterior above 1 - threshold; labels by the `undecided` policy), Z when every pair is confidently absent;
+    images without votes follow the unanimous rule. Its posteriors are stored per (image,
     class) in `snapshot_posteriors`, except on adjudicated images (an adjudication is certain).
     """
-    request = ConsensusRequest(
-        consensus, threshold, min_votes, None if vote_sources is None else tuple(vote_sources), with_model, studio_votes
-    )
+    sources = None if vote_sources is None else tuple(vote_sources)
+    request = ConsensusRequest(consensus, threshold, keep_original, min_votes, sources, with_model, studio_votes)
     _check_request(name, undecided, request)
     with session_scope(engine) as s:
         ds = get_dataset(s, dataset)
@@ -163,6 +165,7 @@ class ConsensusRequest:
 
     rule: str
     threshold: float
+    keep_original: float | None
     min_votes: int
     vote_sources: tuple[str, ...] | None
     with_model: str | None
@@ -175,7 +178,7 @@ def _check_request(name: str, undecided: str, request: ConsensusRequest) -> None
     one_line_name(name, "snapshot name")
     if not 1 <= request.min_votes <= MAX_MIN_VOTES:
         raise InputError(f"--min-votes must be between 1 and {MAX_MIN_VOTES}, got {request.min_votes}")
-    voting = check_rule(request.rule, request.threshold)
+    voting = check_rule(request.rule, request.threshold, request.keep_original)
     if not voting and (request.vote_sources or request.with_model):
         raise InputError(
             "--votes and --with-model need a consensus that reads votes (ds, majority, ...), not unanimous"
@@ -205,7 +208,9 @@ def _freeze(
             request.vote_sources,
             request.studio_votes,
             request.with_model,
-            show_progress,
+            original=original,
+            keep_original=request.keep_original,
+            show_progress=show_progress,
         )
     voted = fit.images if fit else {}
     frozen = [_frozen_row(i, p, settled[i], voted.get(i), base_labels, original, base, undecided) for i, p in images]

@@ -5,7 +5,9 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 from sqlalchemy import select, text
@@ -14,11 +16,13 @@ from sqlmodel import Session
 
 from db.enums import Answer, Role, Verdict
 from db.models import Image, Snapshot, SnapshotPosterior, Vote, VoteSource
+from relabel.aggregation import Aggregate
 from relabel.annotations import add_user, record_annotation
 from relabel.errors import InputError, NotFoundError
 from relabel.exports import export_snapshot
 from relabel.ingest import ingest_dataset, plan_ingest
 from relabel.ingest.layouts import LayoutOptions
+from relabel.posteriors import VotedImage, format_posteriors, voted_images
 from relabel.review.cards import RunChoice
 from relabel.review.evidence import load_evidence, uncertain_images
 from relabel.review.queue import UNCERTAIN_WEIGHT, WEIGHTS, Evidence, QueueFilter, ReviewQueue, priority
@@ -46,12 +50,12 @@ ABSENT = [
     ("d_rocket.jpg", 657),  # neither missile, projectile nor warplane: Z
     ("d_rocket.jpg", 744),
     ("d_rocket.jpg", 403),
-    ("e_blur.jpg", 1),
+    ("e_blur.jpg", 0),  # not tench
     ("e_blur.jpg", 391),
     ("f_dog.jpg", 207),
     ("f_dog.jpg", 209),
 ]
-SPLIT = ("e_blur.jpg", 0)  # two raters say yes, two no, one was not asked: posterior about 0.79, uncertain at 0.9
+SPLIT = ("e_blur.jpg", 1)  # goldfish? two raters say yes, two no, one not asked: about 0.79, uncertain at 0.9
 SPLIT_ANSWERS = [Y, Y, N, N, None]
 
 
@@ -130,6 +134,38 @@ def jsonl_rows(path: Path) -> dict[str, dict]:
     return {r["image"]: r for r in map(json.loads, path.read_text().splitlines())}
 
 
+class TestVotedImages:
+    """The pure rule of `relabel.posteriors`, on posteriors given outright."""
+
+    PAIRS = np.array([[1, 5], [1, 6], [2, 5], [2, 7], [3, 5], [3, 8], [4, 9]])  # (image id, class); 5 is original
+    POSTERIOR = np.array([0.97, 0.02, 0.7, 0.05, 0.3, 0.04, 0.05])
+
+    def settle(self, keep_original: float | None) -> dict[int, VotedImage]:
+        table = SimpleNamespace(pairs=self.PAIRS)
+        result = Aggregate("ds", self.POSTERIOR)
+        original = {1: [5], 2: [5], 3: [5], 4: [5]}
+        return voted_images(table, result, 0.9, original=original, keep_original=keep_original)
+
+    def test_a_new_class_needs_the_threshold_and_the_middle_is_uncertain(self) -> None:
+        got = {i: (v.classes, v.uncertain, v.none_fit) for i, v in self.settle(None).items()}
+        assert got == {1: ((5,), False, False), 2: ((), True, False), 3: ((), True, False), 4: ((), False, True)}
+
+    def test_an_original_class_stays_at_keep_original_and_is_uncertain_only_below_it(self) -> None:
+        got = {i: (v.classes, v.uncertain) for i, v in self.settle(0.5).items()}
+        assert got == {1: ((5,), False), 2: ((5,), False), 3: ((), True), 4: ((), False)}
+        assert self.settle(0.5)[2].posteriors == {5: 0.7, 7: 0.05}
+
+    def test_a_counting_method_decides_by_its_own_rule(self) -> None:
+        table = SimpleNamespace(pairs=self.PAIRS[:2])
+        result = Aggregate(
+            "set-majority", np.array([0.6, 0.2]), accepted=np.array([False, False]), undecided=np.array([True, True])
+        )
+        assert voted_images(table, result, 0.9)[1].uncertain
+
+    def test_posteriors_format_for_a_csv_cell(self) -> None:
+        assert format_posteriors({208: 0.04123, 207: 0.97314}) == "207:0.9731|208:0.0412"
+
+
 class TestDawidSkeneSnapshot:
     def test_labels_categories_and_origins_follow_the_posteriors(self, ws, tmp_path: Path) -> None:
         engine, ids = ws
@@ -157,11 +193,12 @@ class TestDawidSkeneSnapshot:
         c = snap.consensus
         assert (c["rule"], c["threshold"], c["min_votes"], c["vote_sources"]) == ("ds", 0.8, 1, ["raters"])
         assert (c["studio"], c["with_model"], c["converged"]) == (False, None, True) and c["iterations"] > 1
+        assert c["keep_original"] == 0.5 and (c["n_pairs"], c["n_votes"], c["n_workers"]) == (18, 89, 5)
 
     def test_a_lower_threshold_settles_the_split_image(self, ws) -> None:
         engine, _ = ws
         s = create_snapshot(engine, "loose", consensus="ds", threshold=0.75, studio_votes=False)
-        assert s.uncertain == 0 and s.counts["A"] == 2  # tabby, and tench confirmed on the blurred image
+        assert s.uncertain == 0 and s.counts["B"] == 3  # goldfish on the blurred image too
 
     def test_exclude_gives_uncertain_images_no_labels(self, ws, tmp_path: Path) -> None:
         engine, _ = ws
@@ -250,7 +287,7 @@ class TestExports:
         export_snapshot(engine, "ds", fmt="jsonl", out=tmp_path / "ds.jsonl")
         rows = jsonl_rows(tmp_path / "ds.jsonl")
         blur = {int(c): p for c, p in rows["e_blur.jpg"]["posteriors"].items()}
-        assert set(blur) == {0, 1, 391} and blur[0] == pytest.approx(stored[ids["e_blur.jpg"], 0], abs=1e-6)
+        assert set(blur) == {0, 1, 391} and blur[1] == pytest.approx(stored[ids["e_blur.jpg"], 1], abs=1e-6)
         assert rows["f_dog.jpg"]["posteriors"] == {} and rows["g_new.jpg"]["posteriors"] == {}
         export_snapshot(engine, "ds", fmt="csv", out=tmp_path / "ds.csv")
         table = {r["image"]: r for r in csv.DictReader((tmp_path / "ds.csv").open())}
@@ -278,13 +315,21 @@ class TestDiff:
         assert "e_blur.jpg" not in d.posteriors  # unchanged: base labels and U in both
 
     def test_a_category_change_alone_shows_every_posterior_of_the_image(self, ws) -> None:
+        engine, ids = ws
+        create_snapshot(engine, "plain")
+        create_snapshot(engine, "ds", consensus="ds", studio_votes=False)
+        shown = diff_snapshots(engine, "plain", "ds").posteriors["b_cat.jpg"]  # U [281] -> A [281]
+        assert set(shown) == {281, 282, 285} and all(before is None for before, _ in shown.values())
+        assert shown[281][1] > 0.99 and shown[285][1] < 0.05
+
+    def test_the_posteriors_of_the_classes_that_changed_come_from_both_snapshots(self, ws) -> None:
         engine, _ = ws
         create_snapshot(engine, "strict", consensus="ds", studio_votes=False)
         create_snapshot(engine, "loose", consensus="ds", threshold=0.75, studio_votes=False)
         d = diff_snapshots(engine, "strict", "loose")
-        assert d.transitions == {"U->A": 1} and [c[0] for c in d.changed] == ["e_blur.jpg"]
-        shown = d.posteriors["e_blur.jpg"]
-        assert set(shown) == {0, 1, 391} and shown[0][0] == pytest.approx(shown[0][1])
+        assert d.transitions == {"U->B": 1} and d.changed == [("e_blur.jpg", [0], [1], "U", "B")]
+        (tench_a, tench_b), (goldfish_a, goldfish_b) = d.posteriors["e_blur.jpg"][0], d.posteriors["e_blur.jpg"][1]
+        assert tench_a == tench_b < 0.05 and 0.75 < goldfish_a == goldfish_b < 0.9
 
 
 class TestQueue:
@@ -328,13 +373,15 @@ class TestCommandLine:
         args = ["snapshot", "create", "ds", "--consensus", "ds", "--threshold", "0.9", "--no-studio-votes", "--quiet"]
         done = runner.invoke(cli, [*workspace, *args])
         assert done.exit_code == 0, done.output
-        assert "consensus: ds, threshold 0.9, votes raters" in done.output
+        assert "consensus: ds, threshold 0.9, original kept at 0.5, votes raters, " in done.output
         assert "uncertain images (U, review first): 1; posteriors stored: 15" in done.output
         listed = runner.invoke(cli, [*workspace, "snapshot", "list"])
         assert "unanimous, min votes 1" in listed.output and "ds, threshold 0.9" in listed.output
         diff = runner.invoke(cli, [*workspace, "snapshot", "diff", "plain", "ds"])
         assert diff.exit_code == 0 and "categories (plain down, ds across):" in diff.output
-        assert "c_fish.jpg\tU [0] -> B [1]\tposteriors 0 -->0.0" in diff.output
+        assert "\n    U      1     1     1     1     2\n" in diff.output  # A B M Z U from U
+        assert "c_fish.jpg\tU [0] -> B [1]\tposteriors 0: none -> 0.0" in diff.output
+        assert "d_rocket.jpg\tU [657] -> Z []\tposteriors 1 class(es), all under 0.01\n" in diff.output
 
     def test_help_shows_the_consensus_choices_from_the_aggregation_methods(self) -> None:
         from relabel.aggregation import METHODS

@@ -51,7 +51,14 @@ def snapshot() -> None:
     type=float,
     default=0.9,
     show_default=True,
-    help="Posterior a class needs to be a label; an image with a pair strictly between 1-T and T is uncertain (U).",
+    help="Posterior a class needs to be a label; an image with a class between 1-T and T is uncertain (U).",
+)
+@click.option(
+    "--keep-original",
+    type=float,
+    default=0.5,
+    show_default=True,
+    help="Posterior an original (ImGT) class needs to stay: the burden of proof lies on a change; 0 turns it off.",
 )
 @click.option(
     "--votes", "vote_sources", multiple=True, help="Imported vote source to aggregate (repeat; default: all)."
@@ -71,6 +78,7 @@ def snapshot_create(
     min_votes: int,
     consensus: str,
     threshold: float,
+    keep_original: float,
     vote_sources: tuple[str, ...],
     with_model: str | None,
     studio_votes: bool,
@@ -82,8 +90,9 @@ def snapshot_create(
     Each image gets a category: A original confirmed, B one different label, M several labels,
     Z no class fits, X unclear, U undecided (labels follow --base and --undecided). With a
     --consensus that reads votes (ds, one-coin, majority, set-majority), U also holds the images
-    whose votes settle nothing: a posterior strictly between 1-T and T (origin "uncertain");
-    they go to the front of the review queue.
+    whose votes settle nothing: a class neither accepted (posterior >= T, or >= --keep-original
+    for an original class) nor confidently absent (posterior <= 1-T); origin "uncertain".
+    They go to the front of the review queue.
     \b
     Examples:
       relabel snapshot create round-1
@@ -102,6 +111,7 @@ def snapshot_create(
         min_votes=min_votes,
         consensus=consensus,
         threshold=threshold,
+        keep_original=keep_original or None,
         vote_sources=vote_sources or None,
         with_model=with_model,
         studio_votes=studio_votes,
@@ -123,7 +133,10 @@ def consensus_line(c: dict[str, Any] | None) -> str:
     if rule == "unanimous":
         return f"unanimous, min votes {c.get('min_votes', 1)}"
     voters = [*c.get("vote_sources", []), *(["studio"] if c.get("studio") else [])]
-    parts = [rule, f"threshold {c.get('threshold')}", f"votes {' + '.join(voters) or 'none'}"]
+    parts = [rule, f"threshold {c.get('threshold')}"]
+    if c.get("keep_original"):
+        parts.append(f"original kept at {c['keep_original']}")
+    parts.append(f"votes {' + '.join(voters) or 'none'}")
     if c.get("with_model"):
         parts.append(f"model {c['with_model']} voted")
     if c.get("iterations"):
@@ -220,13 +233,19 @@ def matrix_lines(matrix: dict[str, dict[str, int]], a: str, b: str) -> list[str]
     return lines
 
 
-def posterior_changes(shown: dict[int, tuple[float | None, float | None]]) -> str:
-    """ "207 0.97->0.42, 208 -->0.95": each class's posterior before and after ("-": none stored)."""
-    return ", ".join(f"{c} {_p(pa)}->{_p(pb)}" for c, (pa, pb) in shown.items())
+def posterior_changes(shown: dict[int, tuple[float | None, float | None]], floor: float = 0.01) -> str:
+    """ "795: none -> 1.00, 57: 0.76 -> 0.76 (+12 under 0.01)": each class's posterior before and after (none: not
+    stored there); classes under `floor` in both are only counted."""
+    listed = {c: pair for c, pair in shown.items() if max(p or 0.0 for p in pair) >= floor}
+    text = ", ".join(f"{c}: {_p(pa)} -> {_p(pb)}" for c, (pa, pb) in listed.items())
+    hidden = len(shown) - len(listed)
+    if not listed:
+        return f"{hidden} class(es), all under {floor}"
+    return text + (f" (+{hidden} under {floor})" if hidden else "")
 
 
 def _p(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
+    return "none" if value is None else f"{value:.2f}"
 
 
 COMMANDS = [snapshot]
