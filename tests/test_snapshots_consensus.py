@@ -390,3 +390,21 @@ class TestCommandLine:
         shown = CliRunner().invoke(cli, ["snapshot", "create", "--help"]).output
         assert f"[{'|'.join(METHODS)}]" in shown.replace("\n", "").replace(" ", "")
         assert "relabel snapshot create round-1-ds --consensus ds --threshold 0.9" in shown
+
+
+class TestSnapshotsTab:
+    def test_the_tab_shows_the_transition_table_and_the_changed_posteriors_as_text(self, ws, vocab) -> None:
+        from ui import snapshots_tab
+
+        engine, _ = ws
+        create_snapshot(engine, "plain")
+        create_snapshot(engine, "ds", consensus="ds", studio_votes=False)
+        studio = SimpleNamespace(engine=engine, dataset_name="d", vocab=vocab, require_lead=lambda user: None)
+        view = snapshots_tab.diff_view(studio, "lena", "plain", "ds")  # type: ignore[arg-type]
+        assert view.matrix_headers == ["before \\ after", "A", "B", "M", "Z", "U"]
+        assert view.matrix == [["B ->", "0", "1", "0", "0", "0"], ["U ->", "1", "1", "1", "1", "2"]]
+        [goldfish] = [row for row in view.posteriors if row[:2] == ["c_fish.jpg", "goldfish"]]
+        assert goldfish[2] == "" and float(goldfish[3]) > 0.99  # no posterior before: the unanimous rule stores none
+        assert all(isinstance(cell, str) for row in view.posteriors for cell in row)
+        matrix, posteriors = snapshots_tab.detail_values(studio, "lena", "plain", "ds")  # type: ignore[arg-type]
+        assert matrix.headers == view.matrix_headers and len(posteriors.value["data"]) == len(view.posteriors)

@@ -1,17 +1,24 @@
 """The leads' Snapshots tab: freeze the current consensus as an immutable snapshot, list the snapshots, export one,
 and compare two.
 
-`snapshot_table`, `list_values`, `diff_view` and `diff_values` are plain functions (tests call them), leads only;
+`snapshot_table`, `list_values`, `diff_view`, `diff_values` and `detail_values` are plain functions (tests call
+them), leads only;
 `build` lays out the tab, loads the list when the tab is opened and again after a snapshot is created. Snapshot
 names, user names, image paths and class names are untrusted text: they are shown only in Dataframe, Textbox and
 Dropdown components, never as HTML or Markdown. The pickers accept a typed name too (the API takes a name); the
 server looks every name up in the dataset's snapshots and refuses an unknown one, listing the known names.
+
+Comparing, say, a unanimous snapshot with a Dawid-Skene one (`relabel snapshot create --consensus ds`) shows the
+category transition table (categories before down, after across, every image in both) and, for the changed images
+of a snapshot that stores posteriors, each changed class's posterior before and after. A diff is computed once per
+pair of names and kept (`diff_of`): snapshots never change, so neither does their diff.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +27,15 @@ import gradio as gr
 from relabel.errors import InputError
 from relabel.exports import EXPORT_FORMATS
 from relabel.review.studio import Studio
-from relabel.snapshots import diff_snapshots, list_snapshots
+from relabel.snapshots import SnapshotDiff, diff_snapshots, list_snapshots
 from ui import handlers
 from ui.files import served_copy
 
 SNAPSHOT_HEADERS = ["name", "created (UTC)", "created by", "images", "categories", "content hash"]
 TRANSITION_HEADERS = ["category change", "images"]
 CHANGED_HEADERS = ["image", "classes before", "classes after", "category before", "category after"]
+POSTERIOR_HEADERS = ["image", "class", "posterior before", "posterior after"]
+POSTERIOR_FLOOR = 0.01  # classes under it in both snapshots are left out of the posterior table
 DIFF_ROW_LIMIT = 500  # changed images listed in the table; a Dataframe of 50,000 rows would stall the page
 HASH_PREFIX = 12  # as `relabel snapshot list` prints it
 CATEGORY_ORDER = ("A", "B", "M", "Z", "X", "U")
@@ -44,6 +53,9 @@ class DiffView:
     transitions: list[list[Any]]
     changed: list[list[str]]
     n_changed: int
+    matrix: list[list[Any]] = field(default_factory=list)  # `matrix_headers` rows: a category before, counts after
+    matrix_headers: list[str] = field(default_factory=list)
+    posteriors: list[list[str]] = field(default_factory=list)  # POSTERIOR_HEADERS rows of the changed images shown
 
     @property
     def changed_label(self) -> str:
@@ -109,7 +121,7 @@ def diff_view(
     a, b = (before or "").strip(), (after or "").strip()
     if not a or not b:
         raise InputError("pick two snapshots to compare: the one before and the one after")
-    d = diff_snapshots(studio.engine, a, b, dataset=studio.dataset_name)
+    d = diff_of(studio.engine, studio.dataset_name, a, b)
     summary = f"{a} -> {b}: {len(d.changed)} changed, {d.unchanged} unchanged"
     if d.only_in_a or d.only_in_b:
         summary += f", {len(d.only_in_a)} only in {a}, {len(d.only_in_b)} only in {b}"
@@ -117,7 +129,44 @@ def diff_view(
         [path, class_names(studio, ca), class_names(studio, cb), cat_a, cat_b]
         for path, ca, cb, cat_a, cat_b in d.changed[:limit]
     ]
-    return DiffView(summary, [[t, n] for t, n in d.transitions.items()], changed, len(d.changed))
+    headers, matrix = matrix_rows(d)
+    return DiffView(
+        summary,
+        [[t, n] for t, n in d.transitions.items()],
+        changed,
+        len(d.changed),
+        matrix,
+        headers,
+        posterior_rows(studio, d, limit),
+    )
+
+
+@lru_cache(maxsize=2)  # a diff of 50,000 images holds some megabytes
+def diff_of(engine: Any, dataset: str | None, a: str, b: str) -> SnapshotDiff:
+    """`diff_snapshots`, kept per (workspace, dataset, a, b): snapshots are immutable, so is their diff."""
+    return diff_snapshots(engine, a, b, dataset=dataset)
+
+
+def matrix_rows(d: SnapshotDiff) -> tuple[list[str], list[list[Any]]]:
+    """Headers and rows of the category transition table: a category before, then images per category after."""
+    columns = [c for c in CATEGORY_ORDER if any(c in row for row in d.matrix.values())]
+    rows = [[f"{before} ->", *(str(row.get(c, 0)) for c in columns)] for before, row in d.matrix.items()]
+    return ["before \\ after", *columns], rows
+
+
+def posterior_rows(studio: Studio, d: SnapshotDiff, limit: int) -> list[list[str]]:
+    """POSTERIOR_HEADERS rows: each changed class's posterior in both snapshots ("" where one stores none), for the
+    first `limit` changed images; classes under POSTERIOR_FLOOR in both are left out."""
+    rows = []
+    for path, *_ in d.changed[:limit]:
+        for c, (pa, pb) in d.posteriors.get(path, {}).items():
+            if max(pa or 0.0, pb or 0.0) >= POSTERIOR_FLOOR:
+                rows.append([path, class_names(studio, [c]), _p(pa), _p(pb)])
+    return rows
+
+
+def _p(value: float | None) -> str:
+    return "" if value is None else f"{value:.4f}"
 
 
 def diff_values(studio: Studio, user: str, before: str | None, after: str | None) -> list[Any]:
@@ -127,6 +176,15 @@ def diff_values(studio: Studio, user: str, before: str | None, after: str | None
         view.summary,
         view.transitions,
         gr.Dataframe(value=view.changed, label=view.changed_label),
+    ]
+
+
+def detail_values(studio: Studio, user: str, before: str | None, after: str | None) -> list[Any]:
+    """The category transition table and the posteriors of the changed classes, in `build`'s order."""
+    view = diff_view(studio, user, before, after)
+    return [
+        gr.Dataframe(value=view.matrix, headers=view.matrix_headers),
+        gr.Dataframe(value=view.posteriors, label=f"posteriors of the changed classes ({len(view.posteriors)})"),
     ]
 
 
@@ -154,6 +212,11 @@ def build(studio: Studio, guarded: Guard, exports_dir: Path, tab: gr.Tab) -> Non
     summary = gr.Textbox(label="difference", interactive=False, lines=1)
     transitions = gr.Dataframe(headers=TRANSITION_HEADERS, label="category changes", interactive=False)
     changed = gr.Dataframe(headers=CHANGED_HEADERS, label="changed images", interactive=False, wrap=True)
+    with gr.Row():
+        matrix = gr.Dataframe(label="categories: before (rows) -> after (columns)", interactive=False)
+        posteriors = gr.Dataframe(
+            headers=POSTERIOR_HEADERS, label="posteriors of the changed classes", interactive=False, wrap=True
+        )
 
     pickers = [export_pick, before, after]
     reload = guarded(lambda u, e, a, b: list_values(studio, u, e, a, b))
@@ -176,6 +239,11 @@ def build(studio: Studio, guarded: Guard, exports_dir: Path, tab: gr.Tab) -> Non
         [before, after],
         [summary, transitions, changed],
         api_name="diff_snapshots",
+    ).success(
+        guarded(lambda u, a, b: detail_values(studio, u, a, b)),
+        [before, after],
+        [matrix, posteriors],
+        api_visibility="private",
     )
 
 
