@@ -15,7 +15,7 @@ from sqlalchemy.exc import DatabaseError
 from sqlmodel import Session
 
 from db.enums import Answer, Role, Verdict
-from db.models import Image, Snapshot, SnapshotPosterior, Vote, VoteSource
+from db.models import Image, ModelRun, Prediction, Snapshot, SnapshotPosterior, Vote, VoteSource
 from relabel.aggregation import Aggregate
 from relabel.annotations import add_user, record_annotation
 from relabel.errors import InputError, NotFoundError
@@ -277,6 +277,23 @@ class TestRequests:
         s = create_snapshot(engine, "ds", consensus="ds")
         assert s.consensus["studio"] is True and s.consensus["vote_sources"] == ["raters"]
         assert (ids["g_new.jpg"], 1) in stored_posteriors(engine, "ds")
+
+    def test_a_model_run_votes_when_asked_and_the_summary_says_so(self, ws) -> None:
+        from relabel.cli.snapshot import consensus_line
+
+        engine, ids = ws
+        with Session(engine) as s:
+            run = ModelRun(dataset_id=1, name="clf", model="tiny", protocol="supervised", params={})
+            s.add(run)
+            s.flush()
+            for path, ranked in (("e_blur.jpg", [1, 0]), ("c_fish.jpg", [1, 2])):
+                s.add(Prediction(run_id=run.id, image_id=ids[path], classes=ranked, scores=[0.9, 0.1]))
+            s.commit()
+        s = create_snapshot(engine, "ds", consensus="ds", studio_votes=False, with_model="clf")
+        assert s.consensus["with_model"] == "clf" and s.consensus["n_workers"] == 6
+        assert ", votes raters, model clf voted, " in consensus_line(s.consensus)
+        with pytest.raises(NotFoundError, match="unknown run 'nope' for --with-model; known runs: clf"):
+            create_snapshot(engine, "x", consensus="ds", with_model="nope")
 
 
 class TestExports:
