@@ -73,6 +73,8 @@ def import_votes(
     with session_scope(engine) as s:
         ds = get_dataset(s, dataset)
         parsed = VOTE_FORMATS[fmt](path, dataset_vocabulary(s, ds))
+        if not len(parsed):
+            raise InputError(f"{path}: holds no votes; nothing written")
         for worker in parsed.worker_names:
             storable_text(worker, f"{path}: worker name {worker[:40]!r}", max_length=200)
         key_ids = match_images(parsed, image_index(s, ds), path)

@@ -82,6 +82,11 @@ class _Answers:
         if len(arrays[0]):
             self.columns.append(arrays)  # type: ignore[arg-type]
 
+    def add_rows(self, rows: Sequence[tuple[int, int, int, int]]) -> None:
+        """Add (image id, class, worker number, answer code) rows."""
+        if rows:
+            self.add(*zip(*rows))
+
     def table(self, sources: Sequence[str]) -> VoteTable:
         image, cls, worker, answer = (
             np.concatenate([c[k] for c in self.columns]) if self.columns else np.zeros(0, np.int64) for k in range(4)
@@ -163,19 +168,15 @@ def _studio_votes(conn: Connection, dataset_id: int, answers: _Answers) -> None:
         if not voting:
             return
         candidates = _candidates(conn, dataset_id, voting.keys())
-        users = dict(conn.execute(select(User.id, User.name)).all())
-        image, cls, worker, answer = [], [], [], []
+        users: dict[int, str] = {i: name for i, name in conn.execute(select(User.id, User.name))}
+        rows: list[tuple[int, int, int, int]] = []
         for image_id, ds in voting.items():
-            shown = candidates.get(image_id, set()) | {c for d in ds for c in d.classes}
+            shown = sorted(candidates.get(image_id, set()) | {c for d in ds for c in d.classes})
             for d in ds:
                 w = answers.worker(f"{STUDIO}:{users.get(d.user_id, d.user_id)}", "annotator")
                 picked = set(d.classes) if d.verdict == Verdict.labels else set()
-                for c in sorted(shown):
-                    image.append(image_id)
-                    cls.append(c)
-                    worker.append(w)
-                    answer.append(YES if c in picked else NO)
-        answers.add(image, cls, worker, answer)
+                rows.extend((image_id, c, w, YES if c in picked else NO) for c in shown)
+        answers.add_rows(rows)
 
 
 def _candidates(conn: Connection, dataset_id: int, image_ids: Iterable[int]) -> dict[int, set[int]]:
@@ -225,18 +226,14 @@ def _model_votes(conn: Connection, dataset_id: int, run: str, answers: _Answers)
     if run not in runs:
         raise NotFoundError(f"unknown run {run!r} for --with-model; known runs: {', '.join(sorted(runs)) or 'none'}")
     asked: dict[int, set[int]] = {}
-    for image, cls, _, _ in answers.columns:
-        for i, c in zip(image.tolist(), cls.tolist()):
+    for images, classes, _, _ in answers.columns:
+        for i, c in zip(images.tolist(), classes.tolist()):
             asked.setdefault(i, set()).add(c)
     w = answers.worker(f"model:{run}", "model")
-    image, cls, worker, answer = [], [], [], []
+    rows: list[tuple[int, int, int, int]] = []
     for image_id, shown, protocol in _ok_predictions(conn, dataset_id, run):
         if image_id not in asked or not shown:
             continue
         yes = set(shown[:1]) if protocol in SCORING_PROTOCOLS else set(shown)
-        for c in sorted(asked[image_id] | set(shown)):
-            image.append(image_id)
-            cls.append(c)
-            worker.append(w)
-            answer.append(YES if c in yes else NO)
-    answers.add(image, cls, worker, answer)
+        rows.extend((image_id, c, w, YES if c in yes else NO) for c in sorted(asked[image_id] | set(shown)))
+    answers.add_rows(rows)

@@ -352,6 +352,11 @@ def test_the_votes_commands(sqlite_engine, vocab, tmp_path: Path) -> None:
     lines = out.output.splitlines()
     assert len(lines) == 3 and lines[1].startswith("round:spam") and lines[1].endswith("spammer")
     assert invoke(sqlite_engine, "votes", "aggregate", "--with-model", "nope").exit_code == 3
+    out = invoke(sqlite_engine, "votes", "aggregate", "--sources", "round,gone", "--no-studio")
+    assert out.exit_code == 3 and "unknown vote source 'gone'; known: round" in out.output
+    (tmp_path / "bad.csv").write_text("worker,image,label,answer\nann,1,1,perhaps\n")
+    out = invoke(sqlite_engine, "votes", "import", str(tmp_path / "bad.csv"), "--format", "long", "--quiet")
+    assert out.exit_code == 2 and "error: " in out.output and "answer 'perhaps' is not one of" in out.output
 
 
 @pytest.mark.slow

@@ -82,13 +82,21 @@ def votes_list(settings: Settings, dataset: str | None) -> None:
         )
 
 
+def _split(sources: tuple[str, ...]) -> tuple[str, ...] | None:
+    """--sources a,b --sources c as (a, b, c); None when not given (every source)."""
+    names = tuple(n.strip() for s in sources for n in s.split(",") if n.strip())
+    return names or None
+
+
 def vote_options(command: click.Command) -> click.Command:
     """The options that choose which votes a command reads."""
     for option in reversed(
         [
             click.option("--dataset", help="Dataset name (default: the only one)."),
             click.option(
-                "--sources", multiple=True, help="Imported vote sources to read (repeatable; default: all of them)."
+                "--sources",
+                multiple=True,
+                help="Imported vote sources to read (repeatable or comma-separated; default: all of them).",
             ),
             click.option("--no-studio", is_flag=True, help="Leave out the studio annotators' decisions."),
             click.option(
@@ -142,7 +150,7 @@ def votes_aggregate(
     """
     from relabel.vote_report import VoteChoice, aggregate_dataset
 
-    choice = VoteChoice(sources or None, not no_studio, with_model)
+    choice = VoteChoice(_split(sources), not no_studio, with_model)
     report = aggregate_dataset(
         settings.engine,
         dataset=dataset,
@@ -185,7 +193,7 @@ def votes_workers(
     """
     from relabel.vote_report import VoteChoice, worker_reliability
 
-    choice = VoteChoice(sources or None, not no_studio, with_model)
+    choice = VoteChoice(_split(sources), not no_studio, with_model)
     rows = worker_reliability(settings.engine, dataset=dataset, choice=choice, sort=sort, limit=limit)
     if not rows:
         click.echo("no votes yet; import some with `relabel votes import` or decide images in the studio")
