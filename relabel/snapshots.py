@@ -238,8 +238,10 @@ def _store(s: Session, snap: Snapshot, rows: list[FrozenRow], voted: dict[int, V
 
 
 def _insert(session: Session, table: type, values: list[dict[str, Any]], chunk: int = 5000) -> None:
+    # a Core executemany on the table: the ORM's bulk path takes three times as long for 185,000 posteriors
+    statement, conn = insert(table.__table__), session.connection()  # type: ignore[attr-defined]
     for start in range(0, len(values), chunk):
-        session.execute(insert(table), values[start : start + chunk])
+        conn.execute(statement, values[start : start + chunk])
 
 
 def _frozen_row(
