@@ -17,15 +17,15 @@ An *item* is one (image, class) pair that somebody answered; pairs nobody answer
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import String, cast, select
+from sqlalchemy import Select, String, case, cast, select
 from sqlalchemy.engine import Connection
 
-from db.enums import PredictionStatus, SourceKind, Verdict
+from db.enums import Answer, PredictionStatus, SourceKind, Verdict
 from db.models import Image, Label, LabelSource, ModelRun, Prediction, User, Vote, VoteSource
 from relabel.aggregation import NO, YES, Votes, make_votes
 from relabel.decision_log import ParsedLists, current_decisions, cyclic_gc_paused
@@ -138,22 +138,35 @@ def _imported_votes(conn: Connection, dataset_id: int, wanted: Sequence[str] | N
         if name not in known:
             raise unknown_name("vote source", name, list(known))
     chosen = [known[n] for n in (dict.fromkeys(wanted) if wanted is not None else known)]
+    code = case(*((Vote.answer == Answer(word), number) for word, number in ANSWER_CODES.items()))
     for source in chosen:
-        query = select(Vote.image_id, Vote.class_index, Vote.worker, cast(Vote.answer, String)).where(
-            Vote.source_id == source.id
-        )
+        query = select(Vote.image_id, Vote.class_index, Vote.worker, code).where(Vote.source_id == source.id)
         who: dict[str, int] = {}
         if source.workers_identified:  # numbered in name order, whatever order the database returns votes in
             names = select(Vote.worker).where(Vote.source_id == source.id).distinct().order_by(Vote.worker)
             who = {w: answers.worker(f"{source.name}:{w}", "rater") for w in conn.execute(names).scalars()}
-        for rows in conn.execute(query).partitions(100_000):
+        for rows in _plain_rows(conn, query):
             image, cls, worker, answer = zip(*rows)
             if source.workers_identified:
-                codes: Iterable[int] = (who[w] for w in worker)
+                codes: Iterable[int] = map(who.__getitem__, worker)
             else:
                 codes = [answers.worker(f"{source.name}:{i}/{w}", "rater") for i, w in zip(image, worker)]
-            answers.add(image, cls, codes, (ANSWER_CODES[a] for a in answer))
+            answers.add(image, cls, codes, answer)
     return [s.name for s in chosen]
+
+
+def _plain_rows(conn: Connection, query: Select[Any], size: int = 100_000) -> Iterator[Sequence[Any]]:
+    """The rows of `query` as the database driver returns them, `size` at a time: plain tuples, without the
+    result rows SQLAlchemy wraps them in, which took a fifth of the time on ReaL's 924,810 votes. `query` must
+    hold only literal values (ids and enum words), since it is rendered with them inline."""
+    sql = str(query.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True}))
+    cursor = conn.connection.cursor()
+    try:
+        cursor.execute(sql)
+        while rows := cursor.fetchmany(size):
+            yield rows
+    finally:
+        cursor.close()
 
 
 def _studio_votes(conn: Connection, dataset_id: int, answers: _Answers) -> None:
