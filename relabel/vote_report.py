@@ -6,7 +6,8 @@ reliable each worker is.
 majority vote beside it: the share of rated (image, class) pairs on which both agree whether the class is in the
 image, and the share of rated images whose whole rated label set they agree on. `worker_reliability` fits
 Dawid-Skene and lists each worker's sensitivity P(yes | present), specificity P(no | absent) and answers, flagging
-workers whose answers carry almost no evidence (spammers) and those who miss or over-call classes (feedback).
+workers whose answers carry almost no evidence (spammers) and those who miss or over-call classes (feedback), once
+they gave `FLAG_FROM` answers.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from relabel.workspace import get_dataset, get_source
 BESIDE = "majority"  # the method whose figures are printed beside the chosen one
 SPAMMER_EVIDENCE = 0.3  # mean |log odds| of a worker's answers below this: they barely depend on the truth
 FEEDBACK_BELOW = 0.5  # sensitivity or specificity under this: the worker misses or over-calls classes
+FLAG_FROM = 20  # answers a worker needs before a flag: a handful of answers says little about anyone
 
 
 @dataclass(frozen=True)
@@ -319,10 +321,8 @@ def _row(
     weight = answers.sum(axis=1).astype(float)
     weight = weight / weight.sum() if weight.sum() else np.full(len(weight), 1 / len(weight))
     s, p, e = float(weight @ sens), float(weight @ spec), float(weight @ evidence)
-    tag = ""
-    if flag and e < SPAMMER_EVIDENCE:
-        tag = "spammer"
-    elif flag and min(s, p) < FEEDBACK_BELOW:
-        tag = "needs feedback"
     no, maybe, yes = (int(x) for x in answers.sum(axis=0))
+    tag = ""
+    if flag and no + maybe + yes >= FLAG_FROM:
+        tag = "spammer" if e < SPAMMER_EVIDENCE else "needs feedback" if min(s, p) < FEEDBACK_BELOW else ""
     return WorkerRow(name, kind, s, p, (no, maybe, yes), e, tag)

@@ -210,8 +210,12 @@ def mturk_records(*votes: tuple[int, int, int, int]) -> str:
     """Records for val images 1.. with given = ImGT (n % 1000), guessed 999; votes (given, guessed, both, neither)."""
     return json.dumps(
         [
-            {"id": n, "given_original_label": n, "our_guessed_label": 999,
-             "mturk": dict(zip(("given", "guessed", "both", "neither"), v))}
+            {
+                "id": n,
+                "given_original_label": n,
+                "our_guessed_label": 999,
+                "mturk": dict(zip(("given", "guessed", "both", "neither"), v)),
+            }
             for n, v in enumerate(votes, start=1)
         ]  # fmt: skip
     )
@@ -326,6 +330,14 @@ def test_reliability_is_recovered_and_a_spammer_is_flagged(sqlite_engine, vocab,
     assert out.exit_code == 0, out.output
     assert "worker reliability (Dawid-Skene on 4,500 votes)" in out.output and "round:spam" in out.output
     assert "spammer" in out.output
+    assert all(r.flag == "" for r in reliability_rows_of_few(sqlite_engine, tmp_path))  # too few answers to judge
+
+
+def reliability_rows_of_few(engine, tmp_path: Path) -> list:
+    """A worker answering yes to everything, but only 3 times, is not flagged yet."""
+    (tmp_path / "few.csv").write_text("worker,image,label,answer\nnew,1,5,yes\nnew,2,5,yes\nnew,3,5,yes\n")
+    import_votes(engine, tmp_path / "few.csv", fmt="long", name="few")
+    return [r for r in worker_reliability(engine) if r.name.startswith("few:")]
 
 
 def invoke(engine, *args: str):
