@@ -13,11 +13,24 @@ Methods, in `METHODS` (the only place that knows their names):
   MTurk's five votes per candidate error are read (given / guessed / both / neither, at least 3 of 5).
 * ``ds``: Dawid and Skene (1979) with a latent binary truth per item and a confusion matrix per worker,
   P(no / maybe / yes | class absent / present), fitted by EM; gives a posterior P(class present) per item.
+  It assumes that a worker's answers are independent given the truth (across items and across the classes of
+  one image) and that every item of a snapshot shares one prior; a worker with few answers is pulled towards the
+  pooled confusion (`FitOptions.smoothing`). A worker whose answers do not depend on the truth (a spammer) gets
+  log odds of about 0 and so moves no posterior.
 * ``one-coin``: Dawid-Skene with one accuracy per worker (the chance that a yes or no answer is right); the
   share of maybe answers is pooled over the workers, one for present and one for absent classes.
 
-Checked in tests/test_aggregation.py on synthetic workers of known reliability and against crowd-kit's
-DawidSkene and OneCoinDawidSkene on yes/no answers.
+`decide` turns posteriors into labels: a posterior of at least the threshold, or of `keep_original` for a class
+that is the image's original label (the burden of proof lies on a change). On ReaL's published rater answers
+(85 raters, 184,962 rated (image, class) pairs of 24,889 images, 5 answers each), ds at 0.9 with keep_original
+0.5 decides 98.61 % of the pairs as ReaL does and the whole rated label set of 90.18 % of the images (without
+keep_original 98.52 % / 89.61 %; majority vote 93.02 % / 57.97 %); the fit takes about half a second.
+Richer models did not agree better with ReaL there: a confusion per worker and number of candidates, per worker
+and whether the worker said yes to another class of the image, a per-image prior, an image-level "none of the
+candidates" state, an ambiguity class, MACE, one-coin, yes/maybe/no as three latent classes, maybe as abstention.
+
+Checked in tests/test_aggregation.py on synthetic workers of known reliability, against crowd-kit's
+DawidSkene and OneCoinDawidSkene on yes/no answers, on MTurk's published majority counts and on ReaL's answers.
 """
 
 from __future__ import annotations
@@ -214,6 +227,7 @@ def _confusion_full(n_present: np.ndarray, n_absent: np.ndarray, smoothing: floa
     for truth, n in ((0, n_absent), (1, n_present)):
         pooled = n.sum(axis=0) / max(n.sum(), _EPS)
         smoothed = n + smoothing * pooled
+        smoothed[smoothed.sum(axis=1) <= 0] = pooled  # a worker without answers here is taken as the average one
         out[:, truth] = smoothed / np.maximum(smoothed.sum(axis=1, keepdims=True), _EPS)
     return out
 
@@ -224,7 +238,9 @@ def _confusion_one_coin(n_present: np.ndarray, n_absent: np.ndarray, smoothing: 
     right = n_present[:, YES] + n_absent[:, NO]
     decisive = right + n_present[:, NO] + n_absent[:, YES]
     pooled = right.sum() / max(decisive.sum(), _EPS)
-    accuracy = (right + smoothing * pooled) / np.maximum(decisive + smoothing, _EPS)
+    accuracy = np.where(
+        decisive + smoothing > 0, (right + smoothing * pooled) / np.maximum(decisive + smoothing, _EPS), pooled
+    )
     maybe = [n[:, MAYBE].sum() / max(n.sum(), _EPS) for n in (n_absent, n_present)]
     out = np.empty((len(accuracy), 2, 3))
     for truth, right_answer, wrong_answer in ((0, NO, YES), (1, YES, NO)):
@@ -239,6 +255,9 @@ def _em(votes: Votes, options: FitOptions, name: str, confusion_of: Callable[...
     the E-step sums each answer's log odds onto its item."""
     worker_answer = votes.worker * 3 + votes.answer
     per_worker = np.bincount(worker_answer, minlength=votes.n_workers * 3).astype(float)
+    if votes.n_items == 0:  # nothing to learn from: every worker's answers carry no evidence
+        nothing = WorkerReliability(np.full((votes.n_workers, 2, 3), 1 / 3), np.zeros((votes.n_workers, 3), np.int64))
+        return Aggregate(name, np.zeros(0), workers=nothing)
     posterior = _initial_posterior(votes)
     converged, iteration = False, 0
     for iteration in range(1, options.max_iter + 1):

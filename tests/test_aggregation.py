@@ -130,6 +130,24 @@ class TestDawidSkene:
                 assert np.isfinite(result.workers.log_odds).all()
                 assert np.allclose(result.workers.confusion.sum(axis=2), 1.0)
 
+    def test_no_votes_at_all(self):
+        empty = np.zeros(0, dtype=np.int64)
+        votes = make_votes(empty, empty, empty, empty, n_workers=2)
+        for name in METHODS:
+            result = aggregate(votes, name)
+            assert result.posterior.shape == (0,) and decide(result).shape == (0,)
+        assert np.array_equal(aggregate(votes, "ds").workers.log_odds, np.zeros((2, 3)))
+
+    def test_worker_without_answers_is_the_average_worker(self):
+        votes, _, _, _ = _synthetic(n_items=300, n_workers=5)
+        padded = make_votes(votes.item, votes.worker, votes.answer, votes.item_image, n_workers=6)
+        for name in ("ds", "one-coin"):
+            for smoothing in (0.0, 1.0):
+                result = aggregate(padded, name, FitOptions(smoothing=smoothing))
+                assert np.allclose(result.workers.confusion[5].sum(axis=1), 1.0)
+                assert 0.5 < result.workers.sensitivity[5] < 1.0
+                assert np.allclose(result.posterior, aggregate(votes, name, FitOptions(smoothing=smoothing)).posterior)
+
     def test_single_answer(self):
         result = aggregate(_votes([(0, 0, YES)], [0]), "ds")
         assert np.isfinite(result.posterior).all() and 0.0 <= result.posterior[0] <= 1.0
@@ -255,6 +273,18 @@ class TestInput:
         assert kept[1]
         assert uncertain(result, 0.9).tolist() == ((posterior > 0.1) & (posterior < 0.9)).tolist()
 
+    def test_an_original_label_needs_less_to_stay(self):
+        # two workers: item 0 (the original label) gets yes and maybe, item 1 (a proposal) the same answers
+        votes = _votes([(0, 0, YES), (0, 1, MAYBE), (1, 0, YES), (1, 1, MAYBE), (2, 0, NO), (2, 1, NO)], [0, 0, 0])
+        result = aggregate(votes, "ds")
+        assert result.posterior[0] == pytest.approx(result.posterior[1])
+        threshold = (result.posterior[0] + 1) / 2  # above both
+        original = np.array([True, False, False])
+        assert decide(result, threshold).tolist() == [False, False, False]
+        assert decide(result, threshold, original=original, keep_original=0.5).tolist() == [True, False, False]
+        with pytest.raises(InputError, match="keep-original threshold 0.0 is outside"):
+            decide(result, threshold, original=original, keep_original=0.0)
+
 
 # ---------------------------------------------------------------- crowd-kit as an oracle
 
@@ -291,9 +321,10 @@ class TestAgainstCrowdKit:
 # ---------------------------------------------------------------- the real ReaL rater answers
 
 
-def _real_votes() -> tuple[Votes, np.ndarray]:
+def _real_votes() -> tuple[Votes, np.ndarray, np.ndarray]:
     """ReaL's published rater answers as votes (item = rated (image, label) pair, worker = rater row, answer =
-    the one-hot's argmax), and whether each pair's label is in ReaL's label set for its image."""
+    the one-hot's argmax); whether each pair's label is in ReaL's label set for its image; whether it is the
+    image's original ImageNet label."""
     raters = np.load(shared("imagenet-val", "real_raters.npz"), allow_pickle=True)
     answered = raters["tensor"].sum(axis=-1) > 0
     worker, item = np.nonzero(answered)
@@ -304,7 +335,12 @@ def _real_votes() -> tuple[Votes, np.ndarray]:
     votes = make_votes(item, worker, answer, image, raters["tensor"].shape[0])
     real = json.loads(shared("imagenet-val", "real.json").read_text())
     truth = np.array([lab in real[i] for i, lab in zip(index, label, strict=True)])
-    return votes, truth
+    paths = json.loads(shared("imagenet-val", "index_to_filepath.json").read_text())
+    original = np.empty(len(paths), dtype=np.int64)
+    original[[int(p.split("_")[-1].split(".")[0]) - 1 for p in paths]] = np.load(
+        shared("imagenet-val", "original_labels_by_index.npy")
+    )
+    return votes, truth, label == original[index]
 
 
 def _agreement(accepted: np.ndarray, truth: np.ndarray, item_image: np.ndarray) -> tuple[float, float]:
@@ -320,20 +356,35 @@ def real_votes():
 
 class TestRealRaters:
     def test_shape(self, real_votes):
-        votes, truth = real_votes
+        votes, truth, original = real_votes
         assert (votes.n_items, votes.n_images, votes.n_workers) == (184_962, 24_889, 85)
         assert len(votes.item) == 5 * votes.n_items
+        assert np.array_equal(np.bincount(votes.item_image, weights=original), np.ones(votes.n_images))
 
     def test_majority_figures(self, real_votes):
-        votes, truth = real_votes
+        votes, truth, _ = real_votes
         pairs, sets = _agreement(decide(aggregate(votes, "majority")), truth, votes.item_image)
         assert pairs == pytest.approx(0.930, abs=0.001)
         assert sets == pytest.approx(0.580, abs=0.001)
 
-    def test_ds_figures(self, real_votes):
-        votes, truth = real_votes
+    def test_ds_figures_as_snapshots_decide(self, real_votes):
+        """What `relabel snapshot create --consensus ds` decides by default: threshold 0.9, keep-original 0.5."""
+        votes, truth, original = real_votes
         result = aggregate(votes, "ds")
         assert result.converged
-        pairs, sets = _agreement(decide(result, 0.9), truth, votes.item_image)
+        accepted = decide(result, 0.9, original=original, keep_original=0.5)
+        pairs, sets = _agreement(accepted, truth, votes.item_image)
         assert pairs >= 0.985
-        assert sets >= 0.896
+        assert sets >= 0.900
+        plain_pairs, plain_sets = _agreement(decide(result, 0.9), truth, votes.item_image)
+        assert plain_pairs >= 0.985 and plain_sets >= 0.895
+
+    def test_raters_reliability(self, real_votes):
+        votes, _, _ = real_votes
+        workers = aggregate(votes, "ds").workers
+        assert workers.answers.sum() == len(votes.item)
+        # one rater answered yes to nearly everything: ReaL's own spammer carries almost no evidence
+        always_yes = np.argmax(workers.answers[:, YES] / workers.answers.sum(axis=1))
+        assert workers.answers[always_yes, YES] / workers.answers[always_yes].sum() > 0.95
+        assert abs(workers.log_odds[always_yes, YES]) < 0.1
+        assert np.median(workers.log_odds[:, YES]) > 2.0
