@@ -289,6 +289,7 @@ class TestInput:
 # ---------------------------------------------------------------- crowd-kit as an oracle
 
 
+@pytest.mark.filterwarnings("ignore:::crowdkit")  # its pandas calls are deprecated in pandas 3, not ours
 class TestAgainstCrowdKit:
     @staticmethod
     def _frame(votes: Votes):
