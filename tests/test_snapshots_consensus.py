@@ -27,7 +27,10 @@ from relabel.review.cards import RunChoice
 from relabel.review.evidence import load_evidence, uncertain_images
 from relabel.review.queue import UNCERTAIN_WEIGHT, WEIGHTS, Evidence, QueueFilter, ReviewQueue, priority
 from relabel.snapshots import create_snapshot, diff_snapshots, list_snapshots
+from relabel.sources import import_source
+from relabel.vote_import import import_votes as import_votes_file
 from tests import images
+from tests.conftest import shared
 
 NAMES = ["a_cup.jpg", "b_cat.jpg", "c_fish.jpg", "d_rocket.jpg", "e_blur.jpg", "f_dog.jpg", "g_new.jpg"]
 RATERS = ("r1", "r2", "r3", "r4", "r5")
@@ -425,3 +428,35 @@ class TestSnapshotsTab:
         assert all(isinstance(cell, str) for row in view.posteriors for cell in row)
         matrix, posteriors = snapshots_tab.detail_values(studio, "lena", "plain", "ds")  # type: ignore[arg-type]
         assert matrix.headers == view.matrix_headers and len(posteriors.value["data"]) == len(view.posteriors)
+
+
+@pytest.fixture
+def val(sqlite_engine, vocab, tmp_path: Path):
+    """The 50,000 ImageNet val images (no pixels) with their ImGT labels and ReaL's label sets."""
+    plan = plan_ingest(tmp_path / "none", vocab, "imagenet-val")
+    ingest_dataset(sqlite_engine, plan, dataset="val", root=tmp_path / "none", vocab=vocab, show_progress=False)
+    import_source(sqlite_engine, shared("imagenet-val", "real.json"), fmt="real")
+    return sqlite_engine
+
+
+@pytest.mark.slow
+class TestRealVotes:
+    def test_mturk_set_majority_gives_the_published_counts(self, val) -> None:
+        import_votes_file(val, shared("imagenet-val", "mturk_label_errors.json"), fmt="mturk")
+        s = create_snapshot(val, "mturk", consensus="set-majority", studio_votes=False)
+        decided = {k: s.counts[k] for k in "ABMZ"}  # given, guessed, both, neither; no majority: uncertain
+        assert decided == {"A": 2524, "B": 1428, "M": 597, "Z": 293} and s.uncertain == 598
+
+    def test_real_raters_by_dawid_skene_decide_most_images_as_real_does(self, val, tmp_path: Path) -> None:
+        import_votes_file(val, shared("imagenet-val", "real_raters.npz"), fmt="real-raters", name="raters")
+        s = create_snapshot(val, "ds", consensus="ds", threshold=0.9, studio_votes=False)
+        assert s.n_posteriors == 184_962 and s.consensus["converged"]
+        export_snapshot(val, "ds", fmt="jsonl", out=tmp_path / "ds.jsonl")
+        real = json.loads(shared("imagenet-val", "real.json").read_text())
+        rows = [json.loads(line) for line in (tmp_path / "ds.jsonl").read_text().splitlines()]
+        rated = [(r, real[k]) for k, r in enumerate(rows) if r["posteriors"]]  # file-name order is real.json's
+        decided = [(r, truth) for r, truth in rated if r["origin"] == "consensus"]
+        uncertain = [r for r, _ in rated if r["origin"] == "uncertain"]
+        assert len(rated) == 24_889 and len(decided) + len(uncertain) == len(rated)
+        assert sum(set(r["labels"]) == set(truth) for r, truth in decided) / len(decided) > 0.94
+        assert 0.3 < len(uncertain) / len(rated) < 0.4  # left to review: U, at the front of the queue
