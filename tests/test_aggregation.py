@@ -324,12 +324,12 @@ class TestAgainstCrowdKit:
 
 def _real_votes() -> tuple[Votes, np.ndarray, np.ndarray]:
     """ReaL's published rater answers as votes (item = rated (image, label) pair, worker = rater row, answer =
-    the one-hot's argmax); whether each pair's label is in ReaL's label set for its image; whether it is the
+    the position of the one-hot's 1); whether each pair's label is in ReaL's label set for its image; whether it is the
     image's original ImageNet label."""
     raters = np.load(shared("imagenet-val", "real_raters.npz"), allow_pickle=True)
-    answered = raters["tensor"].sum(axis=-1) > 0
-    worker, item = np.nonzero(answered)
-    answer = raters["tensor"][worker, item].argmax(axis=-1)
+    coded = raters["tensor"] @ np.array([1.0, 2.0, 3.0])  # (raters, pairs): 0 unanswered, else answer code + 1
+    worker, item = np.nonzero(coded)
+    answer = coded[worker, item].astype(np.int64) - 1
     index = np.array([int(name.split("_")[-1].split(".")[0]) - 1 for name, _ in raters["info"]])
     label = np.array([int(lab) for _, lab in raters["info"]])
     image = np.unique(index, return_inverse=True)[1]
