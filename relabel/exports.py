@@ -3,7 +3,9 @@
 A snapshot whose consensus read votes (`relabel snapshot create --consensus ds`) carries its posteriors: each JSONL
 row gains "posteriors" {class index: P(class present)} and the CSV a `posteriors` column ("207:0.9731|208:0.0412",
 4 decimals), for every (image, class) pair the votes asked about; pairs not listed count as absent, or as present
-when they are the image's labels taken from a decision or the base source. ReaL's format stays label sets."""
+when they are the image's labels taken from a decision or the base source. A counting rule (majority,
+set-majority) stores the share of yes answers (of ballots holding the class) instead of a probability. ReaL's
+format stays label sets."""
 
 from __future__ import annotations
 

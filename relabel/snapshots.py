@@ -124,8 +124,8 @@ def create_snapshot(
     posterior reaches `threshold` (`keep_original` for a class of its ImGT labels, None: `threshold` too; see
     `relabel.posteriors`), is U with origin "uncertain" when a pair is neither accepted nor confidently absent
     (posterior above 1 - threshold; labels by the `undecided` policy), Z when every pair is confidently absent;
-    images without votes follow the unanimous rule. Its posteriors are stored per (image,
-    class) in `snapshot_posteriors`, except on adjudicated images (an adjudication is certain).
+    images without votes follow the unanimous rule. The posteriors of the voted images are stored per (image,
+    class) in `snapshot_posteriors`; an adjudicated image stores none (an adjudication is certain).
     """
     sources = None if vote_sources is None else tuple(vote_sources)
     request = ConsensusRequest(consensus, threshold, keep_original, min_votes, sources, with_model, studio_votes)
@@ -238,7 +238,7 @@ def _store(s: Session, snap: Snapshot, rows: list[FrozenRow], voted: dict[int, V
 
 
 def _insert(session: Session, table: type, values: list[dict[str, Any]], chunk: int = 5000) -> None:
-    # a Core executemany on the table: the ORM's bulk path takes three times as long for 185,000 posteriors
+    # a Core executemany on the table: the ORM's bulk path takes a third longer for 185,000 posteriors
     statement, conn = insert(table.__table__), session.connection()  # type: ignore[attr-defined]
     for start in range(0, len(values), chunk):
         conn.execute(statement, values[start : start + chunk])

@@ -133,9 +133,11 @@ def consensus_line(c: dict[str, Any] | None) -> str:
     if rule == "unanimous":
         return f"unanimous, min votes {c.get('min_votes', 1)}"
     voters = [*c.get("vote_sources", []), *(["studio"] if c.get("studio") else [])]
-    parts = [rule, f"threshold {c.get('threshold')}"]
-    if c.get("keep_original"):
-        parts.append(f"original kept at {c['keep_original']}")
+    parts = [rule]
+    if rule in METHODS and METHODS[rule].probabilistic:  # a counting method decides by its own rule
+        parts.append(f"threshold {c.get('threshold')}")
+        if c.get("keep_original"):
+            parts.append(f"original kept at {c['keep_original']}")
     parts.append(f"votes {' + '.join(voters) or 'none'}")
     if c.get("with_model"):
         parts.append(f"model {c['with_model']} voted")
