@@ -103,7 +103,7 @@ def load_events(conn: Connection, dataset_id: int, image_ids: Collection[int] | 
         .order_by(Annotation.id)
     )
     if image_ids is not None:
-        query = query.where(Annotation.image_id.in_(list(image_ids)))
+        query = query.where(Annotation.image_id.in_(list(image_ids)))  # type: ignore[attr-defined]
     lists = ParsedLists()
     events: list[Event] = []
     for rows in conn.execute(query).partitions(10_000):  # fetchmany: much faster than row-by-row iteration
