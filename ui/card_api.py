@@ -351,4 +351,5 @@ CATEGORY_CHOICES = (
     ("M: several classes", "M"),
     ("Z: no class fits", "Z"),
     ("X: unclear", "X"),
+    ("U: no consensus yet", "U"),
 )

@@ -42,7 +42,18 @@ def audit_log(studio: Studio, user: str, who: str | None = None, limit: Any = 20
     return views.audit_rows(studio.vocab, events)
 
 
-def create_snapshot(studio: Studio, user: str, name: str, undecided: str, min_votes: Any) -> str:
+def create_snapshot(
+    studio: Studio,
+    user: str,
+    name: str,
+    undecided: str,
+    min_votes: Any,
+    consensus: str | None = None,
+    threshold: Any = None,
+) -> str:
+    """A lead freezes a snapshot: `consensus` a rule of `relabel.aggregation.METHODS` (default unanimous); a
+    vote-based one aggregates every vote source with the studio's decisions, at `threshold` (default 0.9)."""
+    from relabel.posteriors import UNANIMOUS
     from relabel.snapshots import create_snapshot as create
 
     studio.require_lead(user)
@@ -55,6 +66,8 @@ def create_snapshot(studio: Studio, user: str, name: str, undecided: str, min_vo
         undecided=undecided or "keep",
         min_votes=int(min_votes or 1),
         created_by=user,
+        consensus=consensus or UNANIMOUS,
+        threshold=0.9 if threshold is None else float(threshold),
     )
     counts = ", ".join(f"{k} {v}" for k, v in summary.counts.items())
     return f"snapshot {summary.name!r}: {summary.n_images} images ({counts}), hash {summary.content_hash[:12]}"

@@ -24,8 +24,10 @@ from typing import Any
 
 import gradio as gr
 
+from relabel.aggregation import METHODS
 from relabel.errors import InputError
 from relabel.exports import EXPORT_FORMATS
+from relabel.posteriors import UNANIMOUS
 from relabel.review.studio import Studio
 from relabel.snapshots import SnapshotDiff, diff_snapshots, list_snapshots
 from ui import handlers
@@ -35,6 +37,7 @@ SNAPSHOT_HEADERS = ["name", "created (UTC)", "created by", "images", "categories
 TRANSITION_HEADERS = ["category change", "images"]
 CHANGED_HEADERS = ["image", "classes before", "classes after", "category before", "category after"]
 POSTERIOR_HEADERS = ["image", "class", "posterior before", "posterior after"]
+CONSENSUS_CHOICES = [UNANIMOUS, *(m for m in METHODS if m != UNANIMOUS)]  # unanimous: decisions; others: votes
 POSTERIOR_FLOOR = 0.01  # classes under it in both snapshots are left out of the posterior table
 DIFF_ROW_LIMIT = 500  # changed images listed in the table; a Dataframe of 50,000 rows would stall the page
 HASH_PREFIX = 12  # as `relabel snapshot list` prints it
@@ -195,6 +198,8 @@ def build(studio: Studio, guarded: Guard, exports_dir: Path, tab: gr.Tab) -> Non
         name = gr.Textbox(label="snapshot name", lines=1)
         undecided = gr.Radio(["keep", "exclude"], value="keep", label="undecided images")
         min_votes = gr.Number(value=1, precision=0, label="minimum agreeing votes")
+        consensus = gr.Dropdown(CONSENSUS_CHOICES, value=UNANIMOUS, label="consensus")
+        threshold = gr.Number(value=0.9, minimum=0.5, maximum=1.0, step=0.05, label="posterior threshold")
         create_btn = gr.Button("Create snapshot", variant="primary")
     created = gr.Textbox(label="result", interactive=False)
     with gr.Row():
@@ -223,8 +228,8 @@ def build(studio: Studio, guarded: Guard, exports_dir: Path, tab: gr.Tab) -> Non
     tab.select(reload, pickers, [listed, *pickers], api_visibility="private")
     refresh.click(reload, pickers, [listed, *pickers], api_name="list_snapshots")
     create_btn.click(
-        guarded(lambda u, n, p, m: handlers.create_snapshot(studio, u, n, p, m)),
-        [name, undecided, min_votes],
+        guarded(lambda u, n, p, m, c, t: handlers.create_snapshot(studio, u, n, p, m, c, t)),
+        [name, undecided, min_votes, consensus, threshold],
         created,
         api_name="create_snapshot",
     ).success(reload, pickers, [listed, *pickers], api_visibility="private")

@@ -14,7 +14,7 @@ from sqlalchemy import insert, select
 from sqlmodel import Session
 
 from db.enums import PredictionStatus
-from db.models import Annotation, ModelRun, Prediction, User
+from db.models import Annotation, ModelRun, Prediction, Snapshot, User
 from relabel.errors import ConflictError, InputError, NotFoundError
 from relabel.review.display import StoredImage, source_path
 from relabel.review.studio import Studio
@@ -79,6 +79,13 @@ class TestLeads:
         path = Path(handlers.export_snapshot(studio, "lena", "round-1", "real", tmp_path / "exports"))
         labels = json.loads(path.read_text())
         assert len(labels) == 6 and [VOCAB.resolve("n04008634")] in labels
+        voted = handlers.create_snapshot(studio, "lena", "round-1-ds", "keep", 1, "ds", 0.9)
+        assert "snapshot 'round-1-ds'" in voted
+        with Session(studio.engine) as s:
+            settings = s.scalar(select(Snapshot.consensus).where(Snapshot.name == "round-1-ds"))
+        assert settings["rule"] == "ds" and settings["threshold"] == 0.9
+        with pytest.raises(NotFoundError, match="unknown consensus rule 'nope'"):
+            handlers.create_snapshot(studio, "lena", "round-1-x", "keep", 1, "nope", 0.9)
 
     def test_reloading_the_queue_picks_up_a_new_suggestion_run(self, studio: Studio) -> None:
         assert studio.runs.suggestion is None

@@ -152,7 +152,7 @@ class TestTab:
         create = api(app, "create_snapshot")
         after_create = wired(app, lambda f: f.trigger_after == create._id)
         assert after_create.trigger_only_on_success and after_create.outputs == on_open.outputs
-        assert "snapshot 'r3': 6 images" in create.fn("r3", "keep", 1, LEAD)
+        assert "snapshot 'r3': 6 images" in create.fn("r3", "keep", 1, "unanimous", 0.9, LEAD)
         rows, export, before, after = after_create.fn("r1", "r1", "r2", LEAD)
         assert [r[0] for r in rows] == ["r3", "r2", "r1"] and (export.value, before.value) == ("r1", "r1")
 
