@@ -34,8 +34,8 @@ from PIL import Image
 from evaluator.perturbations import TEXT_PERTURBATIONS, perturb, perturb_text
 from relabel.errors import RelabelError
 from relabel.evaluation.runs import MAX_K
+from relabel.imaging import load_rgb
 from relabel.progress import progress_bar
-from relabel.suggest.adapters.imaging import load_rgb
 from relabel.suggest.runner import SuggestJob, answer_chunk
 from relabel.suggest.types import ChatRequest, ImageRef, ModelOutput
 

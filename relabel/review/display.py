@@ -23,7 +23,7 @@ from typing import BinaryIO
 from PIL import Image
 
 from relabel.errors import InputError, NotFoundError
-from relabel.suggest.adapters.imaging import load_rgb
+from relabel.imaging import load_rgb
 
 DISPLAY_SIDE = 1024  # the longer side of the on-screen image; "full resolution" keeps the original size
 FULL = 0

@@ -17,12 +17,12 @@ import numpy as np
 from PIL import Image
 
 from relabel.errors import InputError
+from relabel.imaging import load_rgb
 from relabel.suggest.adapters.imaging import (
     BatchedImageScorer,
     check_positive,
     dtype_options,
     load_error,
-    load_rgb,
     move_inputs,
     pick_device,
     pil_backend_options,

@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any
 from PIL import Image
 
 from relabel.errors import InputError, RelabelError
+from relabel.imaging import load_rgb
 from relabel.suggest.adapters.imaging import (
     LazyModel,
     check_positive,
     dtype_options,
     load_error,
-    load_rgb,
     move_inputs,
     pick_device,
     pil_backend_options,
