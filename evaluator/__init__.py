@@ -18,7 +18,8 @@ Modules, in the order a result is built:
 - `published`: metrics as their authors define them (Shankar et al. 2020);
 - `ranking`: how the ranking of models changes between two references (ranks, shifts, Kendall's τ, rank
   intervals from joint resamples);
-- `reliability`: reliability after ARGUS (capability, CDC, robustness retention, efficiency against budgets);
+- `model_reliability`: model reliability after ARGUS (capability, CDC, robustness retention, efficiency against
+  budgets);
 - `perturbations`: seeded ImageNet-C corruptions and text typos for robustness runs (a name → function registry).
 - `corruptions`: the ImageNet-C image corruptions themselves, pure functions on uint8 arrays.
 

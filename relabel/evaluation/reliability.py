@@ -2,7 +2,7 @@
 
 Only CDC's formula follows the ARGUS authors; P, RR, E, the label-noise sensitivity, the weights and the overall
 score are this project's definitions (`METHOD`, printed with every table). The maths is in
-`evaluator.reliability`; which scores enter is decided here and in `dataset_scores`:
+`evaluator.model_reliability`; which scores enter is decided here and in `dataset_scores`:
 
 - P: top-1 on the evaluated dataset, on the images every compared run of the same task scored, against the
   dataset's cleanest reference (MC: against ImGT, which its options were built from). Rows are ranked against the
@@ -14,7 +14,7 @@ score are this project's definitions (`METHOD`, printed with every table). The m
   against ImGT, on the same images, with a paired bootstrap interval. Signed: positive when the model gains once
   ImGT's label noise is removed.
 - RR and E: from the latest robustness run of the same model and protocol (`relabel evaluate robustness`). E is
-  against fixed budgets (`evaluator.reliability.BUDGETS`), so a model's E never depends on the other rows.
+  against fixed budgets (`evaluator.model_reliability.BUDGETS`), so a model's E never depends on the other rows.
 
 A part that cannot be computed is unknown (None), never 0 or 1: the overall score needs every part whose weight
 is not 0, so a model is never rewarded or punished for a measurement nobody took.
@@ -31,8 +31,7 @@ from sqlmodel import Session
 
 from db.models import Dataset
 from evaluator.intervals import wilson_interval
-from evaluator.paired import paired_many, percentile_interval
-from evaluator.reliability import (
+from evaluator.model_reliability import (
     BUDGETS,
     MEASURE_LABELS,
     MEASURES,
@@ -45,6 +44,7 @@ from evaluator.reliability import (
     efficiency,
     overall,
 )
+from evaluator.paired import paired_many, percentile_interval
 from relabel.errors import InputError
 from relabel.evaluation.dataset_scores import (
     CLASSES,

@@ -34,8 +34,8 @@ from sqlalchemy.engine import Engine
 from db.engine import session_scope
 from db.models import utcnow
 from evaluator.errors import unknown_name
+from evaluator.model_reliability import robustness_retention, summarize_latencies
 from evaluator.perturbations import PERTURBATIONS, SEVERITIES, TEXT_PERTURBATIONS
-from evaluator.reliability import robustness_retention, summarize_latencies
 from relabel import __version__
 from relabel.errors import InputError
 from relabel.evaluation.measure import PeakMemory, cost_per_1k_images, count_flops, describe_adapter

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from evaluator.reliability import MEASURE_LABELS, robustness_retention
+from evaluator.model_reliability import MEASURE_LABELS, robustness_retention
 from evaluator.scoring import Score
 from relabel.evaluation.results import Evaluation, ReliabilityTable, RobustnessResult
 from relabel.evaluation.storage import HistoryEntry

@@ -26,7 +26,7 @@ from sqlmodel import Session
 
 from db.engine import session_scope
 from db.enums import Verdict
-from evaluator.reliability import BUDGETS
+from evaluator.model_reliability import BUDGETS
 from evaluator.scoring import Score
 from relabel.errors import InputError
 from relabel.evaluation import evaluate, write_report

@@ -1,4 +1,4 @@
-"""Reliability after ARGUS: capability, cross-dataset consistency, robustness retention, efficiency, overall.
+"""Model reliability after ARGUS: capability, cross-dataset consistency, robustness retention, efficiency, overall.
 
 Only CDC's formula is the ARGUS authors'. P, RR, E, the weights and the overall score are this project's own
 definitions, in the spirit of ARGUS; reports say so. Each part is a number in [0, 1], higher is better.

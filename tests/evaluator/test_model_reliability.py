@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from evaluator import EvaluationError
-from evaluator.reliability import (
+from evaluator.model_reliability import (
     BUDGETS,
     EfficiencyBudgets,
     EfficiencyMeasurement,
