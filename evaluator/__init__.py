@@ -20,6 +20,8 @@ Modules, in the order a result is built:
   intervals from joint resamples);
 - `model_reliability`: model reliability after ARGUS (capability, CDC, robustness retention, efficiency against
   budgets);
+- `agreement`: annotator reliability: Cohen's and Fleiss' κ, Krippendorff's α with set distances, percent
+  agreement and agreement with adjudicated labels, on set-valued labels;
 - `perturbations`: seeded ImageNet-C corruptions and text typos for robustness runs (a name → function registry).
 - `corruptions`: the ImageNet-C image corruptions themselves, pure functions on uint8 arrays.
 
