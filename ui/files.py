@@ -9,10 +9,11 @@ under another content-hash name that no one can guess without the content.
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import tempfile
 from pathlib import Path
+
+from relabel.atomic import atomic_writer
 
 SERVE_DIR = Path(tempfile.gettempdir()) / "relabel-studio-files"
 
@@ -26,13 +27,6 @@ def served_copy(path: str | Path) -> str:
             digest.update(block)
     target = SERVE_DIR / digest.hexdigest()[:32] / source.name
     if not target.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".part-")
-        os.close(fd)
-        try:
-            shutil.copyfile(source, tmp)
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with source.open("rb") as f, atomic_writer(target, private=True) as out:
+            shutil.copyfileobj(f, out)
     return str(target)

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from relabel.atomic import write_atomic
 from relabel.evaluation import plots, text
 from relabel.evaluation.references import ReferenceInfo
 from relabel.evaluation.results import DEFINITIONS, ROBUSTNESS_DEFINITIONS, Evaluation, RobustnessResult
-from relabel.exports import write_atomic
 
 REPORTS_DIR = "reports"
 REPORT_MD, EVALUATION_JSON, ROBUSTNESS_JSON = "report.md", "evaluation.json", "robustness.json"

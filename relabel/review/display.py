@@ -22,6 +22,7 @@ from typing import BinaryIO
 
 from PIL import Image
 
+from relabel.atomic import atomic_writer
 from relabel.errors import InputError, NotFoundError
 from relabel.imaging import load_rgb
 
@@ -146,15 +147,8 @@ class DisplayCache:
 
     def _copy(self, image: StoredImage, target: Path) -> None:
         """The checked original in the cache, under an image suffix."""
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".", suffix=".part")
-        try:
-            with os.fdopen(fd, "wb") as out:
-                copy_verified(image, out)
-            os.replace(tmp, target)  # concurrent copies of one image both write whole files
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with atomic_writer(target, private=True) as out:  # concurrent copies of one image both write whole files
+            copy_verified(image, out)
 
     def _render(self, image: StoredImage, side: int, target: Path) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -171,11 +165,5 @@ class DisplayCache:
             scale = side / max(img.size)
             size = (max(1, round(img.width * scale)), max(1, round(img.height * scale)))
             img = img.resize(size, Image.Resampling.LANCZOS, reducing_gap=2.0)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".part")
-        try:
-            with os.fdopen(fd, "wb") as out:
-                img.save(out, "JPEG", quality=self.quality)
-            os.replace(tmp, target)  # concurrent renders of one image both write whole files
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with atomic_writer(target, private=True) as out:  # concurrent renders of one image both write whole files
+            img.save(out, "JPEG", quality=self.quality)
