@@ -111,7 +111,7 @@ class DecisionEvent(Protocol):
 
 
 class LogEvent(DecisionEvent, Protocol):
-    """An event of a dataset's annotation log (`relabel.decision_log.Event`)."""
+    """An event of a dataset's annotation log (`relabel.decision_log.LogRow`)."""
 
     @property
     def image_id(self) -> int: ...

@@ -25,7 +25,7 @@ from sqlmodel import Session
 from db.enums import Category, ImageStatus, Role, SuggestionAction, Verdict
 from db.models import Dataset, Image, Label, LabelSource, User, VocabClass
 from relabel.consensus import Consensus, Decision, Outcome, settle_images, standing_decisions
-from relabel.decision_log import IMAGE_STATUSES, Event, ParsedLists, cyclic_gc_paused, load_events
+from relabel.decision_log import IMAGE_STATUSES, LogRow, ParsedLists, cyclic_gc_paused, load_events
 from relabel.errors import InputError
 from relabel.vote_report import Reliability, dataset_reliability
 from relabel.workspace import IMGT, get_dataset
@@ -217,7 +217,7 @@ def live_categories(settled: Settled, originals: Mapping[int, Sequence[int]]) ->
     return LiveCategories(counts, disputed)
 
 
-def suggestion_use(events: Iterable[Event], decisions: Mapping[int, Sequence[Decision]]) -> SuggestionReport:
+def suggestion_use(events: Iterable[LogRow], decisions: Mapping[int, Sequence[Decision]]) -> SuggestionReport:
     """Accepted / edited / rejected among the standing annotator decisions made with a suggestion on screen
     (adjudications, and decisions since superseded or undone, are left out)."""
     standing = {d.annotation_id for ds in decisions.values() for d in ds if not d.is_adjudication}
@@ -235,7 +235,7 @@ def _use(counts: Counter[SuggestionAction]) -> SuggestionUse:
     return SuggestionUse(a + e + r, a, e, r)
 
 
-def hourly_decisions(events: Iterable[Event], *, now: datetime) -> list[tuple[datetime, int]]:
+def hourly_decisions(events: Iterable[LogRow], *, now: datetime) -> list[tuple[datetime, int]]:
     """Decisions (undos not counted) in each of the 24 clock hours (UTC) up to the one that holds `now`, oldest
     first: (hour start, count)."""
     # Whole hours, not `now`, bound the window: SQLite's millisecond timestamps may round an event just past `now`.
@@ -248,7 +248,7 @@ def hourly_decisions(events: Iterable[Event], *, now: datetime) -> list[tuple[da
     return [(datetime.fromtimestamp(first + h * HOUR_S, timezone.utc), n) for h, n in enumerate(counts)]
 
 
-def active_seconds(events: Sequence[Event]) -> float:
+def active_seconds(events: Sequence[LogRow]) -> float:
     """Time one user spent working, from their events in time order.
 
     The sum of the gaps between consecutive events, each capped at `ACTIVE_GAP_CAP_S` (a longer pause is a break),
@@ -269,7 +269,7 @@ def hourly_rate(count: int, active_s: float) -> float:
 
 
 def annotator_throughput(
-    events: Iterable[Event],
+    events: Iterable[LogRow],
     decisions: Mapping[int, Sequence[Decision]],
     users: Mapping[int, tuple[str, Role]],
     *,
@@ -285,7 +285,7 @@ def annotator_throughput(
     * images_per_hour: decisions / active hours, NaN while the active time is under `RATE_MIN_ACTIVE_S`;
     * hourly: `hourly_decisions` of the user's events.
     """
-    by_user: defaultdict[int, list[Event]] = defaultdict(list)
+    by_user: defaultdict[int, list[LogRow]] = defaultdict(list)
     for e in events:
         by_user[e.user_id].append(e)
     images_decided: Counter[int] = Counter()
@@ -299,7 +299,7 @@ def annotator_throughput(
 
 
 def _throughput(
-    user_id: int, user: tuple[str, Role] | None, own: Sequence[Event], images_decided: int, now: datetime
+    user_id: int, user: tuple[str, Role] | None, own: Sequence[LogRow], images_decided: int, now: datetime
 ) -> AnnotatorThroughput:
     made = [e for e in own if e.verdict is not Verdict.retract]
     timed = [e.seconds_on_item for e in made if e.seconds_on_item is not None]

@@ -24,7 +24,7 @@ from db.models import Annotation, Image, ModelRun, Prediction
 from relabel.consensus import Decision, standing_decisions
 
 
-class Event(NamedTuple):
+class LogRow(NamedTuple):
     """One row of the annotation log, as the dashboard reads it."""
 
     id: int
@@ -88,7 +88,7 @@ _ACTIONS = {a.name: a for a in SuggestionAction}
 IMAGE_STATUSES = {s.name: s for s in ImageStatus}
 
 
-def load_events(conn: Connection, dataset_id: int, image_ids: Collection[int] | None = None) -> list[Event]:
+def load_events(conn: Connection, dataset_id: int, image_ids: Collection[int] | None = None) -> list[LogRow]:
     """Every annotation event of the dataset (on `image_ids` only, if given) in id order, with the name of the
     run each suggestion came from."""
     e = Annotation  # enums and JSON are read as text and decoded through the small tables above, for speed
@@ -105,10 +105,10 @@ def load_events(conn: Connection, dataset_id: int, image_ids: Collection[int] | 
     if image_ids is not None:
         query = query.where(Annotation.image_id.in_(list(image_ids)))  # type: ignore[attr-defined]
     lists = ParsedLists()
-    events: list[Event] = []
+    events: list[LogRow] = []
     for rows in conn.execute(query).partitions(10_000):  # fetchmany: much faster than row-by-row iteration
         events.extend(
-            Event(i, img, u, _VERDICTS[v], lists[c], bool(adj), ret, at, secs, _ACTIONS[act], run)
+            LogRow(i, img, u, _VERDICTS[v], lists[c], bool(adj), ret, at, secs, _ACTIONS[act], run)
             for i, img, u, v, c, adj, ret, at, secs, act, run in rows
         )
     return events

@@ -42,8 +42,8 @@ from relabel.dashboard import (
     NO_RUN,
     RATE_MIN_ACTIVE_S,
     ClassProgress,
-    Event,
     LiveCategories,
+    LogRow,
     Progress,
     SuggestionUse,
     active_seconds,
@@ -287,8 +287,8 @@ def test_a_workspace_without_decisions(engine: Engine, vocab: Vocabulary, tmp_pa
     assert [n for _, n in got.hourly] == [0] * 24
 
 
-def event(i: int, when: datetime, verdict: Verdict = Verdict.labels, secs: float | None = None) -> Event:
-    return Event(i, 1, 1, verdict, (0,), False, None, when.timestamp(), secs, SuggestionAction.none, None)
+def event(i: int, when: datetime, verdict: Verdict = Verdict.labels, secs: float | None = None) -> LogRow:
+    return LogRow(i, 1, 1, verdict, (0,), False, None, when.timestamp(), secs, SuggestionAction.none, None)
 
 
 def test_a_rate_needs_ten_minutes_of_active_time() -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from relabel.review.cards import Card, Event, Suggestion
+from relabel.review.cards import Card, HistoryEntry, Suggestion
 from relabel.review.display import StoredImage
 from relabel.review.examples import pick_example
 from relabel.review.studio import Studio
@@ -70,7 +70,7 @@ def classifier_payload(vocab: Vocabulary, s: Suggestion | None, k: int = 5) -> d
     return {"model": s.model, "run": s.run, "top": top}
 
 
-def answer_payload(vocab: Vocabulary, e: Event) -> dict[str, Any]:
+def answer_payload(vocab: Vocabulary, e: HistoryEntry) -> dict[str, Any]:
     """A decision: who, the verdict, its classes, flags, note and when."""
     return {
         "id": e.annotation_id,

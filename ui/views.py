@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from relabel.consensus import replay
-from relabel.review.cards import Card, Event, slot
+from relabel.review.cards import Card, HistoryEntry, slot
 from relabel.vocabulary import Vocabulary
 
 FLAG_LABELS = (
@@ -44,14 +44,14 @@ def prior_rows(vocab: Vocabulary, card: Card) -> list[list[str]]:
     return rows
 
 
-def event_summary(vocab: Vocabulary, e: Event) -> str:
+def event_summary(vocab: Vocabulary, e: HistoryEntry) -> str:
     text = VERDICT_TEXT.get(e.verdict.value, "") or classes_text(vocab, e.classes)
     if e.flags:
         text += f" [flags: {', '.join(e.flags)}]"
     return text
 
 
-def history_rows(vocab: Vocabulary, events: tuple[Event, ...] | list[Event]) -> list[list[Any]]:
+def history_rows(vocab: Vocabulary, events: tuple[HistoryEntry, ...] | list[HistoryEntry]) -> list[list[Any]]:
     """The audit trail of one image, oldest first: who, when, what, what it replaced (for an undo, the decision
     undone), how the suggestion fared, the note and the seconds on the item. An undo is its own row; the decision
     before the one undone stands again (`relabel.consensus.replay`)."""
@@ -74,7 +74,7 @@ def history_rows(vocab: Vocabulary, events: tuple[Event, ...] | list[Event]) -> 
     return rows
 
 
-def audit_rows(vocab: Vocabulary, events: list[tuple[Event, str]]) -> list[list[Any]]:
+def audit_rows(vocab: Vocabulary, events: list[tuple[HistoryEntry, str]]) -> list[list[Any]]:
     """The dataset-wide audit trail, newest first."""
     return [
         [

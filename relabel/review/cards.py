@@ -53,8 +53,8 @@ class PriorLabel:
 
 
 @dataclass(frozen=True)
-class Event:
-    """One entry of an image's audit trail."""
+class HistoryEntry:
+    """One entry of an image's audit trail: a decision or an undo, with its user's name, flags and note."""
 
     annotation_id: int
     user: str
@@ -77,7 +77,7 @@ class Event:
         return decision_key(self.verdict, self.classes)
 
 
-def slot(e: Event) -> tuple[str, bool]:
+def slot(e: HistoryEntry) -> tuple[str, bool]:
     """The standing slot of an event of one image's history: its user, adjudication or not."""
     return e.user, e.is_adjudication
 
@@ -93,7 +93,7 @@ class Card:
     suggestion: Suggestion | None  # from a generative run (OW / CW / CW+)
     classifier: Suggestion | None  # top-k of a scoring run
     priors: tuple[PriorLabel, ...]
-    history: tuple[Event, ...]  # every event on the image, oldest first
+    history: tuple[HistoryEntry, ...]  # every event on the image, oldest first
     viewer: str
 
     @property
@@ -115,7 +115,7 @@ class Card:
                 return s
         return None
 
-    def standing(self) -> dict[str, Event]:
+    def standing(self) -> dict[str, HistoryEntry]:
         """Each user's standing decision (`relabel.consensus.standing`), adjudications under 'lead:NAME'."""
         return {f"lead:{e.user}" if e.is_adjudication else e.user: e for e in standing(self.history, slot).values()}
 
@@ -128,10 +128,10 @@ class Card:
         )
         return outcome, categorize(key, self.original)
 
-    def own(self) -> Event | None:
+    def own(self) -> HistoryEntry | None:
         return self.standing().get(self.viewer)
 
-    def others(self, reveal: bool = False) -> list[Event]:
+    def others(self, reveal: bool = False) -> list[HistoryEntry]:
         """Other users' standing decisions: hidden (empty) until the viewer has decided, unless `reveal`."""
         standing = self.standing()
         if not reveal and self.viewer not in standing:
@@ -272,14 +272,14 @@ _HISTORY = (
 )  # built once: it runs for every card shown
 
 
-def image_history(conn: Connection | Session, image_id: int) -> list[Event]:
+def image_history(conn: Connection | Session, image_id: int) -> list[HistoryEntry]:
     """Every decision event on the image, oldest first."""
-    return [event(row, row.name) for row in conn.execute(_HISTORY, {"image_id": image_id})]
+    return [history_entry(row, row.name) for row in conn.execute(_HISTORY, {"image_id": image_id})]
 
 
 def audit_events(
     conn: Connection, dataset_id: int, *, user: str | None = None, limit: int = 200
-) -> list[tuple[Event, str]]:
+) -> list[tuple[HistoryEntry, str]]:
     """The newest decision events of a dataset (of one user, if given), newest first, with each image's path."""
     with Session(bind=conn) as session:
         query = (
@@ -291,12 +291,12 @@ def audit_events(
         if user:
             query = query.where(User.name == user)
         rows = session.execute(query.order_by(Annotation.id.desc()).limit(limit)).all()  # type: ignore[attr-defined]
-        return [(event(a, name), path) for a, name, path in rows]
+        return [(history_entry(a, name), path) for a, name, path in rows]
 
 
-def event(a: Any, user: str) -> Event:
-    """An Annotation (or a row of its columns) as an Event."""
-    return Event(
+def history_entry(a: Any, user: str) -> HistoryEntry:
+    """An Annotation (or a row of its columns) as an entry of its image's history."""
+    return HistoryEntry(
         annotation_id=a.id,  # type: ignore[arg-type]
         user=user,
         verdict=Verdict(a.verdict),
