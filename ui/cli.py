@@ -37,8 +37,8 @@ def serve(
 ) -> None:
     """Open the annotation studio in the browser (sign in with a user from `relabel users add`).
 
-    Annotators review cards, disputed images first; leads also adjudicate, watch the dashboard and create and
-    export snapshots. Stop it with Ctrl-C: every acknowledged decision is already in the workspace.
+    Annotators review cards, the most suspect images first; leads also adjudicate, watch the dashboard and create
+    and export snapshots. Stop it with Ctrl-C: every acknowledged decision is already in the workspace.
 
     \b
     Examples:

@@ -1,4 +1,4 @@
-"""The review queue: uncertain and disputed images first, N-way blind overlap, and who is looking at what.
+"""The review queue: the most suspect images first, N-way blind overlap, and who is looking at what.
 
 Priority is the evidence that an image's original label is wrong, summed from four signals (weights in
 `WEIGHTS`): the suggestion's top-1 differs from the original label; the classifier gives the original label little

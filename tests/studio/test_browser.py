@@ -339,7 +339,7 @@ def test_a_lead_adjudicates_by_keyboard(studio_url: tuple[Studio, str], browser:
         studio.decide(user, token, disputed, action)
     page = open_page(browser, url, "lena")
     page.get_by_role("tab", name="Adjudicate").click()
-    wait_for_card(page, ADJUDICATE)  # the most disputed image opens by itself
+    wait_for_card(page, ADJUDICATE)  # the first disputed image opens by itself
     row = page.locator(f"{ADJUDICATE} .rg-list-items li[data-image-id='{disputed}']")
     assert "alice" in row.inner_text() and "bob" in row.inner_text() and "no class fits" in row.inner_text()
     row.click()  # the list is clickable

@@ -58,7 +58,7 @@ class TestDecisions:
         self, studio: Studio
     ) -> None:
         card = first_card(studio, "alice")
-        assert card["original"][0]["name"] == "missile"  # the most disputed image comes first
+        assert card["original"][0]["name"] == "missile"  # the most suspect image comes first
         assert card["classifier"]["top"][0]["name"] == "projectile" and card["classifier"]["top"][0]["score"] == 0.8
         reply = decide(studio, "alice", card, "original")
         [row] = rows(studio, "alice")
