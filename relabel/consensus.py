@@ -98,7 +98,8 @@ class Consensus(NamedTuple):
 
 
 class DecisionEvent(Protocol):
-    """What the standing rule reads of an event: its id, its verdict and, for an undo, the id it undoes."""
+    """What the standing rule reads of an event: its id, its verdict and, for an undo, the id it undoes. Met by
+    `relabel.decision_log.LogRow` (the dataset's log) and `relabel.review.cards.HistoryEntry` (one image's)."""
 
     @property
     def id(self) -> int: ...

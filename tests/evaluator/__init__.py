@@ -1,1 +1,1 @@
-"""Tests of the pure scoring core: scoring, reliability parts and perturbations."""
+"""Tests of the pure scoring core: scoring, model reliability, annotator agreement and perturbations."""
