@@ -66,7 +66,7 @@ def read_set(name: str, vocab: Vocabulary) -> tuple[list[str], list[set[int]], l
 def before(encoder: TextEncoder, index: ClassNameIndex, answers: list[str]) -> np.ndarray:
     """The previous method: the whole normalised answer against names and synonyms, nearest class wins."""
     sims = encoder.encode([normalize_answer(a) for a in answers]) @ index.embeddings.T
-    return np.asarray(index._best_per_class(sims, index.owners).argmax(axis=1))
+    return np.asarray(index._best_per_class(sims).argmax(axis=1))
 
 
 def accuracy(spec: str) -> dict[str, float | int]:

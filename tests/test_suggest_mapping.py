@@ -96,14 +96,34 @@ def test_a_name_shared_by_classes_is_settled_among_them(trigram_index, vocab) ->
     assert set(m.classes) <= {vocab.resolve("crane (bird)"), vocab.resolve("crane (machine)")}
 
 
-def test_each_distinct_phrase_is_embedded_once_and_the_method_recorded(vocab) -> None:
+def test_each_distinct_phrase_is_embedded_once_and_names_not_at_all(vocab) -> None:
     encoder = TrigramEncoder()
     index = ClassNameIndex(encoder, vocab)
-    m = index.map(["tabby", "It looks like a Tabby.", "a tabby", "goldfish", "a goldfish on a table"])
-    assert encoder.calls[-1] == ["tabby", "goldfish", "goldfish on a table"]
-    assert len(m.classes) == 5 and len(set(m.classes[:3])) == 1
+    calls = len(encoder.calls)
+    answers = ["tabby", "It looks like a Tabby.", "a tabby", "goldfish", "a goldfish on a table", "an orange fish"]
+    m = index.map([*answers, "A small orange fish in a bowl.", "an orange fish"])
+    # "tabby" and "goldfish" are class names: their cached embeddings serve; "goldfish on a table" is settled by
+    # its core's name; only the two phrases that name no class, and one core, reach the encoder, once each
+    assert encoder.calls[calls:] == [["orange fish", "small orange fish", "small orange fish in a bowl"]]
+    assert len(m.classes) == 8 and len(set(m.classes[:3])) == 1 and m.classes[5] == m.classes[7]
+    assert m.classes[3] == m.classes[4] == vocab.resolve("goldfish")
+    assert m.similarity[3] == pytest.approx(1.0, abs=1e-6)
     assert index.describe()["method"] == MAPPER_VERSION
-    assert len(index.map([]).classes) == 0
+    assert len(index.map([]).classes) == 0 and encoder.calls[calls + 1 :] == []
+
+
+def test_settling_by_name_and_reusing_name_embeddings_change_no_result(trigram_index) -> None:
+    rows = read_answers("mapping_dev.jsonl")[::3]
+    m = trigram_index.map([r["answer"] for r in rows])
+    # the reference: every distinct phrase and core freshly embedded and scored, names settling only among hits
+    phrases = list(dict.fromkeys(m.phrases))
+    cores = [core_phrase(p) for p in phrases]
+    exact = trigram_index.exact
+    hits = [exact.get(name_key(p)) or exact.get(name_key(c)) or [] for p, c in zip(phrases, cores)]
+    assert 0 < sum(len(h) == 1 for h in hits) < len(phrases)
+    encode = TrigramEncoder().encode
+    full = trigram_index._score(phrases, cores, encode(phrases), encode(cores), hits)
+    assert [full[phrases.index(p)] for p in m.phrases] == list(m.classes)
 
 
 def read_answers(name: str) -> list[dict]:

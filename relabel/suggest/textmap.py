@@ -13,16 +13,22 @@ How an answer is read (`ClassNameIndex.map`):
    `description`: cosine of the phrase to "name: gloss" (the vocabulary's description of the class);
    `bm25`: the phrase's words against the class's names, synonyms and gloss (`relabel.suggest.lexical`).
 
-Class-side embeddings are computed once per (encoder, vocabulary) and cached on disk; each distinct phrase is
-embedded once per call. The weights were chosen on tests/data/mapping_dev.jsonl (1,075 hand-written answers), apart
-from the 2,018 held-out answers in tests/data/mapping_paraphrases.jsonl that bench/bench_mapping.py measures.
+Class-side embeddings are computed once per (encoder, vocabulary) and cached on disk. Of the answers, only what
+step 3 needs meets the encoder, each distinct text once: a phrase settled by step 2 embeds only its core (for the
+similarity reported with it), and a phrase or core that is itself a class name reuses that name's embedding; most
+answers name their class, so most cost no encoder time.
+
+The weights were chosen on tests/data/mapping_dev.jsonl (1,075 hand-written answers), apart from the 2,018
+held-out answers in tests/data/mapping_paraphrases.jsonl that bench/bench_mapping.py measures.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -138,9 +144,10 @@ def encode_cached(encoder: TextEncoder, texts: list[str], cache_dir: Path | None
     emb = encoder.encode(texts)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp.npy")
-        np.save(tmp, emb)
-        tmp.replace(path)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}-", suffix=".npy")
+        with os.fdopen(fd, "wb") as f:  # a name of its own, so that two runs writing at once never mix bytes
+            np.save(f, emb)
+        os.replace(tmp, path)
     return emb
 
 
@@ -161,7 +168,9 @@ class ClassNameIndex:
             for name in dict.fromkeys([c.name, *c.synonyms]):
                 texts.append(normalize_answer(name))
                 owners.append(c.index)
-        self.owners = np.asarray(owners, dtype=np.int64)
+        self.owners = np.asarray(owners, dtype=np.int64)  # ascending: every class has its name, in class order
+        self.first_name = np.searchsorted(self.owners, np.arange(len(vocab)))  # (C,) each class's first column
+        self.name_rows = {t: j for j, t in reversed(list(enumerate(texts)))}  # a name's text -> its first row
         self.n_classes = len(vocab)
         self.embeddings = encode_cached(encoder, texts, cache_dir, "class-embeddings")
         described = [f"{c.name}: {c.gloss}" if c.gloss else c.name for c in vocab.classes]
@@ -178,28 +187,54 @@ class ClassNameIndex:
                 self.names_by_word.setdefault(w, []).append(j)
 
     def map(self, answers: list[str]) -> Mapping:
-        """The class of each answer; each distinct object phrase is embedded once."""
+        """The class of each answer. A phrase that names exactly one class is settled without scores; every other
+        distinct object phrase and core is embedded once, and one that is itself a class name reuses that name's
+        embedding (`_embed`)."""
         phrases = [object_phrase(a) for a in answers]
         distinct = list(dict.fromkeys(phrases))
         if not distinct:
             return Mapping(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
-        best = np.zeros(len(distinct), dtype=np.int64)
-        best_sim = np.zeros(len(distinct), dtype=np.float32)
-        for start in range(0, len(distinct), _BATCH):
-            part = slice(start, start + _BATCH)
-            best[part], best_sim[part] = self._map_distinct(distinct[part])
+        cores = [core_phrase(p) for p in distinct]
+        hits = [self.exact.get(name_key(p)) or self.exact.get(name_key(c)) or [] for p, c in zip(distinct, cores)]
+        scored = [i for i, h in enumerate(hits) if len(h) != 1]
+        emb = self._embed([*cores, *(distinct[i] for i in scored)])
+        core_emb, phrase_emb = emb[: len(cores)], emb[len(cores) :]
+        best = np.asarray([h[0] if len(h) == 1 else -1 for h in hits], dtype=np.int64)
+        for start in range(0, len(scored), _BATCH):
+            part = scored[start : start + _BATCH]
+            best[part] = self._score(
+                [distinct[i] for i in part],
+                [cores[i] for i in part],
+                phrase_emb[start : start + _BATCH],
+                core_emb[part],
+                [hits[i] for i in part],
+            )
+        best_sim = self._name_similarity(core_emb, best)
         where = {p: i for i, p in enumerate(distinct)}
         rows = np.fromiter((where[p] for p in phrases), dtype=np.int64, count=len(phrases))
         return Mapping(best[rows], best_sim[rows], phrases)
 
-    def _map_distinct(self, phrases: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        cores = [core_phrase(p) for p in phrases]
-        texts = list(dict.fromkeys([*phrases, *cores]))
-        at = {t: i for i, t in enumerate(texts)}
-        emb = self.encoder.encode(texts)
-        phrase_emb, core_emb = emb[[at[p] for p in phrases]], emb[[at[c] for c in cores]]
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        """(len(texts), D): each distinct text encoded once; a text that is a class name or synonym (as
+        normalised) takes that name's row of the cached class embeddings instead of the encoder's time."""
+        todo = [t for t in dict.fromkeys(texts) if t not in self.name_rows]
+        dim = self.embeddings.shape[1]
+        fresh = self.encoder.encode(todo) if todo else np.zeros((0, dim), dtype=np.float32)
+        at = {t: len(self.embeddings) + i for i, t in enumerate(todo)}
+        rows = [self.name_rows[t] if t in self.name_rows else at[t] for t in texts]
+        return np.concatenate([self.embeddings, fresh.astype(np.float32, copy=False)])[rows]
+
+    def _score(
+        self,
+        phrases: list[str],
+        cores: list[str],
+        phrase_emb: np.ndarray,
+        core_emb: np.ndarray,
+        hits: list[list[int]],
+    ) -> np.ndarray:
+        """(U,) the class with the best fused score (step 3); among `hits` where a phrase names several classes."""
         name_sims = core_emb @ self.embeddings.T  # (U, S)
-        names = self._best_per_class(name_sims - EXTRA_WORD_PENALTY * self._extra_words(cores), self.owners)
+        names = self._best_per_class(name_sims - EXTRA_WORD_PENALTY * self._extra_words(cores))
         signals = {
             "name": names,
             "description": phrase_emb @ self.descriptions.T,
@@ -207,18 +242,23 @@ class ClassNameIndex:
         }
         fused = np.sum([WEIGHTS[k] * _standardise(v) for k, v in signals.items()], axis=0)
         best = fused.argmax(axis=1)
-        for i, (phrase, core) in enumerate(zip(phrases, cores)):
-            hits = self.exact.get(name_key(phrase)) or self.exact.get(name_key(core))
-            if hits:
-                best[i] = hits[int(np.argmax(fused[i, hits]))]
-        cosine = self._best_per_class(name_sims, self.owners)
-        return best, cosine[np.arange(len(phrases)), best]
+        for i, shared in enumerate(hits):
+            if shared:
+                best[i] = shared[int(np.argmax(fused[i, shared]))]
+        return best
 
-    def _best_per_class(self, sims: np.ndarray, owners: np.ndarray) -> np.ndarray:
-        """(U, C): each class's best column of `sims` (U, S), where `owners` (S,) names each column's class."""
-        out = np.full((sims.shape[0], self.n_classes), -np.inf, dtype=np.float32)
-        np.maximum.at(out.T, owners, sims.T)
+    def _name_similarity(self, core_emb: np.ndarray, classes: np.ndarray) -> np.ndarray:
+        """(U,) cosine of each core phrase (U, D) to the nearest name or synonym of its class (U,)."""
+        out = np.zeros(len(classes), dtype=np.float32)
+        for start in range(0, len(classes), _BATCH):
+            part = slice(start, start + _BATCH)
+            per_class = self._best_per_class(core_emb[part] @ self.embeddings.T)
+            out[part] = per_class[np.arange(len(per_class)), classes[part]]
         return out
+
+    def _best_per_class(self, sims: np.ndarray) -> np.ndarray:
+        """(U, C): each class's best column of `sims` (U, S); the columns are the names, grouped by class."""
+        return np.maximum.reduceat(sims, self.first_name, axis=1)
 
     def _extra_words(self, cores: list[str]) -> np.ndarray:
         """(U, S): for each name sharing a word with the core phrase, the share of the name's words the phrase
