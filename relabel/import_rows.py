@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from relabel.errors import ConflictError, InputError, brief, examples
+from relabel.errors import InputError, brief, examples
 from relabel.tables import check_label_count, label_tokens
 from relabel.vocabulary import Vocabulary
 from relabel.workspace import ImageIndex
@@ -61,16 +61,6 @@ def resolve_labels(value: object, vocab: Vocabulary, where: str) -> list[int]:
         if str(exc).startswith(where):
             raise
         raise InputError(f"{where}: {exc}") from None
-
-
-def drop_for_reimport(s: Any, old: Any, children: Any, conflict: str, replace: bool) -> None:
-    """Delete `old` (an imported source or run) and its rows (the `children` DELETE) before it is imported again;
-    without `replace`, refuse with the one-line `conflict` and the flag that allows it."""
-    if not replace:
-        raise ConflictError(f"{conflict}; pass --replace to re-import")
-    s.execute(children)
-    s.delete(old)
-    s.flush()
 
 
 def distinct_classes(row: LabelRow, n_classes: int) -> None:

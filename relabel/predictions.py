@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sqlalchemy import delete, func, insert
+from sqlalchemy import delete, func
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
@@ -24,8 +24,9 @@ from db.enums import PredictionStatus
 from db.models import Annotation, Image, ModelRun, Prediction
 from relabel import __version__
 from relabel.arrays import load_array
+from relabel.bulk_import import matched_rows, replace_existing, store_run
 from relabel.errors import ConflictError, InputError, brief, unknown_name
-from relabel.import_rows import LabelRow, drop_for_reimport, image_key, resolve_labels, resolve_rows
+from relabel.import_rows import LabelRow, image_key, resolve_labels, resolve_rows
 from relabel.tables import LABEL_SEPARATORS, TableSchema, read_records
 from relabel.textfiles import parse_decimal, read_json, read_lines
 from relabel.vocabulary import Vocabulary
@@ -221,37 +222,30 @@ def import_predictions(
             what = f"dataset {ds.name!r} already has a run {run!r}"
             if replace:
                 refuse_if_cited(s, old)
-            drop_for_reimport(s, old, delete(Prediction).where(Prediction.run_id == old.id), what, replace)
-        mr = ModelRun(
-            dataset_id=ds.id,
+            replace_existing(s, old, delete(Prediction).where(Prediction.run_id == old.id), what, replace)
+        values = [_prediction_values(r, image_id) for r, image_id in matched_rows(rows, ids, path.name)]
+        store_run(
+            s,
+            dataset_id=ds.id,  # type: ignore[arg-type]
             name=run,
-            model=model or run,
-            protocol=protocol,  # type: ignore[arg-type]
+            model=model,
+            protocol=protocol,
             params={"format": fmt, "order": order},
             origin=str(path.resolve()),
             tool_version=__version__,
+            predictions=values,
         )
-        s.add(mr)
-        s.flush()
-        values, seen = [], set()
-        for r, image_id in zip(rows, ids):
-            if image_id < 0:
-                continue
-            if image_id in seen:
-                raise InputError(f"{r.where}: image {r.key!r} appears twice in {path.name}; nothing written")
-            seen.add(image_id)
-            values.append(
-                {
-                    "run_id": mr.id,
-                    "image_id": image_id,
-                    "status": r.status,
-                    "reason": r.reason,
-                    "raw_output": r.raw_output,
-                    "classes": r.classes,
-                    "scores": r.certainty,
-                }
-            )
-        for start in range(0, len(values), 5000):
-            s.execute(insert(Prediction), values[start : start + 5000])
     n_err = sum(1 for v in values if v["status"] is PredictionStatus.error)
     return RunReport(run, len(values) - n_err, n_err, skipped)
+
+
+def _prediction_values(row: PredictionRow, image_id: int) -> dict[str, Any]:
+    """The columns of one imported prediction (its run's id is added by `store_run`)."""
+    return {
+        "image_id": image_id,
+        "status": row.status,
+        "reason": row.reason,
+        "raw_output": row.raw_output,
+        "classes": row.classes,
+        "scores": row.certainty,
+    }

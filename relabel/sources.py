@@ -18,17 +18,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import delete, insert
+from sqlalchemy import delete
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
 from db.engine import session_scope
 from db.enums import Category, SourceKind
 from db.models import Dataset, Label, LabelSource
+from relabel.bulk_import import insert_chunks, matched_rows, replace_existing
 from relabel.errors import ConflictError, InputError, brief, examples, unknown_name
 from relabel.import_rows import (
     LabelRow,
-    drop_for_reimport,
     image_key,
     is_integer,
     resolve_labels,
@@ -342,7 +342,7 @@ def import_source(
         old = s.exec(select(LabelSource).where(LabelSource.dataset_id == ds.id, LabelSource.name == name)).first()
         if old is not None:
             what = f"dataset {ds.name!r} already has a label source {name!r}"
-            drop_for_reimport(s, old, delete(Label).where(Label.source_id == old.id), what, replace)
+            replace_existing(s, old, delete(Label).where(Label.source_id == old.id), what, replace)
         source = LabelSource(
             dataset_id=ds.id,
             name=name,
@@ -353,28 +353,22 @@ def import_source(
         )
         s.add(source)
         s.flush()
-        values: list[dict[str, Any]] = []
-        seen: set[int] = set()
-        categories: dict[str, int] = {}
-        for r, image_id in zip(rows, ids):
-            if image_id < 0:
-                continue
-            if image_id in seen:
-                raise InputError(f"{r.where}: image {r.key!r} appears twice in {path.name}; nothing written")
-            seen.add(image_id)
-            values.append(
-                {
-                    "source_id": source.id,
-                    "image_id": image_id,
-                    "classes": r.classes,
-                    "certainty": r.certainty,
-                    "category": r.category,
-                    "extra": r.extra,
-                }
-            )
-            if r.category:
-                categories[r.category] = categories.get(r.category, 0) + 1
-        for start in range(0, len(values), 5000):
-            s.execute(insert(Label), values[start : start + 5000])
-        source.n_labels = len(values)
+        values = [_label_values(source.id, r, image_id) for r, image_id in matched_rows(rows, ids, path.name)]
+        source.n_labels = insert_chunks(s, Label, values)
+    categories: dict[str, int] = {}
+    for r in values:
+        if r["category"]:
+            categories[r["category"]] = categories.get(r["category"], 0) + 1
     return SourceReport(name, len(values), skipped, categories)
+
+
+def _label_values(source_id: int | None, row: LabelRow, image_id: int) -> dict[str, Any]:
+    """The columns of one imported label."""
+    return {
+        "source_id": source_id,
+        "image_id": image_id,
+        "classes": row.classes,
+        "certainty": row.certainty,
+        "category": row.category,
+        "extra": row.extra,
+    }

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from sqlalchemy import delete, insert
+from sqlalchemy import delete
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
@@ -22,8 +22,9 @@ from db.engine import session_scope
 from db.enums import Answer
 from db.models import Dataset, Vote, VoteSource
 from relabel.aggregation import ANSWERS
+from relabel.bulk_import import insert_chunks, replace_existing
 from relabel.errors import InputError, examples, unknown_name
-from relabel.import_rows import LabelRow, drop_for_reimport, no_match_message
+from relabel.import_rows import LabelRow, no_match_message
 from relabel.progress import progress_bar
 from relabel.sources import check_stated_originals
 from relabel.storable import one_line_name, storable_text
@@ -132,7 +133,7 @@ def _new_source(
     old = s.exec(select(VoteSource).where(VoteSource.dataset_id == ds.id, VoteSource.name == name)).first()
     if old is not None:
         conflict = f"dataset {ds.name!r} already has a vote source {name!r}"
-        drop_for_reimport(s, old, delete(Vote).where(Vote.source_id == old.id), conflict, replace)  # type: ignore[arg-type]
+        replace_existing(s, old, delete(Vote).where(Vote.source_id == old.id), conflict, replace)  # type: ignore[arg-type]
     source = VoteSource(
         dataset_id=ds.id,  # type: ignore[arg-type]
         name=name,
@@ -158,17 +159,11 @@ def _insert_votes(s: Session, source_id: int, parsed: ParsedVotes, image_ids: np
     """Write the votes in chunks, with a progress bar of rate and ETA."""
     bar = progress_bar(len(parsed), "votes", enabled=show_progress, unit="vote")
     workers = parsed.worker_names
-    for start in range(0, len(parsed), CHUNK):
-        part = slice(start, start + CHUNK)
-        rows = [
-            {"source_id": source_id, "image_id": i, "class_index": c, "worker": workers[w], "answer": _ANSWER_NAMES[a]}
-            for i, c, w, a in zip(
-                image_ids[part].tolist(),
-                parsed.classes[part].tolist(),
-                parsed.worker_of[part].tolist(),
-                parsed.answers[part].tolist(),
-            )
-        ]
-        s.execute(insert(Vote), rows)
-        bar.update(len(rows))
+    rows = (
+        {"source_id": source_id, "image_id": i, "class_index": c, "worker": workers[w], "answer": _ANSWER_NAMES[a]}
+        for i, c, w, a in zip(
+            image_ids.tolist(), parsed.classes.tolist(), parsed.worker_of.tolist(), parsed.answers.tolist()
+        )
+    )
+    insert_chunks(s, Vote, rows, chunk=CHUNK, progress=bar)
     bar.close()
