@@ -21,11 +21,11 @@ from sqlmodel import Session
 from db.engine import session_scope
 from db.enums import Role, SuggestionAction, Verdict
 from db.models import Annotation, Dataset, Image, Prediction, User, utcnow
+from relabel.card_flags import check_flags
 from relabel.errors import ConflictError, InputError, NotFoundError, StaleCardError
 from relabel.storable import one_line_name, storable_text
 from relabel.workspace import dataset_vocabulary
 
-FLAGS = ("drawing", "multiple_objects", "duplicate", "inappropriate")
 MIN_PASSWORD_LENGTH = 8  # for new passwords (`relabel users add`); existing hashes are not checked
 _SCRYPT = {"n": 2**14, "r": 8, "p": 1}
 _DUMMY_SALT = os.urandom(16)  # hashed against when there is no stored hash: the same work, a certain "no"
@@ -160,9 +160,7 @@ def store_annotation(
         raise InputError("a 'labels' decision needs at least one class")
     if verdict in (Verdict.none_fit, Verdict.unclear, Verdict.retract) and classes:
         raise InputError(f"a {verdict.value!r} decision carries no classes")
-    bad_flags = [f for f in flags if f not in FLAGS]
-    if bad_flags:
-        raise InputError(f"unknown flag(s) {bad_flags}; known: {', '.join(FLAGS)}")
+    check_flags(flags)
     try:
         with engine.begin() as conn:
             prior = _token_id(conn, client_token)

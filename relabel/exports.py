@@ -17,6 +17,7 @@ import os
 import tempfile
 from collections.abc import Callable
 from contextlib import suppress
+from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy.engine import Engine
@@ -79,11 +80,47 @@ def render_csv(rows: list[SnapshotRow], vocab: Vocabulary) -> str:
     return buf.getvalue()
 
 
-EXPORT_FORMATS: dict[str, Callable[[list[SnapshotRow], Vocabulary], str]] = {
-    "real": render_real,
-    "jsonl": render_jsonl,
-    "csv": render_csv,
+Renderer = Callable[[list[SnapshotRow], Vocabulary], str | bytes]
+
+
+@dataclass(frozen=True)
+class ExportFormat:
+    """One way to write a snapshot, and all the rest of the code needs to know about it: the CLI's `--format`
+    and the studio's format radio list the registry's names, the studio names its files `NAME-TIME.FORMAT.SUFFIX`."""
+
+    render: Renderer  # text (str, written as UTF-8) or, for a binary format, bytes written as they are
+    suffix: str  # file suffix, without the dot
+    summary: str = ""  # a few words for the CLI's help
+    binary: bool = False
+
+
+EXPORT_FORMATS: dict[str, ExportFormat] = {
+    "real": ExportFormat(render_real, "json", "ReaL-style real.json (lists in file-name order)"),
+    "jsonl": ExportFormat(render_jsonl, "jsonl", "one JSON record per image"),
+    "csv": ExportFormat(render_csv, "csv", "one row per image"),
 }
+
+
+def export_format(name: str) -> ExportFormat:
+    """The registered format `name`; an unknown name is an InputError listing the known ones."""
+    if name not in EXPORT_FORMATS:
+        raise unknown_name("export format", name, list(EXPORT_FORMATS))
+    return EXPORT_FORMATS[name]
+
+
+def export_summaries() -> dict[str, str]:
+    """Each format's name and summary, in the registry's order (the CLI's choices and help)."""
+    return {name: f.summary for name, f in EXPORT_FORMATS.items()}
+
+
+def render_snapshot(name: str, rows: list[SnapshotRow], vocab: Vocabulary) -> str | bytes:
+    """The content of an export in format `name`: text for a text format, bytes for a binary one (a renderer that
+    returns the other kind is a programming error, raised as TypeError)."""
+    fmt = export_format(name)
+    content = fmt.render(rows, vocab)
+    if isinstance(content, bytes) != fmt.binary:
+        raise TypeError(f"export format {name!r} must render {'bytes' if fmt.binary else 'text'}")
+    return content
 
 
 def write_atomic(path: Path, content: str | bytes) -> None:
@@ -119,8 +156,7 @@ def _write_then_rename(path: Path, data: bytes) -> None:
 
 def export_snapshot(engine: Engine, name: str, *, fmt: str, out: Path, dataset: str | None = None) -> int:
     """Write snapshot `name` to `out` in format `fmt`; returns the number of images written."""
-    if fmt not in EXPORT_FORMATS:
-        raise unknown_name("export format", fmt, list(EXPORT_FORMATS))
+    export_format(fmt)  # an unknown format fails before the database is read
     with suppress(OSError):  # a path the system refuses: write_atomic says why
         if out.is_dir():
             raise InputError(f"--out {str(out)!r} is a directory; give a file path")
@@ -131,5 +167,5 @@ def export_snapshot(engine: Engine, name: str, *, fmt: str, out: Path, dataset: 
         vocab = dataset_vocabulary(s, ds)
     labelled = ((r.path, r.classes, r.origin) for r in rows)
     check_classes(labelled, len(vocab), f"snapshot {name!r} not exported (frozen before classes were checked)")
-    write_atomic(out, EXPORT_FORMATS[fmt](rows, vocab))
+    write_atomic(out, render_snapshot(fmt, rows, vocab))
     return len(rows)

@@ -30,7 +30,7 @@ from db.models import Image, Label, LabelSource, ModelRun, Prediction, User, Vot
 from relabel.aggregation import NO, YES, Votes, make_votes
 from relabel.decision_log import ParsedLists, current_decisions, cyclic_gc_paused
 from relabel.errors import NotFoundError, unknown_name
-from relabel.review.cards import SCORING_PROTOCOLS
+from relabel.suggest.protocols import ranked_protocols
 
 STUDIO = "studio"  # the name `VoteTable.sources` gives the studio's decisions
 ANSWER_CODES = {"no": NO, "maybe": 1, "yes": YES}
@@ -225,10 +225,10 @@ def _ok_predictions(
     )
     if run is not None:
         query = query.where(ModelRun.name == run)
-    lists = ParsedLists()
+    lists, scoring = ParsedLists(), ranked_protocols()
     for image_id, classes, protocol in conn.execute(query):
         ranked = lists[classes]
-        yield image_id, (ranked[:TOP_K] if protocol in SCORING_PROTOCOLS else ranked), protocol
+        yield image_id, (ranked[:TOP_K] if protocol in scoring else ranked), protocol
 
 
 def _model_votes(conn: Connection, dataset_id: int, run: str, answers: _Answers) -> None:
@@ -244,9 +244,10 @@ def _model_votes(conn: Connection, dataset_id: int, run: str, answers: _Answers)
             asked.setdefault(i, set()).add(c)
     w = answers.worker(f"model:{run}", "model")
     rows: list[tuple[int, int, int, int]] = []
+    scoring = ranked_protocols()
     for image_id, shown, protocol in _ok_predictions(conn, dataset_id, run):
         if image_id not in asked or not shown:
             continue
-        yes = set(shown[:1]) if protocol in SCORING_PROTOCOLS else set(shown)
+        yes = set(shown[:1]) if protocol in scoring else set(shown)
         rows.extend((image_id, c, w, YES if c in yes else NO) for c in sorted(asked[image_id] | set(shown)))
     answers.add_rows(rows)

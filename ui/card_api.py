@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from db.enums import Verdict
-from relabel.annotations import FLAGS
+from relabel.card_flags import CARD_FLAGS
 from relabel.errors import InputError, NotFoundError, StaleCardError
 from relabel.review.cards import Card
 from relabel.review.class_search import ClassSearch
@@ -76,8 +76,8 @@ def parse_classes(vocab: Vocabulary, value: Any) -> list[int]:
 def parse_flags(value: Any) -> list[str]:
     if value in (None, ""):
         return []
-    if not isinstance(value, list) or any(f not in FLAGS for f in value):
-        raise InputError(f"unknown flags {value!r:.80}; known: {', '.join(FLAGS)}")
+    if not isinstance(value, list) or any(f not in CARD_FLAGS for f in value):
+        raise InputError(f"unknown flags {value!r:.80}; known: {', '.join(CARD_FLAGS)}")
     return list(dict.fromkeys(value))
 
 
@@ -160,7 +160,7 @@ def page_info(studio: Studio, user: str) -> dict[str, Any]:
         "user": user,
         "role": role.value,
         "dataset": studio.dataset_name,
-        "flags": [{"name": name, "label": label} for label, name in views.FLAG_LABELS],
+        "flags": [{"name": f.name, "label": f.label, "key": f.key} for f in CARD_FLAGS.values()],
         "statuses": [{"value": v, "label": label} for label, v in STATUS_CHOICES],
         "categories": [{"value": v, "label": label} for label, v in CATEGORY_CHOICES],
     }

@@ -74,12 +74,13 @@ def create_snapshot(
 
 
 def export_snapshot(studio: Studio, user: str, name: str, fmt: str, folder: Path) -> str:
+    from relabel.exports import export_format
     from relabel.exports import export_snapshot as export
 
     studio.require_lead(user)
     if not (name or "").strip():
         raise InputError("pick a snapshot to export")
-    suffix = {"real": "json", "jsonl": "jsonl", "csv": "csv"}.get(fmt, "txt")
+    suffix = export_format(fmt).suffix
     safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name.strip())
     out = folder / f"{safe}-{datetime.now():%Y%m%d-%H%M%S}.{fmt}.{suffix}"
     export(studio.engine, name.strip(), fmt=fmt, out=out, dataset=studio.dataset_name)

@@ -13,12 +13,6 @@ from relabel.consensus import replay
 from relabel.review.cards import Card, HistoryEntry, slot
 from relabel.vocabulary import Vocabulary
 
-FLAG_LABELS = (
-    ("drawing or render", "drawing"),
-    ("multiple objects", "multiple_objects"),
-    ("duplicate", "duplicate"),
-    ("inappropriate", "inappropriate"),
-)
 VERDICT_TEXT = {"labels": "", "none_fit": "no class fits (Z)", "unclear": "unclear (X)", "retract": "undo"}
 
 

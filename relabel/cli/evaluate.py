@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from relabel.cli.choices import registry_option
 from relabel.cli.suggest import model_option
 from relabel.settings import Settings
 
@@ -104,10 +105,11 @@ def evaluate(
 @click.option("--severities", default="1-5", show_default=True, help="A range (1-5) or a list (1,3,5).")
 @click.option("--reference", "references", multiple=True, help="Reference(s) to score against (default: imgt).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of image order, noise, typos.")
-@click.option(
+@registry_option(
     "--protocol",
-    type=click.Choice(["cw", "cwplus", "ow", "mc"]),
-    help="How a generative model is asked (default cw); scoring models are always read by their ranked scores.",
+    entries="relabel.suggest.protocols:generative_summaries",
+    help="How a generative model is asked (default cw): {entries}. Scoring models are always read by their ranked "
+    "scores.",
 )
 @click.option("--encoder", default="minilm", show_default=True, help="Text encoder mapping ow/cwplus answers.")
 @click.option("--batch-size", type=int, help="Images per forward pass (default: the model's own).")

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from relabel.aggregation import METHODS
+from relabel.cli.choices import registry_option
 from relabel.cli.render import counts
 from relabel.settings import Settings
 
@@ -167,13 +168,7 @@ def snapshot_list(settings: Settings, dataset: str | None) -> None:
 
 @snapshot.command("export")
 @click.argument("name")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["real", "jsonl", "csv"]),
-    required=True,
-    help="real: ReaL-style real.json (lists in file-name order); jsonl; csv.",
-)
+@registry_option("--format", "fmt", entries="relabel.exports:export_summaries", required=True, help="{entries}.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="Output file.")
 @click.option("--dataset", help="Dataset name (default: the only one).")
 @pass_settings

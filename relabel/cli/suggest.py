@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from relabel.cli.choices import registry_option
 from relabel.settings import Settings
 from relabel.suggest.failures import STOP_AFTER_FAILURES
 
@@ -19,11 +20,7 @@ model_option = click.option(
 
 @click.command()
 @model_option
-@click.option(
-    "--protocol",
-    type=click.Choice(["ow", "mc", "cw", "cwplus", "topk"]),
-    help="ow open world, mc multiple choice, cw closed world, cwplus CW with mapping; topk for scorers.",
-)
+@registry_option("--protocol", entries="relabel.suggest.protocols:protocol_summaries", help="{entries}.")
 @click.option(
     "--run", "run_name", help="Model run name (default MODEL@PROTOCOL); run again to resume and retry failed calls."
 )

@@ -37,7 +37,7 @@ from relabel.evaluation.runs import MAX_K
 from relabel.imaging import load_rgb
 from relabel.progress import progress_bar
 from relabel.suggest.runner import SuggestJob, answer_chunk
-from relabel.suggest.types import ChatRequest, ImageRef, ModelOutput
+from relabel.suggest.types import ChatRequest, ImageRef, ModelOutput, ranks_classes
 
 BASE_SHORT_SIDE = 256
 CHUNK = 32  # images decoded and perturbed together; each chunk goes through the adapter once per condition
@@ -59,7 +59,7 @@ class Passes:
 def reads_text(adapter: Any) -> bool:
     """Whether text perturbations reach `adapter`: generative models read prompts, text-conditioned scoring models
     (`text_conditioned = True`) read class names; image-only classifiers read neither."""
-    return not hasattr(adapter, "score") or bool(getattr(adapter, "text_conditioned", False))
+    return not ranks_classes(adapter) or bool(getattr(adapter, "text_conditioned", False))
 
 
 def is_text(condition: Condition) -> bool:

@@ -54,11 +54,11 @@ from relabel.evaluation.results import EfficiencyReport, RobustnessResult
 from relabel.evaluation.runs import MAX_K, RunInfo, RunPredictions
 from relabel.evaluation.scoring import score_run
 from relabel.evaluation.storage import store_robustness
-from relabel.suggest.adapters import load_adapter, parse_spec
+from relabel.suggest.adapters import adapter_kind, load_adapter
 from relabel.suggest.protocols import Protocol, ProtocolContext, get_protocol
 from relabel.suggest.runner import SuggestJob, reference_labels, select_images
 from relabel.suggest.textmap import DEFAULT_ENCODER, ClassNameIndex, TextEncoder, load_encoder
-from relabel.suggest.types import ImageRef
+from relabel.suggest.types import ImageRef, ranks_classes
 from relabel.vocabulary import Vocabulary
 from relabel.workspace import IMGT, dataset_vocabulary, get_dataset
 
@@ -124,7 +124,7 @@ def model_options(
     model: str, *, device: str = "auto", batch_size: int | None = None, base_url: str | None = None
 ) -> dict[str, Any]:
     """Constructor options of `model`'s adapter: API models take a server, local models a device and batch size."""
-    if parse_spec(model)[0] == "openai":
+    if adapter_kind(model).remote:
         return {"base_url": base_url}
     return {"device": device, **({"batch_size": batch_size} if batch_size else {})}
 
@@ -195,7 +195,7 @@ _NOT_COUNTED = (None, "not counted: a generative model's FLOPs per answer depend
 
 def _protocol(adapter: Any, name: str | None) -> Protocol:
     """The protocol `adapter` is read through: topk for a scoring model, `name` (default cw) for a generative one."""
-    generative = not hasattr(adapter, "score")
+    generative = not ranks_classes(adapter)
     label = getattr(adapter, "name", "the model")
     if not generative and name not in (None, SCORES):
         raise InputError(

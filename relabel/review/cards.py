@@ -20,10 +20,8 @@ from db.models import Annotation, Dataset, Image, Label, LabelSource, ModelRun, 
 from relabel.consensus import DecisionKey, Outcome, categorize, decision_key, settle, standing
 from relabel.errors import NotFoundError
 from relabel.review.display import StoredImage
+from relabel.suggest.protocols import ranked_protocols, suggestion_protocols
 from relabel.vocabulary import ClassInfo, Vocabulary
-
-GENERATIVE_PROTOCOLS = ("ow", "cw", "cwplus")  # runs whose answers are suggestions (MC needs a reference label)
-SCORING_PROTOCOLS = ("topk", "supervised", "imported")
 
 
 @dataclass(frozen=True)
@@ -168,8 +166,8 @@ def pick_runs(conn: Connection, dataset_id: int, suggestion: str | None, classif
         return next((r.id for r in rows if r.protocol in protocols), None)
 
     return RunChoice(
-        choose(suggestion, GENERATIVE_PROTOCOLS, "suggestion"),
-        choose(classifier, SCORING_PROTOCOLS, "classifier"),
+        choose(suggestion, suggestion_protocols(), "suggestion"),
+        choose(classifier, ranked_protocols(), "classifier"),
         {r.id: r.name for r in rows},
     )
 

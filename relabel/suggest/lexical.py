@@ -13,7 +13,6 @@ import re
 from collections import Counter
 
 import numpy as np
-from scipy import sparse
 
 from relabel.vocabulary import Vocabulary
 
@@ -101,6 +100,8 @@ class Bm25Index:
                 rows.append(self.term_ids[term])
                 cols.append(c)
                 vals.append(idf * f * (BM25_K1 + 1) / (f + norm))
+        from scipy import sparse  # imported when an index is built: the protocol registry is read without it
+
         self.weights = sparse.csr_matrix((vals, (rows, cols)), shape=(len(terms), n), dtype=np.float32)
 
     def scores(self, queries: list[str]) -> np.ndarray:
@@ -111,6 +112,8 @@ class Bm25Index:
                 if term in self.term_ids:
                     rows.append(q)
                     cols.append(self.term_ids[term])
+        from scipy import sparse
+
         shape = (len(queries), len(self.term_ids))
         query = sparse.csr_matrix((np.ones(len(rows), np.float32), (rows, cols)), shape=shape)
         return np.asarray((query @ self.weights).todense(), dtype=np.float32)

@@ -84,7 +84,12 @@ class Pending:
 
 
 class Protocol:
+    """How a model is asked. A subclass declares what the rest of the code reads from the registry: whether it asks
+    a generative model (else it reads a scoring model's ranked scores), whether it needs a reference label, and
+    the few words the CLI's help shows for it."""
+
     name = ""
+    summary = ""  # the CLI's help: "open world"
     generative = True
     template = ""
     multi_template = ""
@@ -148,7 +153,7 @@ def split_lines(text: str, n: int) -> list[str] | None:
 class OpenWorld(Protocol):
     """A free answer, mapped to the nearest class in the text-embedding space."""
 
-    name, needs_mapper = "ow", True
+    name, summary, needs_mapper = "ow", "open world", True
     template, multi_template = load_prompt("ow"), load_prompt("ow_multi")
 
     def _prompt(self, ctx: ProtocolContext, n: int) -> str:
@@ -166,7 +171,7 @@ class ClosedWorld(Protocol):
     class by an unlisted synonym or its wnid gets that class too, marked `details["accepted"]`, but stays OOP:
     `details["oop"]` is always the strict verdict, and `summarize` reports both rates."""
 
-    name, reads_synonyms = "cw", True
+    name, summary, reads_synonyms = "cw", "closed world", True
     template, multi_template = load_prompt("cw"), load_prompt("cw_multi")
     map_oop = False
 
@@ -203,13 +208,13 @@ class ClosedWorld(Protocol):
 class ClosedWorldPlus(ClosedWorld):
     """CW, with out-of-prompt answers mapped to the nearest valid class (similarity stored)."""
 
-    name, map_oop, needs_mapper = "cwplus", True, True
+    name, summary, map_oop, needs_mapper = "cwplus", "CW with mapping", True, True
 
 
 class MultipleChoice(Protocol):
     """k options: the reference class and k-1 distractors (random or hard), shuffled with a per-image seed."""
 
-    name, needs_reference, uses_distractors = "mc", True, True
+    name, summary, needs_reference, uses_distractors = "mc", "multiple choice", True, True
     template = load_prompt("mc")
 
     def describe(self, ctx: ProtocolContext) -> dict[str, Any]:
@@ -246,7 +251,7 @@ class MultipleChoice(Protocol):
 class TopK(Protocol):
     """Scoring models (classifiers, zero-shot dual encoders): the top-5 classes and their scores."""
 
-    name, generative = "topk", False
+    name, summary, generative = "topk", "a scoring model's top 5 classes", False
 
     def version(self, ctx: ProtocolContext) -> str:
         return prompt_version("topk", str(TOP_K))
@@ -267,10 +272,34 @@ PROTOCOLS: dict[str, type[Protocol]] = {
 }
 
 
+IMPORTED_PROTOCOLS = ("supervised", "imported")  # runs made elsewhere (`relabel predictions import`): ranked classes
+
+
 def get_protocol(name: str) -> Protocol:
     if name not in PROTOCOLS:
         raise unknown_name("protocol", name, list(PROTOCOLS))
     return PROTOCOLS[name]()
+
+
+def protocol_summaries() -> dict[str, str]:
+    """Every protocol's name and summary, in the registry's order (`relabel suggest --protocol`)."""
+    return {name: p.summary for name, p in PROTOCOLS.items()}
+
+
+def generative_summaries() -> dict[str, str]:
+    """The protocols that ask a generative model (`relabel evaluate robustness --protocol`)."""
+    return {name: p.summary for name, p in PROTOCOLS.items() if p.generative}
+
+
+def suggestion_protocols() -> tuple[str, ...]:
+    """Protocols whose runs' answers the review cards show as suggestions: generative, and asked without a
+    reference label (an MC answer only picks among options built around the label under review)."""
+    return tuple(name for name, p in PROTOCOLS.items() if p.generative and not p.needs_reference)
+
+
+def ranked_protocols() -> tuple[str, ...]:
+    """Protocols whose runs rank classes by score (the cards' classifier, the top-K a model's vote reads)."""
+    return tuple(name for name, p in PROTOCOLS.items() if not p.generative) + IMPORTED_PROTOCOLS
 
 
 _QUOTES = "\"'`*_“”‘’ \t\n"

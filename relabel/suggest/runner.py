@@ -35,7 +35,7 @@ from relabel.progress import progress_bar
 from relabel.suggest.failures import RETRYABLE_MARK, OutageError, needs_retry
 from relabel.suggest.protocols import Answer, Protocol, ProtocolContext, details_json, map_pending
 from relabel.suggest.textmap import ClassNameIndex
-from relabel.suggest.types import ImageRef, ModelOutput
+from relabel.suggest.types import ImageRef, ModelOutput, ranks_classes
 from relabel.workspace import IMGT, get_dataset, get_source
 
 SELECTIONS = ("all", "suspect")  # "suspect": see suspect_image_ids
@@ -204,7 +204,7 @@ def open_run(
 @dataclass
 class SuggestJob:
     engine: Engine
-    adapter: Any  # GenerativeAdapter or ScoringAdapter
+    adapter: Any  # an Adapter (relabel.suggest.types): GenerativeAdapter or ScoringAdapter
     protocol: Protocol
     ctx: ProtocolContext
     mapper: ClassNameIndex | None = None
@@ -224,7 +224,7 @@ def run_suggestions(
     """Predict every selected image that the run has no answer for yet: images without a row, then earlier
     errors that are retryable (every error with `retry_errors`); returns counts for this call. An outage stops the
     call early: `stopped` says why, `not_started` how many images are left for the next run."""
-    if job.protocol.generative != (not hasattr(job.adapter, "score")):
+    if job.protocol.generative == ranks_classes(job.adapter):
         kind = "generative" if job.protocol.generative else "scoring"
         raise InputError(f"protocol {job.protocol.name!r} needs a {kind} model; {job.adapter.name!r} is not one")
     job.adapter.check()

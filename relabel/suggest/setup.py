@@ -13,7 +13,7 @@ from db.engine import session_scope
 from db.enums import PredictionStatus
 from db.models import ModelRun, Prediction
 from relabel.errors import InputError
-from relabel.suggest.adapters import load_adapter, parse_spec
+from relabel.suggest.adapters import adapter_kind, load_adapter
 from relabel.suggest.cache import DbResponseCache
 from relabel.suggest.distractors import (
     DistractorSource,
@@ -27,8 +27,6 @@ from relabel.suggest.protocols import ProtocolContext, get_protocol
 from relabel.suggest.runner import SuggestJob, reference_labels
 from relabel.suggest.textmap import ClassNameIndex, load_encoder
 from relabel.workspace import dataset_vocabulary, get_dataset
-
-SCORING_KINDS = {"efficientnet-lite0", "hf-classifier", "clip"}
 
 
 @dataclass
@@ -53,12 +51,11 @@ class SuggestSettings:
 
 
 def default_protocol(model: str) -> str:
-    return "topk" if parse_spec(model)[0] in SCORING_KINDS else "ow"
+    return adapter_kind(model).default_protocol
 
 
 def _adapter_options(s: SuggestSettings, engine: Engine, prompt_version: str) -> dict[str, Any]:
-    kind, _ = parse_spec(s.model)
-    if kind == "openai":
+    if adapter_kind(s.model).remote:
         return {
             "base_url": s.base_url,
             "concurrency": s.concurrency,
@@ -68,8 +65,6 @@ def _adapter_options(s: SuggestSettings, engine: Engine, prompt_version: str) ->
             "cache": DbResponseCache(engine),
             "prompt_version": prompt_version,
         }
-    if kind == "hf-vlm":
-        return {"device": s.device, "batch_size": s.batch_size}
     return {"device": s.device, "batch_size": s.batch_size}
 
 

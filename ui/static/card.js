@@ -12,13 +12,11 @@
   const $ = (sel) => root.querySelector(sel);
   const $$ = (sel) => Array.from(root.querySelectorAll(sel));
   const QUICK = { "1": "original", "2": "suggestion", "3": "both", z: "none_fit", x: "unclear" };
-  const FLAG_KEYS = { d: "drawing", m: "multiple_objects", c: "duplicate", i: "inappropriate" };
   const SHORTCUTS = [
     ["1 / 2 / 3", "original is right / suggestion is right / both"],
     ["/ then type", "search the classes; ↑ ↓ choose, Enter adds the class shown under the search field"],
     ["Enter", "save the picked classes (outside the search field, or with it empty)"],
     ["Z / X", "no class fits / unclear"],
-    ["D M C I", "flags: drawing or render, multiple objects, duplicate, inappropriate"],
     ["K / U / N", ADJ ? "next disputed image / undo / next disputed image" : "skip / undo your last decision / next card"],
     ["F", "zoom: full resolution, wheel or + − to zoom, drag or arrows to pan, 0 fits"],
     ["H", "history of this image"],
@@ -30,6 +28,15 @@
     booted: false, card: null, key: "", busy: false, picked: new Map(), flags: new Set(),
     filter: { status: "open", class_index: null, category: null }, pendingFilterClass: null,
     list: [], answers: [], prefetched: [], lastUrl: "",
+  };
+  // The flags come with the boot payload (relabel/card_flags.py): name, label and the key that toggles each.
+  const flags = () => (state.boot && state.boot.flags) || [];
+  const flagOfKey = (key) => flags().find((f) => f.key === key);
+  const shortcuts = () => {
+    const rows = [...SHORTCUTS];
+    const keys = flags().map((f) => f.key.toUpperCase()).join(" ");
+    rows.splice(rows.findIndex(([k]) => k === "Z / X") + 1, 0, [keys, `flags: ${flags().map((f) => f.label).join(", ")}`]);
+    return rows;
   };
   root.dataset.mode = MODE;
   root.dataset.key = "";
@@ -235,13 +242,11 @@
 
   function renderFlags() {
     const box = clear($(".rg-flags"));
-    const labels = (state.boot && state.boot.flags) || [];
-    const keyOf = Object.fromEntries(Object.entries(FLAG_KEYS).map(([k, v]) => [v, k.toUpperCase()]));
-    for (const f of labels) {
+    for (const f of flags()) {
       const b = make("button", `rg-btn rg-small rg-flag${state.flags.has(f.name) ? " rg-on" : ""}`);
       b.type = "button"; b.dataset.flag = f.name;
       b.setAttribute("aria-pressed", state.flags.has(f.name) ? "true" : "false");
-      b.append(make("kbd", "", keyOf[f.name] || "?"), document.createTextNode(f.label));
+      b.append(make("kbd", "", f.key.toUpperCase()), document.createTextNode(f.label));
       b.addEventListener("click", () => toggleFlag(f.name));
       box.appendChild(b);
     }
@@ -580,7 +585,7 @@
     const sheet = $(".rg-help");
     if (sheet.hidden) {
       const body = clear($(".rg-help-table tbody"));
-      for (const [k, v] of SHORTCUTS) { const r = make("tr"); r.append(make("td", "", k), make("td", "", v)); body.appendChild(r); }
+      for (const [k, v] of shortcuts()) { const r = make("tr"); r.append(make("td", "", k), make("td", "", v)); body.appendChild(r); }
     }
     sheet.hidden = !sheet.hidden;
   }
@@ -611,7 +616,7 @@
       toggleFilters(false);
     } else if (key in QUICK && !ev.shiftKey) act(QUICK[key]);
     else if (key === "Enter") act("labels");
-    else if (key in FLAG_KEYS) toggleFlag(FLAG_KEYS[key]);
+    else if (flagOfKey(key)) toggleFlag(flagOfKey(key).name);
     else if (key === "/") $(".rg-query").focus();
     else if (key === "k") (ADJ ? next() : skip());
     else if (key === "u" && !ADJ) undo();

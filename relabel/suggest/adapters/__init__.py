@@ -7,16 +7,35 @@ A model spec is `KIND:MODEL`, e.g. `openai:gpt-4o`, `hf-vlm:Qwen/Qwen2.5-VL-3B-I
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 from typing import Any
 
 from relabel.errors import InputError
+from relabel.suggest.types import Adapter
 
-REGISTRY: dict[str, str] = {
-    "openai": "relabel.suggest.adapters.openai_api:OpenAIChatAdapter",
-    "hf-vlm": "relabel.suggest.adapters.hf_vlm:HFVisionLanguageAdapter",
-    "clip": "relabel.suggest.adapters.clip:ZeroShotAdapter",
-    "hf-classifier": "relabel.suggest.adapters.classifier:HFClassifierAdapter",
-    "efficientnet-lite0": "relabel.suggest.adapters.classifier:EfficientNetLite0Adapter",
+
+@dataclass(frozen=True)
+class AdapterKind:
+    """A model kind: where its adapter class lives ("module:Class", imported only when used) and what the rest of
+    the code reads from the entry instead of asking the adapter or testing the kind's name."""
+
+    target: str
+    ranks_topk: bool  # a ScoringAdapter: scores every class, read as its top-k; else a GenerativeAdapter
+    reads_text: bool  # text perturbations reach it: a prompt (generative) or the class names (CLIP, SigLIP)
+    remote: bool = False  # an API server: takes base_url, retries and a response cache, not a device
+
+    @property
+    def default_protocol(self) -> str:
+        """How `relabel suggest` asks it when --protocol is left out: by its scores, else an open question."""
+        return "topk" if self.ranks_topk else "ow"
+
+
+REGISTRY: dict[str, AdapterKind] = {
+    "openai": AdapterKind("relabel.suggest.adapters.openai_api:OpenAIChatAdapter", False, True, remote=True),
+    "hf-vlm": AdapterKind("relabel.suggest.adapters.hf_vlm:HFVisionLanguageAdapter", False, True),
+    "clip": AdapterKind("relabel.suggest.adapters.clip:ZeroShotAdapter", True, True),
+    "hf-classifier": AdapterKind("relabel.suggest.adapters.classifier:HFClassifierAdapter", True, False),
+    "efficientnet-lite0": AdapterKind("relabel.suggest.adapters.classifier:EfficientNetLite0Adapter", True, False),
 }
 
 
@@ -28,9 +47,15 @@ def parse_spec(spec: str) -> tuple[str, str]:
     return kind, model
 
 
-def load_adapter(spec: str, **options: Any) -> Any:
+def adapter_kind(spec: str) -> AdapterKind:
+    """The registry entry of the model `spec` (`KIND:MODEL`); an unknown kind is an InputError."""
+    return REGISTRY[parse_spec(spec)[0]]
+
+
+def load_adapter(spec: str, **options: Any) -> Adapter:
     """Instantiate the adapter for `spec`; heavy libraries are imported here, not before."""
     kind, model = parse_spec(spec)
-    module_name, _, class_name = REGISTRY[kind].partition(":")
+    module_name, _, class_name = REGISTRY[kind].target.partition(":")
     cls = getattr(importlib.import_module(module_name), class_name)
-    return cls(model, **options) if model else cls(**options)
+    adapter: Adapter = cls(model, **options) if model else cls(**options)
+    return adapter

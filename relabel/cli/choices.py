@@ -1,0 +1,67 @@
+"""Options whose choices and help are read from a registry (protocols, export formats) when they are needed.
+
+A registry is the only place that knows its names: `--protocol` and `--format` list what the registry holds at
+the moment a command parses its arguments or prints its help, so a new entry needs no edit here, and
+`relabel --help` does not import the registries' modules (the protocols pull in numpy and scipy).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import click
+
+Entries = Callable[[], Mapping[str, str]]  # name -> a few words saying what it is, in the registry's order
+
+
+class RegistryChoice(click.Choice):
+    """A click.Choice whose names are the keys of `entries()`, asked again each time they are read."""
+
+    def __init__(self, entries: Entries) -> None:
+        self.entries = entries
+        super().__init__(())
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        return tuple(self.entries())
+
+    @choices.setter
+    def choices(self, value: Any) -> None:
+        """click sets the choices once at start; they are read from the registry instead."""
+
+
+class RegistryOption(click.Option):
+    """An option choosing one of `entries()`; `{entries}` in its help becomes "name: what; name: what; ..."."""
+
+    def __init__(self, *args: Any, entries: Entries, **kwargs: Any) -> None:
+        self.entries = entries
+        kwargs["type"] = RegistryChoice(entries)
+        super().__init__(*args, **kwargs)
+
+    @property
+    def help(self) -> str | None:
+        listing = "; ".join(f"{name}: {what}" if what else name for name, what in self.entries().items())
+        return self._help.replace("{entries}", listing) if self._help else self._help
+
+    @help.setter
+    def help(self, value: str | None) -> None:
+        self._help = value
+
+
+def registry_option(*names: str, entries: str, **kwargs: Any) -> Callable[[Any], Any]:
+    """`click.option(*names, ...)` choosing among the entries that the function `entries` ("module:function")
+    returns; the module is imported the first time the choices or the help are read (see RegistryOption)."""
+    return click.option(*names, cls=RegistryOption, entries=lazy_entries(entries), **kwargs)
+
+
+def lazy_entries(target: str) -> Entries:
+    """The function named by "module:function", imported when first called."""
+
+    def entries() -> Mapping[str, str]:
+        module, _, function = target.partition(":")
+        found: Entries = getattr(importlib.import_module(module), function)
+        return found()
+
+    return entries
