@@ -10,11 +10,8 @@ format stays label sets."""
 from __future__ import annotations
 
 import csv
-import errno
 import io
 import json
-import os
-import tempfile
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
@@ -23,7 +20,8 @@ from pathlib import Path
 from sqlalchemy.engine import Engine
 
 from db.engine import session_scope
-from relabel.errors import InputError, OutputError, brief, unknown_name
+from relabel.atomic import write_atomic
+from relabel.errors import InputError, unknown_name
 from relabel.posteriors import format_posteriors
 from relabel.snapshots import SnapshotRow, check_classes, get_snapshot, snapshot_rows
 from relabel.vocabulary import Vocabulary
@@ -121,37 +119,6 @@ def render_snapshot(name: str, rows: list[SnapshotRow], vocab: Vocabulary) -> st
     if isinstance(content, bytes) != fmt.binary:
         raise TypeError(f"export format {name!r} must render {'bytes' if fmt.binary else 'text'}")
     return content
-
-
-def write_atomic(path: Path, content: str | bytes) -> None:
-    """Write text (UTF-8) or bytes to a temporary file beside `path`, then rename: readers never see half a file.
-
-    A file system error (disk full, no permission, a place such as /proc that takes no files) is an OutputError
-    naming the path and the reason; the temporary file is removed and `path` is left as it was.
-    """
-    try:
-        _write_then_rename(path, content.encode("utf-8") if isinstance(content, str) else content)
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
-        name = errno.errorcode.get(exc.errno) if exc.errno is not None else None
-        code = f", {name}" if name else ""
-        raise OutputError(f"cannot write {brief(str(path), 120)}: {reason}{code}; nothing written") from None
-
-
-def _write_then_rename(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        # mkstemp makes the file private; give it the mode a plain open() would have.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def export_snapshot(engine: Engine, name: str, *, fmt: str, out: Path, dataset: str | None = None) -> int:

@@ -167,7 +167,7 @@ class _FullDisk(io.BytesIO):
 
 
 def test_an_export_to_a_full_disk_is_one_line_and_leaves_the_old_file(ws, tmp_path: Path, monkeypatch) -> None:
-    from relabel import exports
+    from relabel import atomic
 
     engine, _ = ws
     create_snapshot(engine, "s")
@@ -179,7 +179,7 @@ def test_an_export_to_a_full_disk_is_one_line_and_leaves_the_old_file(ws, tmp_pa
         os.close(fd)
         return _FullDisk()
 
-    monkeypatch.setattr(exports.os, "fdopen", full_disk)
+    monkeypatch.setattr(atomic.os, "fdopen", full_disk)
     with pytest.raises(OutputError) as caught:
         export_snapshot(engine, "s", fmt="csv", out=out)
     assert str(caught.value) == f"cannot write {str(out)!r}: No space left on device, ENOSPC; nothing written"
