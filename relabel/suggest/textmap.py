@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +34,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from relabel.atomic import atomic_writer
 from relabel.errors import InputError, RelabelError
 from relabel.suggest.lexical import Bm25Index, name_key, words
 from relabel.suggest.phrases import core_phrase, object_phrase
@@ -143,11 +142,8 @@ def encode_cached(encoder: TextEncoder, texts: list[str], cache_dir: Path | None
             path.unlink(missing_ok=True)
     emb = encoder.encode(texts)
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}-", suffix=".npy")
-        with os.fdopen(fd, "wb") as f:  # a name of its own, so that two runs writing at once never mix bytes
+        with atomic_writer(path, private=True) as f:  # two runs writing at once never mix bytes
             np.save(f, emb)
-        os.replace(tmp, path)
     return emb
 
 
