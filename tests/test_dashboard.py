@@ -36,8 +36,9 @@ from sqlmodel import Session
 
 from db.engine import session_scope
 from db.enums import Role, SuggestionAction, Verdict
-from db.models import Annotation, Dataset, Image, ModelRun, Prediction, User
+from db.models import Annotation, Dataset, Image, Prediction, User
 from relabel.annotations import add_user
+from relabel.bulk_import import store_run
 from relabel.dashboard import (
     NO_RUN,
     RATE_MIN_ACTIVE_S,
@@ -109,16 +110,13 @@ def add_predictions(studio: Studio) -> dict[tuple[str, str], int]:
     out = {}
     with session_scope(studio.engine) as s:
         for run_name, names in (("effnet", "abc"), ("qwen", "cd")):
-            run = ModelRun(
-                dataset_id=studio.dataset_id, name=run_name, model=run_name, protocol="supervised", params={}
+            predictions = [{"image_id": studio.image[name], "classes": [TABBY]} for name in names]
+            run = store_run(
+                s, dataset_id=studio.dataset_id, name=run_name, protocol="supervised", predictions=predictions
             )
-            s.add(run)
-            s.flush()
-            for name in names:
-                p = Prediction(run_id=run.id, image_id=studio.image[name], classes=[TABBY])
-                s.add(p)
-                s.flush()
-                out[run_name, name] = p.id
+            query = select(Prediction.image_id, Prediction.id).where(Prediction.run_id == run.id)
+            stored = dict(s.execute(query).all())
+            out.update({(run_name, name): stored[studio.image[name]] for name in names})
     return out
 
 

@@ -15,9 +15,10 @@ from sqlalchemy.exc import DatabaseError
 from sqlmodel import Session
 
 from db.enums import Answer, Role, Verdict
-from db.models import Image, ModelRun, Prediction, Snapshot, SnapshotPosterior, Vote, VoteSource
+from db.models import Image, Snapshot, SnapshotPosterior, Vote, VoteSource
 from relabel.aggregation import Aggregate
 from relabel.annotations import add_user, record_annotation
+from relabel.bulk_import import store_run
 from relabel.errors import InputError, NotFoundError
 from relabel.exports import export_snapshot
 from relabel.ingest import ingest_dataset, plan_ingest
@@ -286,11 +287,9 @@ class TestRequests:
 
         engine, ids = ws
         with Session(engine) as s:
-            run = ModelRun(dataset_id=1, name="clf", model="tiny", protocol="supervised", params={})
-            s.add(run)
-            s.flush()
-            for path, ranked in (("e_blur.jpg", [1, 0]), ("c_fish.jpg", [1, 2])):
-                s.add(Prediction(run_id=run.id, image_id=ids[path], classes=ranked, scores=[0.9, 0.1]))
+            ranks = (("e_blur.jpg", [1, 0]), ("c_fish.jpg", [1, 2]))
+            predictions = [{"image_id": ids[path], "classes": ranked, "scores": [0.9, 0.1]} for path, ranked in ranks]
+            store_run(s, dataset_id=1, name="clf", model="tiny", protocol="supervised", predictions=predictions)
             s.commit()
         s = create_snapshot(engine, "ds", consensus="ds", studio_votes=False, with_model="clf")
         assert s.consensus["with_model"] == "clf" and s.consensus["n_workers"] == 6

@@ -5,13 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from db.enums import PredictionStatus, Role, Verdict
-from db.models import EvaluationRecord, ModelRun, Prediction
+from db.models import EvaluationRecord
 from relabel.annotations import add_user, record_annotation
+from relabel.bulk_import import store_run
 from relabel.ingest import ingest_dataset, plan_ingest
 from relabel.sources import import_source
 from relabel.vocabulary import load_builtin
@@ -85,17 +86,16 @@ def add_run(
     """A model run with predictions as the suggestion runner stores them (status, classes, details); an error's
     reason is its details' "reason" (default "failed": a failed reply) and its reply text their "raw"."""
     with Session(engine) as s:
-        run = ModelRun(dataset_id=get_dataset(s, dataset).id, name=name, model=model, protocol=protocol, params={})
-        s.add(run)
-        s.flush()
         values = [
-            {"run_id": run.id, "image_id": ids[k], "classes": c, "status": PredictionStatus(st),
+            {"image_id": ids[k], "classes": c, "status": PredictionStatus(st),
              "details": {key: v for key, v in d.items() if key not in ("reason", "raw")} if d else d,
              "reason": (d or {}).get("reason", "failed") if st == "error" else "",
              "raw_output": (d or {}).get("raw", "")}
             for k, (c, st, d) in rows.items()
         ]  # fmt: skip
-        s.execute(insert(Prediction), values)
+        store_run(
+            s, dataset_id=get_dataset(s, dataset).id, name=name, model=model, protocol=protocol, predictions=values
+        )
         s.commit()
 
 

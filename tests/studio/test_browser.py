@@ -18,12 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import insert, select
+from sqlalchemy import select
 from sqlmodel import Session
 
-from db.enums import PredictionStatus, Role, Verdict
-from db.models import Annotation, Image, ModelRun, Prediction, User
+from db.enums import Role, Verdict
+from db.models import Annotation, Image, User
 from relabel.annotations import add_user
+from relabel.bulk_import import store_run
 from relabel.review.studio import Studio
 from relabel.vocabulary import load_builtin
 from relabel.workspace import get_dataset
@@ -64,18 +65,11 @@ def add_untrusted_suggestions(engine: Any) -> None:
     with Session(engine) as s:
         ds = get_dataset(s, "photos")
         ids = s.scalars(select(Image.id).where(Image.dataset_id == ds.id)).all()
-        run = ModelRun(dataset_id=ds.id, name="tiny-vlm@ow", model="tiny-vlm", protocol="ow", params={})
-        s.add(run)
-        s.flush()
         tiger_cat = VOCAB.resolve("n02123159")
-        s.execute(
-            insert(Prediction),
-            [
-                {"run_id": run.id, "image_id": image_id, "classes": [tiger_cat], "scores": None,
-                 "status": PredictionStatus.ok, "raw_output": XSS, "reason": ""}
-                for image_id in ids
-            ],
-        )  # fmt: skip
+        answers = [
+            {"image_id": image_id, "classes": [tiger_cat], "scores": None, "raw_output": XSS} for image_id in ids
+        ]
+        store_run(s, dataset_id=ds.id, name="tiny-vlm@ow", model="tiny-vlm", protocol="ow", predictions=answers)  # type: ignore[arg-type]
         s.commit()
 
 

@@ -7,12 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import insert, select
+from sqlalchemy import select
 from sqlmodel import Session
 
-from db.enums import PredictionStatus, Role, SuggestionAction, Verdict
-from db.models import Annotation, ModelRun, Prediction, User
+from db.enums import Role, SuggestionAction, Verdict
+from db.models import Annotation, User
 from relabel.annotations import add_user
+from relabel.bulk_import import store_run
 from relabel.errors import ConflictError, InputError, NotFoundError, RelabelError
 from relabel.review.class_search import ClassSearch
 from relabel.review.studio import Studio
@@ -316,17 +317,8 @@ class TestAdjudication:
 class TestUntrustedText:
     def test_html_in_model_output_and_notes_is_passed_on_verbatim_as_data(self, studio: Studio) -> None:
         with Session(studio.engine) as s:
-            run = ModelRun(dataset_id=studio.dataset_id, name=XSS, model=XSS, protocol="ow", params={})
-            s.add(run)
-            s.flush()
-            s.execute(
-                insert(Prediction),
-                [
-                    {"run_id": run.id, "image_id": i, "classes": [281], "raw_output": XSS, "reason": "",
-                     "status": PredictionStatus.ok}
-                    for i in range(1, 7)
-                ],
-            )  # fmt: skip
+            answers = [{"image_id": i, "classes": [281], "raw_output": XSS} for i in range(1, 7)]
+            store_run(s, dataset_id=studio.dataset_id, name=XSS, model=XSS, protocol="ow", predictions=answers)
             s.commit()
         fresh = Studio(studio.engine, cache_dir=studio.display.folder.parent)
         card = first_card(fresh, "alice")

@@ -9,13 +9,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import insert
 from sqlalchemy.engine import Engine
 
 from db import create_db_engine, init_db
-from db.enums import PredictionStatus, Role
-from db.models import ModelRun, Prediction
+from db.enums import Role
 from relabel.annotations import add_user
+from relabel.bulk_import import store_run
 from relabel.ingest import ingest_dataset, plan_ingest
 from relabel.review.studio import Studio
 from relabel.sources import import_source
@@ -68,25 +67,17 @@ def build_workspace(folder: Path, url: str | None = None, extra: int = 0) -> Eng
     with Session(engine) as s:
         ds = get_dataset(s, "photos")
         ids = image_index(s, ds).ids_by_path
-        run = ModelRun(
-            dataset_id=ds.id, name="efficientnet-lite0@topk", model="efficientnet-lite0", protocol="topk", params={}
-        )
-        s.add(run)
-        s.flush()
-        s.execute(
-            insert(Prediction),
-            [
-                {
-                    "run_id": run.id,
-                    "image_id": ids[name],
-                    "classes": [c for c, _ in top],
-                    "scores": [p for _, p in top],
-                    "status": PredictionStatus.ok,
-                    "raw_output": "",
-                    "reason": "",
-                }
-                for name, top in classifier.items()
-            ],
+        ranked = [
+            {"image_id": ids[name], "classes": [c for c, _ in top], "scores": [p for _, p in top]}
+            for name, top in classifier.items()
+        ]
+        store_run(
+            s,
+            dataset_id=ds.id,  # type: ignore[arg-type]
+            name="efficientnet-lite0@topk",
+            model="efficientnet-lite0",
+            protocol="topk",
+            predictions=ranked,
         )
         s.commit()
     prior = folder / "real.csv"
