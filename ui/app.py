@@ -21,8 +21,9 @@ import gradio as gr
 from starlette.middleware import Middleware
 
 from relabel.review.studio import Studio
-from ui import dashboard_tab, reports_tab, snapshots_tab
+from ui import dashboard_tab, handlers, reports_tab, snapshots_tab
 from ui.card_component import asset, card
+from ui.context import WorkspaceContext
 from ui.events import guarded
 from ui.login import FREE_PER_USER, LOCK_S, LoginGuard
 from ui.security import StudioGuard
@@ -57,6 +58,7 @@ class StudioBlocks(gr.Blocks):
 
 def build_app(studio: Studio, *, exports_dir: Path, reports_dir: Path) -> gr.Blocks:
     """The studio's Blocks; `launch_app` serves it."""
+    workspace = WorkspaceContext.of(studio, reports_dir)  # all the Dashboard and Reports tabs see of the studio
     with StudioBlocks(title="ReGT studio", fill_width=True) as app:
         with gr.Tabs(elem_id="studio-tabs"):
             with gr.Tab("Review", id="review"):
@@ -64,11 +66,11 @@ def build_app(studio: Studio, *, exports_dir: Path, reports_dir: Path) -> gr.Blo
             with gr.Tab("Adjudicate", id="adjudicate", visible=False) as adjudicate_tab:
                 card(studio, "adjudicate")
             with gr.Tab("Dashboard", id="dashboard", visible=False) as dash_tab:
-                dashboard_tab.build(studio, guarded, dash_tab)
+                dashboard_tab.build(workspace, guarded, dash_tab, lambda u: handlers.reload_queue(studio, u))
             with gr.Tab("Snapshots", id="snapshots", visible=False) as snap_tab:
                 snapshots_tab.build(studio, guarded, exports_dir, snap_tab)
             with gr.Tab("Reports", id="reports", visible=False) as rep_tab:
-                reports_tab.build(studio, guarded, reports_dir, rep_tab)
+                reports_tab.build(workspace, guarded, rep_tab)
 
         def on_load(user: str) -> tuple[Any, ...]:
             _, role = studio.user(user)

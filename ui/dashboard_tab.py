@@ -27,8 +27,8 @@ from relabel.dashboard import (
     dashboard,
     worker_reliability_table,
 )
-from relabel.review.studio import Studio
 from ui import handlers
+from ui.context import WorkspaceContext
 
 DECIDED_CATEGORIES = {
     "A": "A original",
@@ -170,11 +170,11 @@ def class_rows(d: Dashboard, limit: int = 25) -> list[list[Any]]:
     return [[c.index, c.name, c.images, c.decided, c.disputed] for c in ranked[:limit]]
 
 
-def dashboard_values(studio: Studio, user: str) -> list[Any]:
+def dashboard_values(ws: WorkspaceContext, user: str) -> list[Any]:
     """The dashboard tab's values; leads only."""
-    studio.require_lead(user)
-    d = dashboard(studio.engine, studio.dataset_name, overlap=studio.overlap)
-    agreement = agreement_report(studio.engine, studio.dataset_name)
+    ws.require_lead(user)
+    d = dashboard(ws.engine, ws.dataset_name, overlap=ws.overlap)
+    agreement = agreement_report(ws.engine, ws.dataset_name)
     alpha = ", ".join(f"{k} {_num(v)}" for k, v in agreement.alpha.items())
     agreement_text = (
         f"{agreement.n_multi_rated} images with 2+ annotators · "
@@ -198,11 +198,11 @@ def dashboard_values(studio: Studio, user: str) -> list[Any]:
 RELIABILITY_HEADERS = ["worker", "kind", "sensitivity", "specificity", "answers", "no / maybe / yes", "flag"]
 
 
-def reliability_values(studio: Studio, user: str) -> tuple[str, list[list[Any]]]:
+def reliability_values(ws: WorkspaceContext, user: str) -> tuple[str, list[list[Any]]]:
     """The workers' reliability (a Dawid-Skene fit on every vote of the dataset) as a line and table rows; leads
     only. Names are cells of text, never markup."""
-    studio.require_lead(user)
-    fitted = worker_reliability_table(studio.engine, studio.dataset_name)
+    ws.require_lead(user)
+    fitted = worker_reliability_table(ws.engine, ws.dataset_name)
     if fitted is None:
         return "no votes yet: decisions in the studio and imported votes (relabel votes import) count", []
     flagged = sum(1 for r in fitted.rows if r.flag)
@@ -215,13 +215,19 @@ def reliability_values(studio: Studio, user: str) -> tuple[str, list[list[Any]]]
     return line, rows
 
 
-def build(studio: Studio, guarded: Callable[[Callable[..., Any]], Callable[..., Any]], tab: gr.Tab) -> None:
-    """The tab's layout inside `tab`; its values load when the lead opens the tab and on Refresh."""
+def build(
+    ws: WorkspaceContext,
+    guarded: Callable[[Callable[..., Any]], Callable[..., Any]],
+    tab: gr.Tab,
+    reload_queue: Callable[[str], str],
+) -> None:
+    """The tab's layout inside `tab`; its values load when the lead opens the tab and on Refresh. `reload_queue`
+    (user -> message) rebuilds the studio's review queue: the one action here that is not a read."""
     with gr.Row():
         refresh = gr.Button("Refresh", size="sm", elem_id="dash-refresh")
         reload = gr.Button("Rebuild the review queue (after imports or new suggestion runs)", size="sm")
     reloaded = gr.Textbox(show_label=False, interactive=False, lines=1)
-    reload.click(guarded(lambda u: handlers.reload_queue(studio, u)), None, reloaded, api_name="reload_queue")
+    reload.click(guarded(reload_queue), None, reloaded, api_name="reload_queue")
     summary = gr.Textbox(label="progress", interactive=False, lines=2)
     with gr.Row():
         categories = gr.Plot(label="live categories")
@@ -244,7 +250,7 @@ def build(studio: Studio, guarded: Callable[[Callable[..., Any]], Callable[..., 
         fitted = gr.Textbox(show_label=False, interactive=False, lines=1)
         reliability = gr.Dataframe(headers=RELIABILITY_HEADERS, interactive=False)
     fit_btn.click(
-        guarded(lambda u: reliability_values(studio, u)), None, [fitted, reliability], api_name="worker_reliability"
+        guarded(lambda u: reliability_values(ws, u)), None, [fitted, reliability], api_name="worker_reliability"
     )
     with gr.Accordion("Audit trail: every decision, newest first", open=False):
         with gr.Row():
@@ -254,10 +260,8 @@ def build(studio: Studio, guarded: Callable[[Callable[..., Any]], Callable[..., 
         audit = gr.Dataframe(
             headers=["#", "when", "who", "image", "decision", "suggestion", "note"], interactive=False, wrap=True
         )
-    audit_btn.click(
-        guarded(lambda u, w, n: handlers.audit_log(studio, u, w, n)), [who, limit], audit, api_name="audit_log"
-    )
+    audit_btn.click(guarded(lambda u, w, n: handlers.audit_log(ws, u, w, n)), [who, limit], audit, api_name="audit_log")
     outputs = [summary, categories, throughput, suggestions, annotators, agreement, pairs, classes]
-    values = guarded(lambda u: dashboard_values(studio, u))
+    values = guarded(lambda u: dashboard_values(ws, u))
     refresh.click(values, None, outputs, api_name="dashboard")
     tab.select(values, None, outputs, api_visibility="private")

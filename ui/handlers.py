@@ -15,6 +15,7 @@ from relabel.errors import InputError
 from relabel.review.studio import Studio
 from relabel.storable import storable_text
 from ui import views
+from ui.context import WorkspaceContext
 
 
 def reload_queue(studio: Studio, user: str) -> str:
@@ -28,18 +29,18 @@ def reload_queue(studio: Studio, user: str) -> str:
     )
 
 
-def audit_log(studio: Studio, user: str, who: str | None = None, limit: Any = 200) -> list[list[Any]]:
+def audit_log(ws: WorkspaceContext, user: str, who: str | None = None, limit: Any = 200) -> list[list[Any]]:
     """The newest decisions of the dataset (of one user, if `who`), newest first; leads only."""
     from relabel.review.cards import audit_events
 
-    studio.require_lead(user)
+    ws.require_lead(user)
     who = storable_text(who or "", "the user filter", max_length=64)
     n = int(limit or 200)
     if not 1 <= n <= 10_000:
         raise InputError(f"show between 1 and 10000 events, not {n}")
-    with studio.engine.connect() as conn:
-        events = audit_events(conn, studio.dataset_id, user=(who or "").strip() or None, limit=n)
-    return views.audit_rows(studio.vocab, events)
+    with ws.engine.connect() as conn:
+        events = audit_events(conn, ws.dataset_id, user=(who or "").strip() or None, limit=n)
+    return views.audit_rows(ws.vocab, events)
 
 
 def create_snapshot(

@@ -26,7 +26,7 @@ import gradio as gr
 from relabel.errors import InputError
 from relabel.evaluation import evaluation_history, text
 from relabel.evaluation.report import EVALUATION_JSON, REPORT_MD, REPORTS_DIR, ROBUSTNESS_JSON
-from relabel.review.studio import Studio
+from ui.context import WorkspaceContext
 from ui.files import served_copy
 
 __all__ = [
@@ -85,12 +85,14 @@ def list_reports(reports_dir: Path) -> list[Path]:
     return sorted(found, key=lambda f: ((f / REPORT_MD).stat().st_mtime_ns, f.name), reverse=True)
 
 
-def report_view(studio: Studio, user: str, reports_dir: Path, choice: str | None = None) -> ReportView:
+def report_view(ws: WorkspaceContext, user: str, choice: str | None = None) -> ReportView:
     """The report in the folder named `choice`, or the newest when `choice` is empty; leads only.
 
-    Raises InputError, naming what is accepted, when `choice` is not the name of a report folder in `reports_dir`.
+    Raises InputError, naming what is accepted, when `choice` is not the name of a report folder in
+    `ws.reports_dir`.
     """
-    studio.require_lead(user)
+    ws.require_lead(user)
+    reports_dir = ws.reports_dir
     folders = list_reports(reports_dir)
     choices = [(f"{f.name} · {report_kind(f)}", f.name) for f in folders]
     if choice:
@@ -160,19 +162,19 @@ def _caption(alt: str) -> str:
     return re.sub(r"[<>&\"']", "", alt).strip() or "figure"
 
 
-def history_tables(studio: Studio, user: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The stored evaluations of the studio's dataset (oldest first) and each run's top-1 % under each reference
-    version, as Dataframe values (`headers`, `data`); leads only."""
-    studio.require_lead(user)
-    entries = evaluation_history(studio.engine, studio.dataset_name)
+def history_tables(ws: WorkspaceContext, user: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The stored evaluations of the workspace's dataset (oldest first) and each run's top-1 % under each
+    reference version, as Dataframe values (`headers`, `data`); leads only."""
+    ws.require_lead(user)
+    entries = evaluation_history(ws.engine, ws.dataset_name)
     listed, moved = text.history_list(entries), text.history_table([e for e in entries if e.kind == "scores"])
     return {"headers": listed[0], "data": listed[1]}, {"headers": moved[0], "data": moved[1]}
 
 
-def tab_values(studio: Studio, user: str, reports_dir: Path, choice: str | None = None) -> list[Any]:
+def tab_values(ws: WorkspaceContext, user: str, choice: str | None = None) -> list[Any]:
     """The tab's component values, in `build`'s output order."""
-    view = report_view(studio, user, reports_dir, choice)
-    evaluations, moved = history_tables(studio, user)
+    view = report_view(ws, user, choice)
+    evaluations, moved = history_tables(ws, user)
     return [
         gr.Dropdown(choices=view.choices, value=view.name),
         view.summary,
@@ -184,9 +186,7 @@ def tab_values(studio: Studio, user: str, reports_dir: Path, choice: str | None 
     ]
 
 
-def build(
-    studio: Studio, guarded: Callable[[Callable[..., Any]], Callable[..., Any]], reports_dir: Path, tab: gr.Tab
-) -> None:
+def build(ws: WorkspaceContext, guarded: Callable[[Callable[..., Any]], Callable[..., Any]], tab: gr.Tab) -> None:
     """The tab's layout; it loads the newest report when the tab is opened and on Refresh."""
     with gr.Row():
         refresh = gr.Button("Refresh", size="sm", elem_id="reports-refresh", scale=1)
@@ -207,12 +207,12 @@ def build(
         values[3] = [(served_copy(path), caption) for path, caption in values[3] or []] or None
         return values
 
-    newest = guarded(lambda u: served(tab_values(studio, u, reports_dir)))
+    newest = guarded(lambda u: served(tab_values(ws, u)))
     refresh.click(newest, None, outputs, api_name="report")
     tab.select(newest, None, outputs, api_visibility="private")
     # .input, not .change: setting the list on Refresh must not load the report a second time
     chooser.input(
-        guarded(lambda u, name: served(tab_values(studio, u, reports_dir, name))),
+        guarded(lambda u, name: served(tab_values(ws, u, name))),
         chooser,
         outputs,
         api_name="report_named",

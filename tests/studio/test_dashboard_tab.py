@@ -17,7 +17,8 @@ from relabel.annotations import record_annotation
 from relabel.dashboard import AnnotatorThroughput, LiveCategories
 from relabel.review.studio import Studio
 from tests.studio.workspace import build_workspace
-from ui import dashboard_tab
+from ui import dashboard_tab, handlers
+from ui.context import WorkspaceContext
 from ui.events import guarded
 
 
@@ -34,6 +35,12 @@ def texts(fig: Figure) -> list[str]:
 
 def throughput(name: str, decisions: int, active_s: float, rate: float) -> AnnotatorThroughput:
     return AnnotatorThroughput(1, name, Role.annotator, decisions, 0, decisions, math.nan, active_s, rate, [])
+
+
+def build_tab(studio: Studio, tab: gr.Tab) -> None:
+    """The tab as the app builds it: on the studio's workspace context, rebuilding the studio's queue on request."""
+    ws = WorkspaceContext.of(studio, Path(studio.root) / "reports")
+    dashboard_tab.build(ws, guarded, tab, lambda u: handlers.reload_queue(studio, u))
 
 
 def wired(app: gr.Blocks, block: Any, event: str) -> Any:
@@ -71,7 +78,7 @@ class TestTab:
     def test_opening_the_tab_loads_the_dashboard(self, studio: Studio) -> None:
         record_annotation(studio.engine, image_id=1, user="alice", verdict=Verdict.labels, classes=[281])
         with gr.Blocks() as app, gr.Tab("Dashboard") as tab:
-            dashboard_tab.build(studio, guarded, tab)
+            build_tab(studio, tab)
         on_open, on_refresh = wired(app, tab, "select"), next(f for f in app.fns.values() if f.api_name == "dashboard")
         assert on_open.api_visibility == "private" and on_open.outputs == on_refresh.outputs
         summary, categories, throughput_plot, _, annotators, *_ = on_open.fn(SimpleNamespace(username="lena"))
@@ -86,6 +93,6 @@ class TestTab:
 
     def test_an_annotator_opening_it_gets_a_one_line_error(self, studio: Studio) -> None:
         with gr.Blocks() as app, gr.Tab("Dashboard") as tab:
-            dashboard_tab.build(studio, guarded, tab)
+            build_tab(studio, tab)
         with pytest.raises(gr.Error, match="'alice' is an annotator"):
             wired(app, tab, "select").fn(SimpleNamespace(username="alice"))

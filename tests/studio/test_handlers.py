@@ -10,17 +10,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import insert, select
+from sqlalchemy import select
 from sqlmodel import Session
 
-from db.enums import PredictionStatus
-from db.models import Annotation, ModelRun, Prediction, Snapshot, User
+from db.models import Annotation, Snapshot, User
+from relabel.bulk_import import store_run
 from relabel.errors import ConflictError, InputError, NotFoundError
 from relabel.review.display import StoredImage, source_path
 from relabel.review.studio import Studio
 from relabel.vocabulary import load_builtin
 from tests.studio.workspace import build_workspace
 from ui import card_api, handlers
+from ui.context import WorkspaceContext
 
 VOCAB = load_builtin()
 XSS = '<img src=x onerror="alert(1)"><script>alert(2)</script>'
@@ -57,7 +58,7 @@ class TestLeads:
         for call in (
             lambda: handlers.create_snapshot(studio, "alice", "s1", "keep", 1),
             lambda: handlers.export_snapshot(studio, "alice", "s1", "real", tmp_path),
-            lambda: dashboard_values(studio, "alice"),
+            lambda: dashboard_values(WorkspaceContext.of(studio, tmp_path), "alice"),
         ):
             with pytest.raises(ConflictError, match="'alice' is an annotator"):
                 call()
@@ -90,51 +91,37 @@ class TestLeads:
     def test_reloading_the_queue_picks_up_a_new_suggestion_run(self, studio: Studio) -> None:
         assert studio.runs.suggestion is None
         with Session(studio.engine) as s:
-            run = ModelRun(dataset_id=studio.dataset_id, name="vlm@ow", model="vlm", protocol="ow", params={})
-            s.add(run)
-            s.flush()
-            s.execute(
-                insert(Prediction),
-                [
-                    {
-                        "run_id": run.id,
-                        "image_id": i,
-                        "classes": [0],
-                        "raw_output": "a tench",
-                        "reason": "",
-                        "status": PredictionStatus.ok,
-                    }
-                    for i in range(1, 7)
-                ],
-            )
+            answers = [{"image_id": i, "classes": [0], "raw_output": "a tench"} for i in range(1, 7)]
+            store_run(s, dataset_id=studio.dataset_id, name="vlm@ow", model="vlm", protocol="ow", predictions=answers)
             s.commit()
         with pytest.raises(ConflictError):
             handlers.reload_queue(studio, "alice")
         assert "'vlm@ow'" in handlers.reload_queue(studio, "lena")
         assert next_card(studio, "alice")["suggestion"]["answer"] == "a tench"
 
-    def test_the_audit_trail_lists_every_event_newest_first(self, studio: Studio) -> None:
+    def test_the_audit_trail_lists_every_event_newest_first(self, studio: Studio, tmp_path: Path) -> None:
         decide(studio, "alice", next_card(studio, "alice"), "unclear")
         card_api.undo(studio, "alice", {})
         decide(studio, "bob", next_card(studio, "bob"), "none_fit", note=XSS)
-        log = handlers.audit_log(studio, "lena")
+        ws = WorkspaceContext.of(studio, tmp_path)
+        log = handlers.audit_log(ws, "lena")
         assert [(r[2], r[4]) for r in log] == [
             ("bob", "no class fits (Z)"),
             ("alice", f"undo of #{log[2][0]}"),
             ("alice", "unclear (X)"),
         ]
         assert log[0][6] == XSS and log[0][3].endswith(".jpg")
-        assert [r[2] for r in handlers.audit_log(studio, "lena", "alice", 1)] == ["alice"]
+        assert [r[2] for r in handlers.audit_log(ws, "lena", "alice", 1)] == ["alice"]
         with pytest.raises(ConflictError):
-            handlers.audit_log(studio, "bob")
+            handlers.audit_log(ws, "bob")
 
-    def test_dashboard_numbers_and_plots(self, studio: Studio) -> None:
+    def test_dashboard_numbers_and_plots(self, studio: Studio, tmp_path: Path) -> None:
         from ui.dashboard_tab import dashboard_values
 
         for user in ("alice", "bob"):
             decide(studio, user, next_card(studio, user), "original" if user == "alice" else "none_fit")
         summary, categories, throughput, suggestions, annotators, agreement, pairs, classes = dashboard_values(
-            studio, "lena"
+            WorkspaceContext.of(studio, tmp_path), "lena"
         )
         assert "6 reviewable images" in summary and "disputed 1" in summary
         assert categories.axes and throughput.axes  # matplotlib figures

@@ -9,11 +9,9 @@ from pathlib import Path
 
 import pytest
 from markdown_it import MarkdownIt
-from sqlalchemy import insert
 from sqlmodel import Session
 
-from db.enums import PredictionStatus
-from db.models import ModelRun, Prediction
+from relabel.bulk_import import store_run
 from relabel.errors import ConflictError, InputError
 from relabel.evaluation import evaluate, latest_report, write_report
 from relabel.evaluation.report import ReportFiles, default_report_dir
@@ -21,6 +19,7 @@ from relabel.review.studio import Studio
 from relabel.workspace import get_dataset, image_index
 from tests.studio.workspace import CLASSIFIER, build_workspace
 from ui import reports_tab
+from ui.context import WorkspaceContext
 
 EVIL_RUN = "<img src=x onerror=alert(1)>"
 EVIL_CLASS = "<script>alert(2)</script>"
@@ -33,21 +32,22 @@ def studio(db_url: str, tmp_path: Path) -> Studio:
     return Studio(engine, cache_dir=tmp_path / "cache")
 
 
+def context(studio: Studio, tmp_path: Path) -> WorkspaceContext:
+    """What the Reports tab sees of `studio`, with reports in tmp_path/reports (where `relabel evaluate` writes)."""
+    return WorkspaceContext.of(studio, tmp_path / "reports")
+
+
 def add_run(engine, name: str) -> None:  # type: ignore[no-untyped-def]
     """A second top-k run of the workspace's classifier, named `name`: two protocols of one model, so the report
     draws the protocol figure too."""
     with Session(engine) as s:
         ds = get_dataset(s, "photos")
         ids = image_index(s, ds).ids_by_path
-        run = ModelRun(dataset_id=ds.id, name=name, model="efficientnet-lite0", protocol="mc", params={})  # type: ignore[arg-type]
-        s.add(run)
-        s.flush()
         rows = [
-            {"run_id": run.id, "image_id": ids[file], "classes": [c for c, _ in top], "scores": [p for _, p in top],
-             "status": PredictionStatus.ok, "raw_output": "", "reason": ""}
+            {"image_id": ids[file], "classes": [c for c, _ in top], "scores": [p for _, p in top]}
             for file, top in CLASSIFIER.items()
-        ]  # fmt: skip
-        s.execute(insert(Prediction), rows)
+        ]
+        store_run(s, dataset_id=ds.id, name=name, model="efficientnet-lite0", protocol="mc", predictions=rows)  # type: ignore[arg-type]
         s.commit()
 
 
@@ -84,7 +84,7 @@ class TestReports:
     def test_a_lead_sees_the_newest_report_with_its_figures_and_files(self, studio: Studio, tmp_path: Path) -> None:
         write_evaluation_report(studio, tmp_path, ["imgt"])
         files = write_evaluation_report(studio, tmp_path, ["imgt", "real"])
-        view = reports_tab.report_view(studio, "lena", tmp_path / "reports")
+        view = reports_tab.report_view(context(studio, tmp_path), "lena")
         assert latest_report(tmp_path) == files.markdown
         assert view.name == files.folder.name and [v for _, v in view.choices][0] == view.name
         assert "(evaluation)" in view.summary and "1 of 2" in view.summary
@@ -100,7 +100,7 @@ class TestReports:
     def test_tab_values_fill_every_output(self, studio: Studio, tmp_path: Path) -> None:
         files = write_evaluation_report(studio, tmp_path, ["imgt"])
         chooser, summary, downloads, figures, body, evaluations, moved = reports_tab.tab_values(
-            studio, "lena", tmp_path / "reports"
+            context(studio, tmp_path), "lena"
         )
         assert chooser.value == files.folder.name and chooser.choices == [
             (f"{files.folder.name} · evaluation", files.folder.name)
@@ -113,30 +113,30 @@ class TestReports:
         older = write_evaluation_report(studio, tmp_path, ["imgt"])
         newer = write_evaluation_report(studio, tmp_path, ["imgt", "real"])
         os.utime(older.markdown, (1_000_000_000, 1_000_000_000))  # whatever the clock did between the two writes
-        reports = tmp_path / "reports"
-        assert [name for _, name in reports_tab.report_view(studio, "lena", reports).choices] == [
+        reports = WorkspaceContext.of(studio, tmp_path / "reports")
+        assert [name for _, name in reports_tab.report_view(reports, "lena").choices] == [
             newer.folder.name,
             older.folder.name,
         ]
-        view = reports_tab.report_view(studio, "lena", reports, older.folder.name)
+        view = reports_tab.report_view(reports, "lena", older.folder.name)
         assert view.name == older.folder.name and "2 of 2" in view.summary
         assert "evaluation #1" in view.markdown and "## Ranking shift" not in view.markdown
-        assert "evaluation #2" in reports_tab.report_view(studio, "lena", reports, newer.folder.name).markdown
+        assert "evaluation #2" in reports_tab.report_view(reports, "lena", newer.folder.name).markdown
 
     def test_the_stored_history_shows_how_each_run_moved(self, studio: Studio, tmp_path: Path) -> None:
         write_evaluation_report(studio, tmp_path, ["imgt"])
         write_evaluation_report(studio, tmp_path, ["imgt", "real"])
-        evaluations, moved = reports_tab.history_tables(studio, "lena")
+        evaluations, moved = reports_tab.history_tables(context(studio, tmp_path), "lena")
         assert [row[:2] for row in evaluations["data"]] == [["1", "scores"], ["2", "scores"]]
         assert moved["headers"][0] == "run" and len(moved["headers"]) == 3  # imgt and real, one version each
         assert {row[0] for row in moved["data"]} == {"efficientnet-lite0@topk", EVIL_RUN}
 
     def test_an_empty_workspace_says_how_to_create_a_report(self, studio: Studio, tmp_path: Path) -> None:
-        view = reports_tab.report_view(studio, "lena", tmp_path / "reports")  # the folder does not exist yet
+        view = reports_tab.report_view(context(studio, tmp_path), "lena")  # the folder does not exist yet
         assert view.name is None and view.choices == [] and view.figures == [] and view.files == []
         assert "No report yet" in view.summary and "`relabel evaluate`" in view.summary
         assert "<" not in view.summary
-        evaluations, moved = reports_tab.history_tables(studio, "lena")
+        evaluations, moved = reports_tab.history_tables(context(studio, tmp_path), "lena")
         assert evaluations["data"] == [] and moved["data"] == []
 
 
@@ -144,13 +144,13 @@ class TestSafety:
     def test_an_annotator_is_refused(self, studio: Studio, tmp_path: Path) -> None:
         write_evaluation_report(studio, tmp_path, ["imgt"])
         with pytest.raises(ConflictError, match="for leads"):
-            reports_tab.report_view(studio, "alice", tmp_path / "reports")
+            reports_tab.report_view(context(studio, tmp_path), "alice")
         with pytest.raises(ConflictError, match="for leads"):
-            reports_tab.history_tables(studio, "bob")
+            reports_tab.history_tables(context(studio, tmp_path), "bob")
 
     def test_html_in_a_run_name_is_shown_as_text(self, studio: Studio, tmp_path: Path) -> None:
         write_evaluation_report(studio, tmp_path, ["imgt"])
-        view = reports_tab.report_view(studio, "lena", tmp_path / "reports")
+        view = reports_tab.report_view(context(studio, tmp_path), "lena")
         assert "<" not in view.markdown and "<" not in view.summary
         assert not {"img", "script"} & set(rendered_tags(view.markdown))
         assert EVIL_RUN in rendered_text(view.markdown)  # readable, as characters
@@ -167,7 +167,7 @@ class TestSafety:
             "![up](../../secret.png)\n\n![remote](https://example.com/p.png)\n\n![linked](leak.png)\n\n"
             "<https://example.com> <!-- comment -->\n"
         )
-        view = reports_tab.report_view(studio, "lena", tmp_path / "reports")
+        view = reports_tab.report_view(context(studio, tmp_path), "lena")
         assert view.name == "by-hand" and view.figures == [] and view.files == [str(folder / "report.md")]
         assert "<" not in view.markdown and "(report)" in view.summary
         assert not {"img", "script", "div", "a"} & set(rendered_tags(view.markdown))
@@ -179,9 +179,9 @@ class TestSafety:
     ) -> None:
         files = write_evaluation_report(studio, tmp_path, ["imgt"])
         with pytest.raises(InputError, match="unknown report"):
-            reports_tab.report_view(studio, "lena", tmp_path / "reports", choice)
+            reports_tab.report_view(context(studio, tmp_path), "lena", choice)
         with pytest.raises(InputError, match="unknown report"):
-            reports_tab.report_view(studio, "lena", tmp_path / "reports", f"{files.folder.name}/../../{choice}")
+            reports_tab.report_view(context(studio, tmp_path), "lena", f"{files.folder.name}/../../{choice}")
 
     def test_a_linked_report_folder_outside_the_reports_folder_is_not_offered(
         self, studio: Studio, tmp_path: Path
@@ -191,7 +191,7 @@ class TestSafety:
         (outside / "report.md").write_text("# outside\n")
         (tmp_path / "reports").mkdir()
         (tmp_path / "reports" / "linked").symlink_to(outside, target_is_directory=True)
-        view = reports_tab.report_view(studio, "lena", tmp_path / "reports")
+        view = reports_tab.report_view(context(studio, tmp_path), "lena")
         assert view.name is None and view.choices == []
         with pytest.raises(InputError, match="unknown report"):
-            reports_tab.report_view(studio, "lena", tmp_path / "reports", "linked")
+            reports_tab.report_view(context(studio, tmp_path), "lena", "linked")
