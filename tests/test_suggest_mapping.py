@@ -10,7 +10,8 @@ import pytest
 
 from relabel.suggest.lexical import Bm25Index, name_key, stem
 from relabel.suggest.phrases import core_phrase, object_phrase
-from relabel.suggest.textmap import MAPPER_VERSION, ClassNameIndex, normalize_answer
+from relabel.suggest.textmap import MAPPER_VERSION, ClassNameIndex, class_names, normalize_answer
+from relabel.vocabulary import UnknownClassError
 from tests.fakes import TrigramEncoder
 
 DATA = Path(__file__).parent / "data"
@@ -110,6 +111,19 @@ def test_each_distinct_phrase_is_embedded_once_and_names_not_at_all(vocab) -> No
     assert m.similarity[3] == pytest.approx(1.0, abs=1e-6)
     assert index.describe()["method"] == MAPPER_VERSION
     assert len(index.map([]).classes) == 0 and encoder.calls[calls + 1 :] == []
+
+
+def test_a_kind_named_in_wordnet_maps_to_its_class_but_listed_names_decide(trigram_index, vocab) -> None:
+    m = trigram_index.map(["The image contains a grizzly.", "That's a sieve.", "A woodlouse.", "A drill."])
+    assert [vocab.classes[c].name for c in m.classes[:3]] == ["brown bear", "strainer", "isopod"]
+    assert m.classes[3] != vocab.resolve("baboon")  # "drill" is first a tool in WordNet, so no name of the baboon
+    texts, owners, listed = class_names(vocab)
+    kinds = {t for t, is_listed in zip(texts, listed) if not is_listed}
+    assert {"grizzly", "sieve", "woodlouse"} <= kinds and "drill" not in kinds
+    assert not kinds & {t for t, is_listed in zip(texts, listed) if is_listed}
+    assert owners == sorted(owners) and class_names(vocab, hyponyms=False)[0] == [t for t, k in zip(texts, listed) if k]
+    with pytest.raises(UnknownClassError):
+        vocab.resolve("grizzly")  # the mapper's names only: the vocabulary and closed-world matching are unchanged
 
 
 def test_settling_by_name_and_reusing_name_embeddings_change_no_result(trigram_index) -> None:

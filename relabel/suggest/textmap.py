@@ -24,11 +24,13 @@ held-out answers in tests/data/mapping_paraphrases.jsonl that bench/bench_mappin
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -46,7 +48,8 @@ _PUNCT = re.compile(r"[^\w\s'-]+")
 WEIGHTS = {"name": 1.0, "description": 1.5, "bm25": 1.0}
 EXTRA_WORD_PENALTY = 0.3
 HEAD_PENALTY = 0.3
-MAPPER_VERSION = "phrase+names+gloss+bm25/1"  # recorded with each run: a change of method is a change of setting
+HYPONYM_NAMES = "imagenet1k_hyponym_names.json"
+MAPPER_VERSION = "phrase+names+kinds+gloss+bm25/2"  # recorded with each run: a change of method is a change of setting
 _BATCH = 1024  # phrases scored at once: bounds the (batch, names) similarity matrices
 
 
@@ -147,6 +150,30 @@ def encode_cached(encoder: TextEncoder, texts: list[str], cache_dir: Path | None
     return emb
 
 
+@functools.cache
+def _hyponym_names() -> dict[str, list[str]]:
+    """{wnid: names of the kinds below the class in WordNet} (scripts/build_hyponym_names.py)."""
+    text = resources.files("relabel.resources").joinpath(HYPONYM_NAMES).read_text(encoding="utf-8")
+    names: dict[str, list[str]] = json.loads(text)["names"]
+    return names
+
+
+def class_names(vocab: Vocabulary, *, hyponyms: bool = True) -> tuple[list[str], list[int], list[bool]]:
+    """Normalised names, their classes and whether each is listed in `vocab`, grouped by class in class order: a
+    class's name and synonyms, then (`hyponyms`, for classes with a WordNet id) the names of the kinds below it in
+    WordNet, "grizzly" for *brown bear*, except those that are a listed name of any class."""
+    texts, owners, listed = [], [], []
+    taken = {normalize_answer(n) for c in vocab.classes for n in (c.name, *c.synonyms)}
+    extra = _hyponym_names() if hyponyms else {}
+    for c in vocab.classes:
+        mine = dict.fromkeys(normalize_answer(n) for n in (c.name, *c.synonyms))
+        kinds = [k for k in dict.fromkeys(normalize_answer(n) for n in extra.get(c.wnid or "", ())) if k not in taken]
+        texts += [*mine, *kinds]
+        owners += [c.index] * (len(mine) + len(kinds))
+        listed += [True] * len(mine) + [False] * len(kinds)
+    return texts, owners, listed
+
+
 @dataclass
 class Mapping:
     classes: np.ndarray  # (N,) int class index per answer
@@ -157,13 +184,11 @@ class Mapping:
 class ClassNameIndex:
     """Nearest-class look-up for free answers; class-side embeddings cached in `cache_dir`."""
 
-    def __init__(self, encoder: TextEncoder, vocab: Vocabulary, cache_dir: Path | None = None) -> None:
+    def __init__(
+        self, encoder: TextEncoder, vocab: Vocabulary, cache_dir: Path | None = None, *, hyponyms: bool = True
+    ) -> None:
         self.encoder = encoder
-        texts, owners = [], []
-        for c in vocab.classes:
-            for name in dict.fromkeys([c.name, *c.synonyms]):
-                texts.append(normalize_answer(name))
-                owners.append(c.index)
+        texts, owners, listed = class_names(vocab, hyponyms=hyponyms)
         self.owners = np.asarray(owners, dtype=np.int64)  # ascending: every class has its name, in class order
         self.first_name = np.searchsorted(self.owners, np.arange(len(vocab)))  # (C,) each class's first column
         self.name_rows = {t: j for j, t in reversed(list(enumerate(texts)))}  # a name's text -> its first row
@@ -176,10 +201,14 @@ class ClassNameIndex:
         self.name_words = [set(words(t)) for t in texts]
         self.name_heads = [(words(t) or [""])[-1] for t in texts]
         self.names_by_word: dict[str, list[int]] = {}
-        for j, (text, owner) in enumerate(zip(texts, owners)):
-            hits = self.exact.setdefault(name_key(text), [])
-            hits.extend([owner] * (owner not in hits))
-            for w in self.name_words[j]:
+        listed_keys = {name_key(t) for t, is_listed in zip(texts, listed) if is_listed}
+        for text, owner, is_listed in zip(texts, owners, listed):
+            key = name_key(text)
+            if is_listed or key not in listed_keys:  # a listed name's key never picks a class by a kind's name
+                hits = self.exact.setdefault(key, [])
+                hits.extend([owner] * (owner not in hits))
+        for j, name_words in enumerate(self.name_words):
+            for w in name_words:
                 self.names_by_word.setdefault(w, []).append(j)
 
     def map(self, answers: list[str]) -> Mapping:
