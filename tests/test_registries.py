@@ -178,9 +178,11 @@ class TestCardFlags:
 
 
 class TestAdapterKinds:
-    def test_a_kind_declares_how_it_is_asked(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        monkeypatch.setitem(REGISTRY, "scorer", AdapterKind("tests.fakes:Scorer", ranks_topk=True, reads_text=False))
-        monkeypatch.setitem(REGISTRY, "talker", AdapterKind("tests.fakes:Talker", ranks_topk=False, reads_text=True))
+    def test_a_kind_declares_how_it_is_asked_and_is_named_in_the_help(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        scorer = AdapterKind("tests.fakes:Scorer", "scorer:ID", ranks_topk=True, reads_text=False)
+        monkeypatch.setitem(REGISTRY, "scorer", scorer)
+        monkeypatch.setitem(REGISTRY, "talker", AdapterKind("tests.fakes:Talker", "talker:ID", False, True))
         assert (default_protocol("scorer:x"), default_protocol("talker:y")) == ("topk", "ow")
+        assert "scorer:ID, talker:ID" in help_text(["suggest"]) and "talker:ID" in help_text(["evaluate", "robustness"])
         assert adapter_kind("openai:gpt-4o").remote and not adapter_kind("clip:x").remote
         assert [k for k, v in REGISTRY.items() if v.reads_text and v.ranks_topk] == ["clip"]

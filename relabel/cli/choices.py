@@ -32,17 +32,20 @@ class RegistryChoice(click.Choice):
         """click sets the choices once at start; they are read from the registry instead."""
 
 
-class RegistryOption(click.Option):
-    """An option choosing one of `entries()`; `{entries}` in its help becomes "name: what; name: what; ..."."""
+class ListingOption(click.Option):
+    """An option whose help lists a registry: `{entries}` in it becomes "name: what; name: what; ..." (or
+    "name, name, ..." when no entry says what it is)."""
 
     def __init__(self, *args: Any, entries: Entries, **kwargs: Any) -> None:
         self.entries = entries
-        kwargs["type"] = RegistryChoice(entries)
         super().__init__(*args, **kwargs)
 
     @property
     def help(self) -> str | None:
-        listing = "; ".join(f"{name}: {what}" if what else name for name, what in self.entries().items())
+        entries = self.entries()
+        listing = ("; " if any(entries.values()) else ", ").join(
+            f"{name}: {what}" if what else name for name, what in entries.items()
+        )
         return self._help.replace("{entries}", listing) if self._help else self._help
 
     @help.setter
@@ -50,10 +53,19 @@ class RegistryOption(click.Option):
         self._help = value
 
 
-def registry_option(*names: str, entries: str, **kwargs: Any) -> Callable[[Any], Any]:
-    """`click.option(*names, ...)` choosing among the entries that the function `entries` ("module:function")
-    returns; the module is imported the first time the choices or the help are read (see RegistryOption)."""
-    return click.option(*names, cls=RegistryOption, entries=lazy_entries(entries), **kwargs)
+class RegistryOption(ListingOption):
+    """A ListingOption whose value must be one of the registry's names."""
+
+    def __init__(self, *args: Any, entries: Entries, **kwargs: Any) -> None:
+        super().__init__(*args, entries=entries, type=RegistryChoice(entries), **kwargs)
+
+
+def registry_option(*names: str, entries: str, choose: bool = True, **kwargs: Any) -> Callable[[Any], Any]:
+    """`click.option(*names, ...)` whose help lists the entries that the function `entries` ("module:function")
+    returns and, with `choose`, whose value must be one of them; the module is imported the first time the
+    choices or the help are read (see RegistryOption, ListingOption)."""
+    cls = RegistryOption if choose else ListingOption
+    return click.option(*names, cls=cls, entries=lazy_entries(entries), **kwargs)
 
 
 def lazy_entries(target: str) -> Entries:

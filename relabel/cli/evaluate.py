@@ -111,7 +111,7 @@ def evaluate(
     help="How a generative model is asked (default cw): {entries}. Scoring models are always read by their ranked "
     "scores.",
 )
-@click.option("--encoder", default="minilm", show_default=True, help="Text encoder mapping ow/cwplus answers.")
+@click.option("--encoder", help="Text encoder mapping ow/cwplus answers (default: the protocol's, minilm).")
 @click.option("--batch-size", type=int, help="Images per forward pass (default: the model's own).")
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda, mps.")
 @click.option("--base-url", envvar="OPENAI_BASE_URL", help="OpenAI-compatible server (env OPENAI_BASE_URL).")
@@ -129,7 +129,7 @@ def robustness(
     references: tuple[str, ...],
     seed: int,
     protocol: str | None,
-    encoder: str,
+    encoder: str | None,
     batch_size: int | None,
     device: str,
     base_url: str | None,

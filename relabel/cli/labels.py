@@ -69,7 +69,7 @@ def predictions() -> None:
     "--protocol",
     default="imported",
     show_default=True,
-    help="How the predictions were made: supervised, ow, mc, cw, cwplus, ...",
+    help="How the predictions were made: supervised, or a protocol of `relabel suggest --protocol`.",
 )
 @click.option("--format", "fmt", type=click.Choice(["csv", "jsonl", "npy"]), help="Default: the file extension.")
 @click.option("--order", help="For NPY: a file of image keys in row order (JSON list or one per line), or 'sorted'.")

@@ -9,12 +9,14 @@ from relabel.settings import Settings
 from relabel.suggest.failures import STOP_AFTER_FAILURES
 
 pass_settings = click.make_pass_decorator(Settings)
-model_option = click.option(
+model_option = registry_option(
     "--model",
     "model_spec",
+    entries="relabel.suggest.adapters:kind_examples",
+    choose=False,
     default="efficientnet-lite0",
     show_default=True,
-    help="KIND:MODEL: efficientnet-lite0, hf-classifier:ID, clip:ID, hf-vlm:ID, openai:MODEL.",
+    help="KIND:MODEL: {entries}.",
 )
 
 
@@ -76,7 +78,7 @@ model_option = click.option(
     is_flag=True,
     help="cw/cwplus: also accept an unlisted synonym or wnid as its class (still counted out-of-prompt).",
 )
-@click.option("--encoder", default="minilm", show_default=True, help="Text encoder for mapping: minilm, st:MODEL, ...")
+@click.option("--encoder", help="Text encoder for mapping: minilm, st:MODEL, ... (default: the protocol's, minilm).")
 @click.option("--base-url", envvar="OPENAI_BASE_URL", help="OpenAI-compatible server (env OPENAI_BASE_URL).")
 @click.option("--max-side", type=int, default=1024, show_default=True, help="Longest image side sent to API models.")
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda, mps (local models).")

@@ -37,7 +37,7 @@ from relabel.evaluation.runs import MAX_K
 from relabel.imaging import load_rgb
 from relabel.progress import progress_bar
 from relabel.suggest.runner import SuggestJob, answer_chunk
-from relabel.suggest.types import ChatRequest, ImageRef, ModelOutput, ranks_classes
+from relabel.suggest.types import Adapter, ChatRequest, ImageRef, ModelOutput, ranks_classes
 
 BASE_SHORT_SIDE = 256
 CHUNK = 32  # images decoded and perturbed together; each chunk goes through the adapter once per condition
@@ -56,7 +56,7 @@ class Passes:
     n_inputs: int = 0
 
 
-def reads_text(adapter: Any) -> bool:
+def reads_text(adapter: Adapter) -> bool:
     """Whether text perturbations reach `adapter`: generative models read prompts, text-conditioned scoring models
     (`text_conditioned = True`) read class names; image-only classifiers read neither."""
     return not ranks_classes(adapter) or bool(getattr(adapter, "text_conditioned", False))

@@ -55,10 +55,10 @@ from relabel.evaluation.runs import MAX_K, RunInfo, RunPredictions
 from relabel.evaluation.scoring import score_run
 from relabel.evaluation.storage import store_robustness
 from relabel.suggest.adapters import adapter_kind, load_adapter
-from relabel.suggest.protocols import Protocol, ProtocolContext, get_protocol
+from relabel.suggest.protocols import Protocol, ProtocolContext, generative_summaries, get_protocol
 from relabel.suggest.runner import SuggestJob, reference_labels, select_images
-from relabel.suggest.textmap import DEFAULT_ENCODER, ClassNameIndex, TextEncoder, load_encoder
-from relabel.suggest.types import ImageRef, ranks_classes
+from relabel.suggest.textmap import ClassNameIndex, TextEncoder, load_encoder
+from relabel.suggest.types import Adapter, ImageRef, ranks_classes
 from relabel.vocabulary import Vocabulary
 from relabel.workspace import IMGT, dataset_vocabulary, get_dataset
 
@@ -104,7 +104,7 @@ def parse_perturbations(text: str | None) -> tuple[str, ...] | None:
     return names
 
 
-def select_perturbations(names: Sequence[str] | None, adapter: Any) -> tuple[str, ...]:
+def select_perturbations(names: Sequence[str] | None, adapter: Adapter) -> tuple[str, ...]:
     """`names`, or when None every image perturbation and, for a model that reads text, every text one. A text
     perturbation named for an image-only classifier is refused: nothing would change what the model sees."""
     text_ok = reads_text(adapter)
@@ -133,7 +133,7 @@ def run_robustness(
     engine: Engine,
     *,
     model: str = "efficientnet-lite0",
-    adapter: Any = None,
+    adapter: Adapter | None = None,
     dataset: str | None = None,
     references: Sequence[str] = (IMGT,),
     perturbations: Sequence[str] | None = None,
@@ -141,7 +141,7 @@ def run_robustness(
     limit: int | None = None,
     seed: int = 0,
     protocol: str | None = None,
-    encoder: str | TextEncoder = DEFAULT_ENCODER,
+    encoder: str | TextEncoder | None = None,
     cache_dir: Path | None = None,
     adapter_options: dict[str, Any] | None = None,
     show_progress: bool = True,
@@ -151,8 +151,9 @@ def run_robustness(
     against each reference, RR per reference, and the efficiency measurements; stored unless `store` is False.
 
     `perturbations` None (or `all`): every one that reaches the model. `protocol` asks a generative model (default
-    cw); `encoder` (a spec or a TextEncoder) maps ow/cwplus answers, with its class embeddings cached in
-    `cache_dir`. `adapter` replaces the model named by `model` (tests, or an adapter built by the caller).
+    cw); `encoder` (a spec or a TextEncoder; None: the protocol's default) maps ow/cwplus answers, with its class
+    embeddings cached in `cache_dir`. `adapter` replaces the model named by `model` (tests, or an adapter built by
+    the caller).
     """
     requested = parse_perturbations(",".join(perturbations) if perturbations else None)
     sevs = parse_severities(",".join(map(str, severities)))
@@ -193,7 +194,7 @@ def run_robustness(
 _NOT_COUNTED = (None, "not counted: a generative model's FLOPs per answer depend on the answer's length")
 
 
-def _protocol(adapter: Any, name: str | None) -> Protocol:
+def _protocol(adapter: Adapter, name: str | None) -> Protocol:
     """The protocol `adapter` is read through: topk for a scoring model, `name` (default cw) for a generative one."""
     generative = not ranks_classes(adapter)
     label = getattr(adapter, "name", "the model")
@@ -204,7 +205,8 @@ def _protocol(adapter: Any, name: str | None) -> Protocol:
         )
     chosen = get_protocol(name or (DEFAULT_PROTOCOL if generative else SCORES))
     if generative and not chosen.generative:
-        raise InputError(f"protocol {name!r} reads scores; {label!r} is a generative model: use cw, cwplus, ow or mc")
+        known = ", ".join(generative_summaries())
+        raise InputError(f"protocol {name!r} reads scores; {label!r} is a generative model: use one of {known}")
     return chosen
 
 
@@ -213,13 +215,15 @@ def _model(
     adapter: Any,
     protocol: Protocol,
     ctx: ProtocolContext,
-    encoder: str | TextEncoder,
+    encoder: str | TextEncoder | None,
     cache_dir: Path | None,
 ) -> tuple[ScoringModel | AskingModel, dict[str, Any]]:
     """The adapter ready for the passes, and the protocol's description (stored with the result)."""
     described = protocol.describe(ctx)
     if not protocol.generative:
         return ScoringModel(adapter, ctx.class_names, ctx.seed), described
+    if encoder is None:
+        encoder = protocol.default_encoder
     mapper = _mapper(encoder, ctx.vocab, cache_dir) if protocol.needs_mapper else None
     if mapper is not None:
         described["mapper"] = mapper.describe()

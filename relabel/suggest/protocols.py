@@ -21,7 +21,7 @@ import numpy as np
 
 from relabel.errors import InputError, unknown_name
 from relabel.suggest.distractors import RANDOM, REFERENCE, DistractorSource, summarize_distractors
-from relabel.suggest.textmap import ClassNameIndex, normalize_answer
+from relabel.suggest.textmap import DEFAULT_ENCODER, ClassNameIndex, normalize_answer
 from relabel.suggest.types import ChatRequest, ImageRef, ModelOutput
 from relabel.vocabulary import INDEX, Vocabulary
 
@@ -85,8 +85,8 @@ class Pending:
 
 class Protocol:
     """How a model is asked. A subclass declares what the rest of the code reads from the registry: whether it asks
-    a generative model (else it reads a scoring model's ranked scores), whether it needs a reference label, and
-    the few words the CLI's help shows for it."""
+    a generative model (else it reads a scoring model's ranked scores), whether it needs a reference label, the
+    text encoder that maps its free answers when --encoder is left out, and the few words the CLI's help shows."""
 
     name = ""
     summary = ""  # the CLI's help: "open world"
@@ -94,6 +94,7 @@ class Protocol:
     template = ""
     multi_template = ""
     needs_mapper = False
+    default_encoder = DEFAULT_ENCODER  # maps answers (needs_mapper) and finds MC's hard distractors
     needs_reference = False  # MC builds its options around the reference label: an evaluation protocol
     uses_distractors = False  # MC: reads --distractors and --confusion
     reads_synonyms = False  # CW, CW+: read --accept-synonyms

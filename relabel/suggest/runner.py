@@ -35,7 +35,7 @@ from relabel.progress import progress_bar
 from relabel.suggest.failures import RETRYABLE_MARK, OutageError, needs_retry
 from relabel.suggest.protocols import Answer, Protocol, ProtocolContext, details_json, map_pending
 from relabel.suggest.textmap import ClassNameIndex
-from relabel.suggest.types import ImageRef, ModelOutput, ranks_classes
+from relabel.suggest.types import Adapter, ImageRef, ModelOutput, ranks_classes
 from relabel.workspace import IMGT, get_dataset, get_source
 
 SELECTIONS = ("all", "suspect")  # "suspect": see suspect_image_ids
@@ -204,7 +204,7 @@ def open_run(
 @dataclass
 class SuggestJob:
     engine: Engine
-    adapter: Any  # an Adapter (relabel.suggest.types): GenerativeAdapter or ScoringAdapter
+    adapter: Adapter
     protocol: Protocol
     ctx: ProtocolContext
     mapper: ClassNameIndex | None = None

@@ -44,7 +44,7 @@ class SuggestSettings:
     distractors: str = "random"
     confusion: str | None = None  # FILE (.json groups or .npy matrix) or run:NAME; hard ones are topped up from text
     accept_synonyms: bool = False  # cw/cwplus: accept unlisted synonyms and wnids (still counted out-of-prompt)
-    encoder: str = "minilm"
+    encoder: str | None = None  # None: the protocol's default encoder
     max_side: int = 1024
     base_url: str | None = None
     device: str = "auto"
@@ -133,7 +133,7 @@ def build_job(s: SuggestSettings, engine: Engine, cache_dir: Path | None) -> Sug
     )
     adapter = load_adapter(s.model, **_adapter_options(s, engine, protocol.version(ctx)))
     adapter.check()  # a missing key or an unreachable server fails here, before the text encoder loads
-    encoder = load_encoder(s.encoder) if protocol.needs_mapper or hard else None
+    encoder = load_encoder(s.encoder or protocol.default_encoder) if protocol.needs_mapper or hard else None
     if hard and encoder is not None:
         ctx.distractors = DistractorSource(confusion, text_neighbours(encoder, vocab, cache_dir))
     mapper = ClassNameIndex(encoder, vocab, cache_dir) if protocol.needs_mapper and encoder else None

@@ -20,6 +20,7 @@ class AdapterKind:
     the code reads from the entry instead of asking the adapter or testing the kind's name."""
 
     target: str
+    example: str  # how a spec of this kind is written, for the CLI's help: "clip:ID"
     ranks_topk: bool  # a ScoringAdapter: scores every class, read as its top-k; else a GenerativeAdapter
     reads_text: bool  # text perturbations reach it: a prompt (generative) or the class names (CLIP, SigLIP)
     remote: bool = False  # an API server: takes base_url, retries and a response cache, not a device
@@ -30,13 +31,21 @@ class AdapterKind:
         return "topk" if self.ranks_topk else "ow"
 
 
+_ADAPTERS = "relabel.suggest.adapters"
 REGISTRY: dict[str, AdapterKind] = {
-    "openai": AdapterKind("relabel.suggest.adapters.openai_api:OpenAIChatAdapter", False, True, remote=True),
-    "hf-vlm": AdapterKind("relabel.suggest.adapters.hf_vlm:HFVisionLanguageAdapter", False, True),
-    "clip": AdapterKind("relabel.suggest.adapters.clip:ZeroShotAdapter", True, True),
-    "hf-classifier": AdapterKind("relabel.suggest.adapters.classifier:HFClassifierAdapter", True, False),
-    "efficientnet-lite0": AdapterKind("relabel.suggest.adapters.classifier:EfficientNetLite0Adapter", True, False),
+    "efficientnet-lite0": AdapterKind(
+        f"{_ADAPTERS}.classifier:EfficientNetLite0Adapter", "efficientnet-lite0", True, False
+    ),
+    "hf-classifier": AdapterKind(f"{_ADAPTERS}.classifier:HFClassifierAdapter", "hf-classifier:ID", True, False),
+    "clip": AdapterKind(f"{_ADAPTERS}.clip:ZeroShotAdapter", "clip:ID", True, True),
+    "hf-vlm": AdapterKind(f"{_ADAPTERS}.hf_vlm:HFVisionLanguageAdapter", "hf-vlm:ID", False, True),
+    "openai": AdapterKind(f"{_ADAPTERS}.openai_api:OpenAIChatAdapter", "openai:MODEL", False, True, remote=True),
 }
+
+
+def kind_examples() -> dict[str, str]:
+    """How a spec of each kind is written, in the registry's order (the CLI's `--model` help)."""
+    return {kind.example: "" for kind in REGISTRY.values()}
 
 
 def parse_spec(spec: str) -> tuple[str, str]:
