@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from relabel.suggest.lexical import Bm25Index, name_key, stem
-from relabel.suggest.phrases import core_phrase, object_phrase
+from relabel.suggest.phrases import core_phrase, head_phrase, object_phrase
 from relabel.suggest.textmap import MAPPER_VERSION, ClassNameIndex, class_names, normalize_answer
 from relabel.vocabulary import UnknownClassError
 from tests.fakes import TrigramEncoder
@@ -60,6 +60,28 @@ def test_object_phrase_removes_the_frames_chat_models_use(answer: str, phrase: s
 )
 def test_core_phrase_drops_the_scene_but_keeps_what_describes_the_object(phrase: str, core: str) -> None:
     assert core_phrase(phrase) == core
+
+
+@pytest.mark.parametrize(
+    ("phrase", "head"),
+    [
+        ("bull with horns", "bull"),
+        ("truck that collects rubbish", "truck"),
+        ("chest of drawers", "chest"),
+        ("black and white bear", "black and white bear"),
+        ("mountain bike", "mountain bike"),
+        ("with", "with"),
+    ],
+)
+def test_head_phrase_ends_on_the_word_the_phrase_is_about(phrase: str, head: str) -> None:
+    assert head_phrase(phrase) == head
+
+
+def test_a_postmodifier_does_not_lend_its_words_to_a_name(trigram_index, vocab) -> None:
+    # "horns" is the last word, but the phrase is about a bull: *French horn* loses the head penalty's worth
+    extra = trigram_index._extra_words(["bull with horns", "french horn", ""])
+    horn = [j for j, o in enumerate(trigram_index.owners) if o == vocab.resolve("French horn")][0]
+    assert extra[0, horn] > extra[1, horn] == 0 and not extra[2].any()
 
 
 def test_words_are_stemmed_alike_and_names_keyed_without_spaces() -> None:

@@ -16,7 +16,8 @@ bike). `object_phrase` removes, by fixed rules and in this order:
 `core_phrase` also cuts the scene the object is in ("a copier on a table" -> "copier", "a puma sitting on a
 rock" -> "puma"): a place preposition followed by an article ("on a", "in the", ...), a comma, or a participle that
 describes a pose from a fixed list ("sitting", "perched", "parked", ...). Words that describe the object itself
-("with a red tail", "living in a snail shell", "for pressing clothes") stay. The rules are plain regular
+("with a red tail", "living in a snail shell", "for pressing clothes") stay; `head_phrase` cuts those too, for the
+word the phrase is about ("bull with horns" is a bull). The rules are plain regular
 expressions; an answer they do not recognise passes through unchanged but for case and punctuation.
 """
 
@@ -79,6 +80,9 @@ _SCENE = re.compile(
     r"lying|laying|perched|resting|parked|placed|displayed|shown|seen|floating|hanging|running|swimming|flying|"
     r"walking|sleeping|grazing|wading|hovering|gliding|soaring|basking|hiding|looking|posing|waiting)\b)"
 )
+_POSTMODIFIER = re.compile(
+    r"\s+(?:with|without|that|which|who|whose|for|of|from|like|having|in|on|at|under|near|to|by)\s.*$"
+)
 _EDGE = " \t\n.,;:!?\"'“”‘’()[]{}"
 
 
@@ -104,6 +108,12 @@ def core_phrase(phrase: str) -> str:
     names no scene."""
     m = _SCENE.search(phrase, pos=phrase.find(" ") + 1 if " " in phrase else len(phrase))
     return phrase[: m.start()].strip(_EDGE) if m and m.start() > 0 else phrase
+
+
+def head_phrase(phrase: str) -> str:
+    """`phrase` before its first postmodifier, so that its last word is the phrase's head: 'bull with horns' ->
+    'bull', 'truck that collects rubbish' -> 'truck', 'chest of drawers' -> 'chest'; unchanged when it has none."""
+    return _POSTMODIFIER.sub("", phrase)
 
 
 def _clean(text: str) -> str:

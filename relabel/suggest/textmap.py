@@ -9,7 +9,8 @@ How an answer is read (`ClassNameIndex.map`):
 3. otherwise each class gets three scores, each standardised over the classes (z-score) and summed with `WEIGHTS`:
    `name`: cosine of the core phrase to the class's nearest name or synonym; a name that shares a word with the
    phrase loses `EXTRA_WORD_PENALTY` times the share of its words the phrase lacks, and `HEAD_PENALTY` more when
-   their last words (the heads of English compounds) differ, so "mountain" is not a *mountain bike*;
+   their heads differ (the last word of an English compound, before any "with ...", "that ...", "of ..."), so
+   "mountain" is not a *mountain bike* nor "bull with horns" a *French horn*;
    `description`: cosine of the phrase to "name: gloss" (the vocabulary's description of the class);
    `bm25`: the phrase's words against the class's names, synonyms and gloss (`relabel.suggest.lexical`).
 
@@ -39,7 +40,7 @@ import numpy as np
 from relabel.atomic import atomic_writer
 from relabel.errors import InputError, RelabelError
 from relabel.suggest.lexical import Bm25Index, name_key, words
-from relabel.suggest.phrases import core_phrase, object_phrase
+from relabel.suggest.phrases import core_phrase, head_phrase, object_phrase
 from relabel.vocabulary import Vocabulary
 
 DEFAULT_ENCODER = "minilm"
@@ -49,7 +50,7 @@ WEIGHTS = {"name": 1.0, "description": 1.5, "bm25": 1.0}
 EXTRA_WORD_PENALTY = 0.3
 HEAD_PENALTY = 0.3
 HYPONYM_NAMES = "imagenet1k_hyponym_names.json"
-MAPPER_VERSION = "phrase+names+kinds+gloss+bm25/2"  # recorded with each run: a change of method is a change of setting
+MAPPER_VERSION = "phrase+names+kinds+gloss+bm25/3"  # recorded with each run: a change of method is a change of setting
 _BATCH = 1024  # phrases scored at once: bounds the (batch, names) similarity matrices
 
 
@@ -287,16 +288,16 @@ class ClassNameIndex:
 
     def _extra_words(self, cores: list[str]) -> np.ndarray:
         """(U, S): for each name sharing a word with the core phrase, the share of the name's words the phrase
-        lacks, plus `HEAD_PENALTY / EXTRA_WORD_PENALTY` when their last words (the heads of English compounds)
-        differ: "mountain" vs *mountain bike*, "yellow lab" vs *lab coat*."""
+        lacks, plus `HEAD_PENALTY / EXTRA_WORD_PENALTY` when their heads differ (`head_phrase`'s last word):
+        "mountain" vs *mountain bike*, "yellow lab" vs *lab coat*, "bull with horns" vs *French horn*."""
         out = np.zeros((len(cores), len(self.owners)), dtype=np.float32)
         head_extra = HEAD_PENALTY / EXTRA_WORD_PENALTY
         for i, core in enumerate(cores):
-            ordered = words(core)
-            have = set(ordered)
+            have = set(words(core))
+            head = (words(head_phrase(core)) or words(core) or [""])[-1]
             for j in {j for w in have for j in self.names_by_word.get(w, ())}:
                 lacking = len(self.name_words[j] - have) / len(self.name_words[j])
-                out[i, j] = lacking + head_extra * (self.name_heads[j] != ordered[-1])
+                out[i, j] = lacking + head_extra * (self.name_heads[j] != head)
         return out
 
     def describe(self) -> dict[str, Any]:
