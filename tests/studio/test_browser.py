@@ -226,6 +226,17 @@ def test_search_picks_what_was_typed(studio_url: tuple[Studio, str], browser: An
     assert names == ["espresso", "cup", "tiger", "cardigan", "car wheel"]
 
 
+def test_the_flag_buttons_and_their_help_come_from_the_registry(studio_url: tuple[Studio, str], browser: Any) -> None:
+    """The card builds its flag buttons, keys and the help's flag row from the boot payload (relabel/card_flags.py)."""
+    _, url = studio_url
+    page = open_page(browser, url, "dave")
+    assert page.locator(f"{REVIEW} .rg-flag kbd").all_inner_texts() == ["D", "M", "C", "I"]
+    page.click(f"{REVIEW} .rg-help-toggle")
+    rows = [" ".join(r.split()) for r in page.locator(f"{REVIEW} .rg-help-table tbody tr").all_inner_texts()]
+    assert "D M C I flags: drawing or render, multiple objects, duplicate, inappropriate" in rows
+    page.context.close()
+
+
 def test_a_refused_action_leaves_the_card_visible_and_usable(studio_url: tuple[Studio, str], browser: Any) -> None:
     studio, url = studio_url
     page = open_page(browser, url, "erin")
