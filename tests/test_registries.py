@@ -14,8 +14,7 @@ Files a developer touches for each of the five extensions (counted on this code,
 | a new review-card flag   | 1     | relabel/card_flags.py (a CardFlag: stored name, key, label)                  |
 | a new model-adapter kind | 2     | its module in relabel/suggest/adapters/ and its AdapterKind entry in         |
 |                          |       | relabel/suggest/adapters/__init__.py (ranks top-k, reads text, remote)       |
-| a new ingest layout      | 2     | relabel/ingest/layouts.py (the Layout and its LAYOUTS entry) and the         |
-|                          |       | `--layout` help in relabel/cli/data.py                                       |
+| a new ingest layout      | 1     | relabel/ingest/layouts.py (the Layout function and its LAYOUTS entry)        |
 """
 
 from __future__ import annotations
@@ -36,6 +35,7 @@ from relabel.card_flags import CARD_FLAGS, CardFlag, register_flag
 from relabel.cli import cli
 from relabel.errors import InputError, NotFoundError
 from relabel.exports import EXPORT_FORMATS, ExportFormat, export_snapshot, render_snapshot
+from relabel.ingest.layouts import LAYOUTS
 from relabel.review.studio import Studio
 from relabel.snapshots import SnapshotRow, create_snapshot
 from relabel.suggest import protocols
@@ -186,3 +186,8 @@ class TestAdapterKinds:
         assert "scorer:ID, talker:ID" in help_text(["suggest"]) and "talker:ID" in help_text(["evaluate", "robustness"])
         assert adapter_kind("openai:gpt-4o").remote and not adapter_kind("clip:x").remote
         assert [k for k, v in REGISTRY.items() if v.reads_text and v.ranks_topk] == ["clip"]
+
+
+def test_a_registered_ingest_layout_is_named_in_the_help(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(LAYOUTS, "flat-dummy", LAYOUTS["unlabeled"])
+    assert "auto, imagenet-val, folders, wnid-prefix, manifest, unlabeled, flat-dummy." in help_text(["ingest"])

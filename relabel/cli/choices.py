@@ -61,19 +61,21 @@ class RegistryOption(ListingOption):
 
 
 def registry_option(*names: str, entries: str, choose: bool = True, **kwargs: Any) -> Callable[[Any], Any]:
-    """`click.option(*names, ...)` whose help lists the entries that the function `entries` ("module:function")
-    returns and, with `choose`, whose value must be one of them; the module is imported the first time the
+    """`click.option(*names, ...)` whose help lists the entries named by `entries` ("module:name", see
+    lazy_entries) and, with `choose`, whose value must be one of them; the module is imported the first time the
     choices or the help are read (see RegistryOption, ListingOption)."""
     cls = RegistryOption if choose else ListingOption
     return click.option(*names, cls=cls, entries=lazy_entries(entries), **kwargs)
 
 
 def lazy_entries(target: str) -> Entries:
-    """The function named by "module:function", imported when first called."""
+    """The entries named by "module:name", imported when first asked for: a function returning {name: what}, or
+    the registry itself (a dict whose values are not text lists its names alone)."""
 
     def entries() -> Mapping[str, str]:
-        module, _, function = target.partition(":")
-        found: Entries = getattr(importlib.import_module(module), function)
-        return found()
+        module, _, attribute = target.partition(":")
+        found = getattr(importlib.import_module(module), attribute)
+        registry: Mapping[str, Any] = found() if callable(found) else found
+        return {name: what if isinstance(what, str) else "" for name, what in registry.items()}
 
     return entries

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from relabel.cli import render
+from relabel.cli.choices import registry_option
 from relabel.settings import Settings
 
 pass_settings = click.make_pass_decorator(Settings)
@@ -34,11 +35,13 @@ def init(settings: Settings) -> None:
 @click.command()
 @click.argument("root", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--dataset", help="Dataset name (default: the root folder's name).")
-@click.option(
+@registry_option(
     "--layout",
+    entries="relabel.ingest.layouts:LAYOUTS",
+    choose=False,
     default="auto",
     show_default=True,
-    help="auto, imagenet-val, folders, wnid-prefix, manifest or unlabeled.",
+    help="auto, {entries}.",
 )
 @click.option(
     "--labels",
