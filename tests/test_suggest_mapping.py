@@ -197,5 +197,6 @@ def test_minilm_maps_held_out_answers(vocab, tmp_path: Path) -> None:
     rows = read_answers("mapping_paraphrases.jsonl")[::5]  # 404 answers, both kinds of each class alternately
     mapping = index.map([r["answer"] for r in rows])
     hits = [vocab.classes[c].wnid in truths(r) for c, r in zip(mapping.classes, rows)]
-    # bench/bench_mapping.py measures all 2,018; this fixed fifth scored 84.7 % when the mapper was written
-    assert np.mean(hits) >= 0.83
+    # bench/bench_mapping.py measures all 2,018; this fixed fifth scored 84.7 % when the mapper was written and
+    # 86.9 % with the WordNet kinds and phrase heads
+    assert np.mean(hits) >= 0.85
