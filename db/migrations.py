@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import inspect, select, text
 from sqlalchemy.engine import Connection, Engine
-from sqlmodel import SQLModel
+from sqlmodel import SQLModel, col
 
 from db import models
 from db.models import SchemaVersion
@@ -96,7 +96,7 @@ def current_version(conn: Connection) -> int | None:
     """The workspace's schema version, or None for an empty database."""
     if not inspect(conn).has_table(SchemaVersion.__tablename__):
         return None
-    return conn.execute(select(SchemaVersion.version).order_by(SchemaVersion.version.desc())).scalar()  # type: ignore[attr-defined]
+    return conn.execute(select(col(SchemaVersion.version)).order_by(col(SchemaVersion.version).desc())).scalar()
 
 
 def _stamp(conn: Connection, m: Migration) -> None:

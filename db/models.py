@@ -9,16 +9,23 @@ migrations install database triggers that refuse it.
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import JSON, BigInteger, Column, Index, UniqueConstraint
-from sqlmodel import Field, SQLModel
+from sqlalchemy.orm import Mapped
+from sqlmodel import Field, SQLModel, col
 
 from db.enums import Answer, Category, ImageStatus, PredictionStatus, Role, SourceKind, SuggestionAction, Verdict
 
 
 def utcnow() -> datetime:
     return datetime.now(timezone.utc)
+
+
+def pk(column: int | None) -> Mapped[int]:
+    """A table's `id` column in a query, typed as the database holds it: a stored row always has one (the model says
+    `int | None` only so that a new row can be built before the database numbers it)."""
+    return cast("Mapped[int]", col(column))
 
 
 def _json(nullable: bool = False) -> Any:

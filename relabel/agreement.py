@@ -10,7 +10,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, fields
 
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from db.enums import Verdict
 from db.models import Dataset, User
@@ -32,15 +32,15 @@ def decision_label(decision: Decision) -> Label:
 
 def ratings_from_decisions(
     decisions: Mapping[int, Sequence[Decision]], user_names: Mapping[int, str] | None = None
-) -> tuple[dict[int, dict[Hashable, Label]], dict[int, Label]]:
+) -> tuple[dict[Hashable, dict[Hashable, Label]], dict[Hashable, Label]]:
     """Split `current_decisions` output into annotator ratings and the reference (the adjudication that settles
     the image, `relabel.consensus.adjudication`).
 
     Annotators are keyed by `user_names[user_id]` when given, else by user id.
     """
     names: Mapping[int, Hashable] = user_names or {}
-    ratings: dict[int, dict[Hashable, Label]] = {}
-    reference: dict[int, Label] = {}
+    ratings: dict[Hashable, dict[Hashable, Label]] = {}  # image id -> annotator -> label set
+    reference: dict[Hashable, Label] = {}
     for image_id, image_decisions in decisions.items():
         adjudicated = adjudication(image_decisions)
         if adjudicated is not None:
@@ -66,7 +66,8 @@ def agreement_report(engine: Engine, dataset: str | int | None = None) -> Agreem
         row = session.get(Dataset, dataset) if isinstance(dataset, int) else get_dataset(session, dataset)
         if row is None:
             raise NotFoundError(f"dataset id {dataset} does not exist")
-        names = {uid: name for uid, name in session.exec(select(User.id, User.name)).all() if uid is not None}
+        assert row.id is not None  # a stored dataset
+        names = {uid: name for uid, name in session.exec(select(col(User.id), col(User.name))).all() if uid is not None}
         decisions = current_decisions(session.connection(), row.id)
     ratings, reference = ratings_from_decisions(decisions, names)
     summary = summarize_agreement(ratings, reference)

@@ -16,11 +16,11 @@ from typing import Any
 from sqlalchemy import bindparam, func, insert, select
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from db.engine import session_scope
 from db.enums import Role, SuggestionAction, Verdict
-from db.models import Annotation, Dataset, Image, Prediction, User, utcnow
+from db.models import Annotation, Dataset, Image, Prediction, User, pk, utcnow
 from relabel.card_flags import check_flags
 from relabel.errors import ConflictError, InputError, NotFoundError, StaleCardError
 from relabel.storable import one_line_name, storable_text
@@ -76,7 +76,7 @@ def add_user(engine: Engine, name: str, role: Role, password: str | None = None)
     in more than letter case."""
     one_line_name(name, "user name", max_length=64)
     with session_scope(engine) as s:
-        taken = [n for n in s.scalars(select(User.name)) if n.casefold() == name.casefold()]
+        taken = [n for n in s.scalars(select(col(User.name))) if n.casefold() == name.casefold()]
         if taken:
             raise ConflictError(
                 f"user {taken[0]!r} already exists"
@@ -88,7 +88,7 @@ def add_user(engine: Engine, name: str, role: Role, password: str | None = None)
 
 
 def get_user(session: Session, name: str) -> User:
-    row = session.scalars(select(User).where(User.name == name)).first()
+    row = session.scalars(select(User).where(col(User.name) == name)).first()
     if row is None:
         raise NotFoundError(f"unknown user {name!r}; add one with `relabel users add NAME --role annotator`")
     return row
@@ -98,16 +98,16 @@ def _by_token(session: Session, client_token: str | None) -> int | None:
     """The decision already stored under `client_token`, if any: a resent request returns it."""
     if not client_token:
         return None
-    return session.scalars(select(Annotation.id).where(Annotation.client_token == client_token)).first()
+    return session.scalars(select(col(Annotation.id)).where(col(Annotation.client_token) == client_token)).first()
 
 
 # the lookups made for every saved decision, built once
-_TOKEN = select(Annotation.id).where(Annotation.client_token == bindparam("token"))
-_USER = select(User.id, User.role).where(User.name == bindparam("name"))
-_IMAGE_DATASET = select(Image.dataset_id).where(Image.id == bindparam("image_id"))
-_SUGGESTION_IMAGE = select(Prediction.image_id).where(Prediction.id == bindparam("suggestion_id"))
-_LAST_EVENT = select(func.max(Annotation.id)).where(
-    Annotation.image_id == bindparam("image_id"), Annotation.user_id == bindparam("user_id")
+_TOKEN = select(col(Annotation.id)).where(col(Annotation.client_token) == bindparam("token"))
+_USER = select(col(User.id), col(User.role)).where(col(User.name) == bindparam("name"))
+_IMAGE_DATASET = select(col(Image.dataset_id)).where(col(Image.id) == bindparam("image_id"))
+_SUGGESTION_IMAGE = select(col(Prediction.image_id)).where(col(Prediction.id) == bindparam("suggestion_id"))
+_LAST_EVENT = select(func.max(col(Annotation.id))).where(
+    col(Annotation.image_id) == bindparam("image_id"), col(Annotation.user_id) == bindparam("user_id")
 )
 
 
@@ -203,7 +203,7 @@ def store_annotation(
                 "client_token": client_token,
                 "created_at": utcnow(),
             }
-            new_id = conn.execute(insert(Annotation).values(row).returning(Annotation.id)).scalar_one()  # type: ignore[arg-type]
+            new_id = conn.execute(insert(Annotation).values(row).returning(pk(Annotation.id))).scalar_one()
             return int(new_id), True
     except IntegrityError as exc:  # the same token raced in from another request: that request's row stands
         with engine.connect() as conn:
@@ -237,7 +237,7 @@ def retract_annotation(engine: Engine, annotation_id: int, *, user: str, client_
             user_id=u.id,
             verdict=Verdict.retract,
             classes=[],
-            flags=[],  # type: ignore[arg-type]
+            flags=[],
             is_adjudication=target.is_adjudication,
             retracts_id=annotation_id,
             client_token=client_token,

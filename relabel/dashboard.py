@@ -20,10 +20,10 @@ from operator import attrgetter
 
 from sqlalchemy import String, cast, select
 from sqlalchemy.engine import Connection, Engine
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from db.enums import Category, ImageStatus, Role, SuggestionAction, Verdict
-from db.models import Dataset, Image, Label, LabelSource, User, VocabClass
+from db.models import Dataset, Image, Label, LabelSource, User, VocabClass, pk
 from relabel.consensus import Consensus, Decision, Outcome, settle_images, standing_decisions
 from relabel.decision_log import IMAGE_STATUSES, LogRow, ParsedLists, cyclic_gc_paused, load_events
 from relabel.errors import InputError
@@ -323,13 +323,15 @@ def _load_images(
     conn: Connection, dataset: Dataset
 ) -> tuple[dict[int, ImageStatus], dict[int, tuple[int, ...]], dict[int, str]]:
     """Status by image id, ImGT label by image id (empty without an ImGT source), class name by class index."""
-    statuses = select(Image.id, cast(Image.status, String)).where(Image.dataset_id == dataset.id)
+    statuses = select(pk(Image.id), cast(col(Image.status), String)).where(col(Image.dataset_id) == dataset.id)
     originals = (
-        select(Label.image_id, cast(Label.classes, String))
-        .join(LabelSource, LabelSource.id == Label.source_id)
-        .where(LabelSource.dataset_id == dataset.id, LabelSource.name == IMGT)
+        select(col(Label.image_id), cast(col(Label.classes), String))
+        .join(LabelSource, col(LabelSource.id) == col(Label.source_id))
+        .where(col(LabelSource.dataset_id) == dataset.id, col(LabelSource.name) == IMGT)
     )
-    names = select(VocabClass.index, VocabClass.name).where(VocabClass.vocabulary_id == dataset.vocabulary_id)
+    names = select(col(VocabClass.index), col(VocabClass.name)).where(
+        col(VocabClass.vocabulary_id) == dataset.vocabulary_id
+    )
     lists = ParsedLists()
     return (
         {image_id: IMAGE_STATUSES[status] for image_id, status in conn.execute(statuses).all()},
@@ -353,9 +355,13 @@ def dashboard(
     with cyclic_gc_paused():
         with Session(engine) as session:
             ds = get_dataset(session, dataset)
+            assert ds.id is not None  # a stored dataset
             conn = session.connection()
             statuses, originals, names = _load_images(conn, ds)
-            users = {i: (name, Role(role)) for i, name, role in conn.execute(select(User.id, User.name, User.role))}
+            users = {
+                i: (name, Role(role))
+                for i, name, role in conn.execute(select(pk(User.id), col(User.name), col(User.role)))
+            }
             events = load_events(conn, ds.id)
         decisions = standing_decisions(events)
         settled = settle_images(decisions, statuses, min_votes=min_votes)

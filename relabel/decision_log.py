@@ -18,9 +18,10 @@ from sqlalchemy import Float, String, cast, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement
+from sqlmodel import col
 
 from db.enums import ImageStatus, SuggestionAction, Verdict
-from db.models import Annotation, Image, ModelRun, Prediction
+from db.models import Annotation, Image, ModelRun, Prediction, pk
 from relabel.consensus import Decision, standing_decisions
 
 
@@ -92,18 +93,25 @@ def load_events(conn: Connection, dataset_id: int, image_ids: Collection[int] | 
     """Every annotation event of the dataset (on `image_ids` only, if given) in id order, with the name of the
     run each suggestion came from."""
     e = Annotation  # enums and JSON are read as text and decoded through the small tables above, for speed
-    who = (e.id, e.image_id, e.user_id, cast(e.verdict, String), cast(e.classes, String), e.is_adjudication)
-    how = (e.retracts_id, _EpochSeconds(e.created_at), e.seconds_on_item, cast(e.suggestion_action, String))
+    who = (
+        pk(e.id),
+        col(e.image_id),
+        col(e.user_id),
+        cast(e.verdict, String),
+        cast(e.classes, String),
+        col(e.is_adjudication),
+    )
+    how = (col(e.retracts_id), _EpochSeconds(e.created_at), col(e.seconds_on_item), cast(e.suggestion_action, String))
     query = (
-        select(*who, *how, ModelRun.name)
-        .join(Image, Image.id == Annotation.image_id)
-        .outerjoin(Prediction, Prediction.id == Annotation.suggestion_id)
-        .outerjoin(ModelRun, ModelRun.id == Prediction.run_id)
-        .where(Image.dataset_id == dataset_id)
-        .order_by(Annotation.id)
+        select(*who, *how, col(ModelRun.name))
+        .join(Image, col(Image.id) == col(Annotation.image_id))
+        .outerjoin(Prediction, col(Prediction.id) == col(Annotation.suggestion_id))
+        .outerjoin(ModelRun, col(ModelRun.id) == col(Prediction.run_id))
+        .where(col(Image.dataset_id) == dataset_id)
+        .order_by(col(Annotation.id))
     )
     if image_ids is not None:
-        query = query.where(Annotation.image_id.in_(list(image_ids)))  # type: ignore[attr-defined]
+        query = query.where(col(Annotation.image_id).in_(list(image_ids)))
     lists = ParsedLists()
     events: list[LogRow] = []
     for rows in conn.execute(query).partitions(10_000):  # fetchmany: much faster than row-by-row iteration

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy.engine import Engine
+from sqlmodel import col
 
 from relabel.errors import RelabelError
 from relabel.ingest import IngestReport, ingest_dataset, plan_ingest
@@ -140,7 +141,7 @@ def ensure_demo_users(engine: Engine) -> list[tuple[str, str]]:
     from relabel.annotations import add_user
 
     with engine.connect() as conn:
-        existing = set(conn.execute(select(User.name)).scalars())
+        existing = set(conn.execute(select(col(User.name))).scalars())
     for name, role in DEMO_USERS:
         if name not in existing:
             add_user(engine, name, Role(role), DEMO_PASSWORD)

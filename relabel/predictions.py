@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import delete, func
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from db.engine import session_scope
 from db.enums import PredictionStatus
@@ -169,8 +169,8 @@ def refuse_if_cited(session: Session, run: ModelRun) -> None:
     cited = session.exec(
         select(func.count())
         .select_from(Annotation)
-        .join(Prediction, Prediction.id == Annotation.suggestion_id)  # type: ignore[arg-type]
-        .where(Prediction.run_id == run.id)
+        .join(Prediction, col(Prediction.id) == col(Annotation.suggestion_id))
+        .where(col(Prediction.run_id) == run.id)
     ).one()
     if cited:
         raise ConflictError(
@@ -214,15 +214,15 @@ def import_predictions(
     with session_scope(engine) as s:
         ds = get_dataset(s, dataset)
         vocab = dataset_vocabulary(s, ds)
-        paths = sorted(s.exec(select(Image.path).where(Image.dataset_id == ds.id)).all())
+        paths = sorted(s.exec(select(col(Image.path)).where(col(Image.dataset_id) == ds.id)).all())
         rows = list(PREDICTION_FORMATS[fmt](path, vocab, read_order(order, paths)))
         ids, skipped = resolve_rows(rows, image_index(s, ds), len(vocab), skip_unknown=skip_unknown, what=str(path))
-        old = s.exec(select(ModelRun).where(ModelRun.dataset_id == ds.id, ModelRun.name == run)).first()
+        old = s.exec(select(ModelRun).where(col(ModelRun.dataset_id) == ds.id, col(ModelRun.name) == run)).first()
         if old is not None:
             what = f"dataset {ds.name!r} already has a run {run!r}"
             if replace:
                 refuse_if_cited(s, old)
-            replace_existing(s, old, delete(Prediction).where(Prediction.run_id == old.id), what, replace)
+            replace_existing(s, old, delete(Prediction).where(col(Prediction.run_id) == old.id), what, replace)
         values = [_prediction_values(r, image_id) for r, image_id in matched_rows(rows, ids, path.name)]
         store_run(
             s,

@@ -11,11 +11,11 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import select
 from sqlalchemy.engine import Connection, Engine
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from db.engine import session_scope
 from db.enums import Category, Verdict
-from db.models import Dataset, Image, Label, Snapshot, SnapshotLabel, SnapshotPosterior
+from db.models import Dataset, Image, Label, Snapshot, SnapshotLabel, SnapshotPosterior, pk
 from relabel import __version__
 from relabel.bulk_import import insert_chunks
 from relabel.consensus import Consensus, Outcome, categorize, decision_key, settle_images
@@ -69,7 +69,9 @@ def check_classes(labelled: Iterable[tuple[str, Sequence[int], str]], n_classes:
 
 
 def source_labels(conn: Connection, source_id: int) -> dict[int, list[int]]:
-    return dict(conn.execute(select(Label.image_id, Label.classes).where(Label.source_id == source_id)).all())  # type: ignore[arg-type]
+    return dict(
+        conn.execute(select(col(Label.image_id), col(Label.classes)).where(col(Label.source_id) == source_id)).all()
+    )
 
 
 @dataclass
@@ -133,7 +135,8 @@ def create_snapshot(
     _check_request(name, undecided, request)
     with session_scope(engine) as s:
         ds = get_dataset(s, dataset)
-        if s.scalars(select(Snapshot).where(Snapshot.dataset_id == ds.id, Snapshot.name == name)).first():
+        assert ds.id is not None  # a stored dataset
+        if s.scalars(select(Snapshot).where(col(Snapshot.dataset_id) == ds.id, col(Snapshot.name) == name)).first():
             raise ConflictError(f"snapshot {name!r} already exists and is immutable; choose another name")
         rows, fit = _freeze(s, ds, base, undecided, request, show_progress)
         labelled = ((r.path, r.classes, r.where) for r in rows)
@@ -194,7 +197,9 @@ def _freeze(
     base_labels = source_labels(conn, get_source(s, ds, base).id)  # type: ignore[arg-type]
     imgt = get_source(s, ds, IMGT) if base != IMGT else None
     original = source_labels(conn, imgt.id) if imgt else base_labels  # type: ignore[arg-type]
-    images = conn.execute(select(Image.id, Image.path).where(Image.dataset_id == ds.id).order_by(Image.path)).all()
+    images = conn.execute(
+        select(pk(Image.id), col(Image.path)).where(col(Image.dataset_id) == ds.id).order_by(col(Image.path))
+    ).all()
     if not images:
         raise InputError(f"dataset {ds.name!r} has no images; nothing to freeze")
     decisions = current_decisions(conn, ds.id)  # type: ignore[arg-type]
@@ -268,9 +273,11 @@ def _frozen_row(
 
 def get_snapshot(session: Session, dataset: Dataset, name: str) -> Snapshot:
     storable_text(name, "snapshot name", max_length=200)
-    row = session.scalars(select(Snapshot).where(Snapshot.dataset_id == dataset.id, Snapshot.name == name)).first()
+    row = session.scalars(
+        select(Snapshot).where(col(Snapshot.dataset_id) == dataset.id, col(Snapshot.name) == name)
+    ).first()
     if row is None:
-        known = session.scalars(select(Snapshot.name).where(Snapshot.dataset_id == dataset.id)).all()
+        known = session.scalars(select(col(Snapshot.name)).where(col(Snapshot.dataset_id) == dataset.id)).all()
         raise unknown_name(f"snapshot of dataset {dataset.name!r}", name, known)
     return row
 
@@ -278,7 +285,9 @@ def get_snapshot(session: Session, dataset: Dataset, name: str) -> Snapshot:
 def list_snapshots(engine: Engine, dataset: str | None = None) -> list[Snapshot]:
     with session_scope(engine) as s:
         ds = get_dataset(s, dataset)
-        return list(s.scalars(select(Snapshot).where(Snapshot.dataset_id == ds.id).order_by(Snapshot.created_at)))
+        return list(
+            s.scalars(select(Snapshot).where(col(Snapshot.dataset_id) == ds.id).order_by(col(Snapshot.created_at)))
+        )
 
 
 @dataclass
@@ -295,9 +304,9 @@ class SnapshotRow:
 def snapshot_posteriors(conn: Connection, snapshot_id: int) -> dict[int, dict[int, float]]:
     """Image id -> class index -> posterior, of every pair the snapshot stores (`snapshot_posteriors`)."""
     out: dict[int, dict[int, float]] = {}
-    query = select(SnapshotPosterior.image_id, SnapshotPosterior.class_index, SnapshotPosterior.posterior).where(
-        SnapshotPosterior.snapshot_id == snapshot_id
-    )
+    query = select(
+        col(SnapshotPosterior.image_id), col(SnapshotPosterior.class_index), col(SnapshotPosterior.posterior)
+    ).where(col(SnapshotPosterior.snapshot_id) == snapshot_id)
     for image_id, class_index, p in conn.execute(query):
         out.setdefault(image_id, {})[class_index] = p
     return out
@@ -306,13 +315,20 @@ def snapshot_posteriors(conn: Connection, snapshot_id: int) -> dict[int, dict[in
 def snapshot_rows(conn: Connection, snapshot_id: int) -> list[SnapshotRow]:
     """A snapshot's labels in file-name order (the order of ReaL's real.json for ImageNet val), with their
     posteriors when the snapshot's consensus read votes."""
-    settings = conn.execute(select(Snapshot.consensus).where(Snapshot.id == snapshot_id)).scalar()
+    settings = conn.execute(select(col(Snapshot.consensus)).where(col(Snapshot.id) == snapshot_id)).scalar()
     posteriors = snapshot_posteriors(conn, snapshot_id) if reads_votes(settings) else None
     result = conn.execute(
-        select(Image.id, Image.path, Image.stem, SnapshotLabel.classes, SnapshotLabel.category, SnapshotLabel.origin)
-        .join(Image, Image.id == SnapshotLabel.image_id)  # type: ignore[arg-type]
-        .where(SnapshotLabel.snapshot_id == snapshot_id)
-        .order_by(Image.stem, Image.path)
+        select(
+            pk(Image.id),
+            col(Image.path),
+            col(Image.stem),
+            col(SnapshotLabel.classes),
+            col(SnapshotLabel.category),
+            col(SnapshotLabel.origin),
+        )
+        .join(Image, col(Image.id) == col(SnapshotLabel.image_id))
+        .where(col(SnapshotLabel.snapshot_id) == snapshot_id)
+        .order_by(col(Image.stem), col(Image.path))
     )
     return [
         SnapshotRow(p, st, c, Category(cat).value, o, None if posteriors is None else posteriors.get(i, {}))

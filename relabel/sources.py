@@ -20,7 +20,7 @@ from typing import Any
 
 from sqlalchemy import delete
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from db.engine import session_scope
 from db.enums import Category, SourceKind
@@ -290,9 +290,9 @@ def check_stated_originals(session: Session, dataset: Dataset, rows: list[LabelR
         return
     imgt = dict(
         session.exec(
-            select(Label.image_id, Label.classes)
-            .join(LabelSource, LabelSource.id == Label.source_id)  # type: ignore[arg-type]
-            .where(LabelSource.dataset_id == dataset.id, LabelSource.name == IMGT)
+            select(col(Label.image_id), col(Label.classes))
+            .join(LabelSource, col(LabelSource.id) == col(Label.source_id))
+            .where(col(LabelSource.dataset_id) == dataset.id, col(LabelSource.name) == IMGT)
         ).all()
     )
     bad = [
@@ -335,20 +335,23 @@ def import_source(
         raise ConflictError(f"{IMGT!r} is the original labels' source; `relabel ingest` writes it")
     with session_scope(engine) as s:
         ds = get_dataset(s, dataset)
+        assert ds.id is not None  # a stored dataset
         vocab = dataset_vocabulary(s, ds)
         rows = list(SOURCE_FORMATS[fmt](path, vocab))
         ids, skipped = resolve_rows(rows, image_index(s, ds), len(vocab), skip_unknown=skip_unknown, what=str(path))
         check_stated_originals(s, ds, rows, ids, str(path))
-        old = s.exec(select(LabelSource).where(LabelSource.dataset_id == ds.id, LabelSource.name == name)).first()
+        old = s.exec(
+            select(LabelSource).where(col(LabelSource.dataset_id) == ds.id, col(LabelSource.name) == name)
+        ).first()
         if old is not None:
             what = f"dataset {ds.name!r} already has a label source {name!r}"
-            replace_existing(s, old, delete(Label).where(Label.source_id == old.id), what, replace)
+            replace_existing(s, old, delete(Label).where(col(Label.source_id) == old.id), what, replace)
         source = LabelSource(
             dataset_id=ds.id,
             name=name,
             kind=SourceKind.prior,
             format=fmt,
-            origin=str(path.resolve()),  # type: ignore[arg-type]
+            origin=str(path.resolve()),
             sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
         )
         s.add(source)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from db.models import Annotation, Dataset, Image, Label, LabelSource, ModelRun, Prediction, Snapshot, User
 from relabel.ingest.service import find_duplicates
@@ -31,43 +31,45 @@ class DatasetStats:
 def workspace_stats(engine: Engine) -> list[DatasetStats]:
     out = []
     with Session(engine) as conn:
-        users: dict[str, int] = dict(conn.execute(select(User.role, func.count()).group_by(User.role)).all())  # type: ignore[arg-type]
-        for ds in conn.execute(select(Dataset).order_by(Dataset.name)).scalars():  # type: ignore[arg-type]
+        users: dict[str, int] = dict(conn.execute(select(col(User.role), func.count()).group_by(col(User.role))).all())
+        for ds in conn.execute(select(Dataset).order_by(col(Dataset.name))).scalars():
             images: dict[str, int] = dict(
                 conn.execute(
-                    select(Image.status, func.count()).where(Image.dataset_id == ds.id).group_by(Image.status)
+                    select(col(Image.status), func.count())
+                    .where(col(Image.dataset_id) == ds.id)
+                    .group_by(col(Image.status))
                 ).all()
             )
             sources: dict[str, int] = dict(
                 conn.execute(
-                    select(LabelSource.name, func.count(Label.id))
-                    .join(Label, Label.source_id == LabelSource.id, isouter=True)  # type: ignore[arg-type]
-                    .where(LabelSource.dataset_id == ds.id)
-                    .group_by(LabelSource.name)
+                    select(col(LabelSource.name), func.count(col(Label.id)))
+                    .join(Label, col(Label.source_id) == col(LabelSource.id), isouter=True)
+                    .where(col(LabelSource.dataset_id) == ds.id)
+                    .group_by(col(LabelSource.name))
                 ).all()
             )
             runs: dict[str, dict[str, int]] = {}
             for run, status, n in conn.execute(
-                select(ModelRun.name, Prediction.status, func.count())
-                .join(Prediction, Prediction.run_id == ModelRun.id)  # type: ignore[arg-type]
-                .where(ModelRun.dataset_id == ds.id)
-                .group_by(ModelRun.name, Prediction.status)
+                select(col(ModelRun.name), col(Prediction.status), func.count())
+                .join(Prediction, col(Prediction.run_id) == col(ModelRun.id))
+                .where(col(ModelRun.dataset_id) == ds.id)
+                .group_by(col(ModelRun.name), col(Prediction.status))
             ):
                 runs.setdefault(run, {})[getattr(status, "value", status)] = n
             ann = (
                 select(Annotation)
-                .join(Image, Image.id == Annotation.image_id)
-                .where(Image.dataset_id == ds.id)
+                .join(Image, col(Image.id) == col(Annotation.image_id))
+                .where(col(Image.dataset_id) == ds.id)
                 .subquery()
-            )  # type: ignore[arg-type]
+            )
             decisions = conn.execute(select(func.count()).select_from(ann)).scalar_one()
             decided = conn.execute(select(func.count(func.distinct(ann.c.image_id)))).scalar_one()
             snapshots = {
                 s.name: dict(s.counts)
                 for s in conn.execute(
-                    select(Snapshot).where(Snapshot.dataset_id == ds.id).order_by(Snapshot.created_at)
+                    select(Snapshot).where(col(Snapshot.dataset_id) == ds.id).order_by(col(Snapshot.created_at))
                 ).scalars()
-            }  # type: ignore[arg-type]
+            }
             out.append(
                 DatasetStats(
                     ds.name,

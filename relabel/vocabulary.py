@@ -17,7 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from db.models import VocabClass
 from db.models import Vocabulary as VocabularyRow
@@ -246,6 +246,7 @@ def ensure_vocabulary(session: Session, vocab: Vocabulary) -> VocabularyRow:
     row = VocabularyRow(name=name, content_hash=digest, n_classes=len(vocab))
     session.add(row)
     session.flush()
+    assert row.id is not None  # numbered by the flush
     session.add_all(
         VocabClass(
             vocabulary_id=row.id, index=c.index, wnid=c.wnid, name=c.name, synonyms=list(c.synonyms), gloss=c.gloss
@@ -263,6 +264,6 @@ def vocabulary_from_db(session: Session, vocabulary_id: int) -> Vocabulary:
     if row.name in BUILTIN and load_builtin(row.name).content_hash == row.content_hash:
         return load_builtin(row.name)
     classes = session.exec(
-        select(VocabClass).where(VocabClass.vocabulary_id == vocabulary_id).order_by(VocabClass.index)  # type: ignore[arg-type]
+        select(VocabClass).where(col(VocabClass.vocabulary_id) == vocabulary_id).order_by(col(VocabClass.index))
     ).all()
     return Vocabulary(row.name, [ClassInfo(c.index, c.name, c.wnid, tuple(c.synonyms), c.gloss) for c in classes])

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 from sqlalchemy import delete
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from db.engine import session_scope
 from db.enums import Answer
@@ -130,10 +130,10 @@ def refuse_duplicates(parsed: ParsedVotes, image_ids: np.ndarray, path: Path) ->
 def _new_source(
     s: Session, ds: Dataset, name: str, fmt: str, path: Path, parsed: ParsedVotes, replace: bool
 ) -> VoteSource:
-    old = s.exec(select(VoteSource).where(VoteSource.dataset_id == ds.id, VoteSource.name == name)).first()
+    old = s.exec(select(VoteSource).where(col(VoteSource.dataset_id) == ds.id, col(VoteSource.name) == name)).first()
     if old is not None:
         conflict = f"dataset {ds.name!r} already has a vote source {name!r}"
-        replace_existing(s, old, delete(Vote).where(Vote.source_id == old.id), conflict, replace)  # type: ignore[arg-type]
+        replace_existing(s, old, delete(Vote).where(col(Vote.source_id) == old.id), conflict, replace)
     source = VoteSource(
         dataset_id=ds.id,  # type: ignore[arg-type]
         name=name,

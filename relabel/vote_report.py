@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import String, cast, select
 from sqlalchemy.engine import Connection, Engine
+from sqlmodel import col
 
 from db.enums import SourceKind
 from db.models import Label, LabelSource
@@ -166,9 +167,9 @@ def _label_pairs(conn: Connection, query: object, table: VoteTable) -> tuple[np.
 def _original_items(conn: Connection, dataset_id: int, table: VoteTable) -> np.ndarray:
     """(I,) bool: the item's class is one of its image's original (ImGT) labels."""
     query = (
-        select(Label.image_id, cast(Label.classes, String))
-        .join(LabelSource, LabelSource.id == Label.source_id)
-        .where(LabelSource.dataset_id == dataset_id, LabelSource.kind == SourceKind.original)
+        select(col(Label.image_id), cast(col(Label.classes), String))
+        .join(LabelSource, col(LabelSource.id) == col(Label.source_id))
+        .where(col(LabelSource.dataset_id) == dataset_id, col(LabelSource.kind) == SourceKind.original)
     )
     keys, _ = _label_pairs(conn, query, table)
     return np.isin(_pair_keys(table.pairs), keys)
@@ -182,7 +183,7 @@ def _reference_items(
 
     with Session(engine) as s:
         source_id = get_source(s, get_dataset(s, dataset), name).id
-    query = select(Label.image_id, cast(Label.classes, String)).where(Label.source_id == source_id)
+    query = select(col(Label.image_id), cast(col(Label.classes), String)).where(col(Label.source_id) == source_id)
     keys, images = _label_pairs(conn, query, table)
     if not images:
         raise InputError(f"--compare {name}: the label source has no label for any voted image")

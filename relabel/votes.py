@@ -24,9 +24,10 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Select, String, case, cast, select
 from sqlalchemy.engine import Connection
+from sqlmodel import col
 
 from db.enums import Answer, PredictionStatus, SourceKind, Verdict
-from db.models import Image, Label, LabelSource, ModelRun, Prediction, User, Vote, VoteSource
+from db.models import Image, Label, LabelSource, ModelRun, Prediction, User, Vote, VoteSource, pk
 from relabel.aggregation import NO, YES, Votes, make_votes
 from relabel.decision_log import ParsedLists, current_decisions, cyclic_gc_paused
 from relabel.errors import NotFoundError, unknown_name
@@ -138,12 +139,16 @@ def _imported_votes(conn: Connection, dataset_id: int, wanted: Sequence[str] | N
         if name not in known:
             raise unknown_name("vote source", name, list(known))
     chosen = [known[n] for n in (dict.fromkeys(wanted) if wanted is not None else known)]
-    code = case(*((Vote.answer == Answer(word), number) for word, number in ANSWER_CODES.items()))
+    code = case(*((col(Vote.answer) == Answer(word), number) for word, number in ANSWER_CODES.items()))
     for source in chosen:
-        query = select(Vote.image_id, Vote.class_index, Vote.worker, code).where(Vote.source_id == source.id)
+        query = select(col(Vote.image_id), col(Vote.class_index), col(Vote.worker), code).where(
+            col(Vote.source_id) == source.id
+        )
         who: dict[str, int] = {}
         if source.workers_identified:  # numbered in name order, whatever order the database returns votes in
-            names = select(Vote.worker).where(Vote.source_id == source.id).distinct().order_by(Vote.worker)
+            names = (
+                select(col(Vote.worker)).where(col(Vote.source_id) == source.id).distinct().order_by(col(Vote.worker))
+            )
             who = {w: answers.worker(f"{source.name}:{w}", "rater") for w in conn.execute(names).scalars()}
         for rows in _plain_rows(conn, query):
             image, cls, worker, answer = zip(*rows)
@@ -181,7 +186,7 @@ def _studio_votes(conn: Connection, dataset_id: int, answers: _Answers) -> None:
         if not voting:
             return
         candidates = _candidates(conn, dataset_id, voting.keys())
-        users: dict[int, str] = {i: name for i, name in conn.execute(select(User.id, User.name))}
+        users: dict[int, str] = {i: name for i, name in conn.execute(select(pk(User.id), col(User.name)))}
         rows: list[tuple[int, int, int, int]] = []
         for image_id, ds in voting.items():
             shown = sorted(candidates.get(image_id, set()) | {c for d in ds for c in d.classes})
@@ -199,9 +204,9 @@ def _candidates(conn: Connection, dataset_id: int, image_ids: Iterable[int]) -> 
     out: dict[int, set[int]] = {}
     lists = ParsedLists()
     originals = (
-        select(Label.image_id, cast(Label.classes, String))
-        .join(LabelSource, LabelSource.id == Label.source_id)
-        .where(LabelSource.dataset_id == dataset_id, LabelSource.kind == SourceKind.original)
+        select(col(Label.image_id), cast(col(Label.classes), String))
+        .join(LabelSource, col(LabelSource.id) == col(Label.source_id))
+        .where(col(LabelSource.dataset_id) == dataset_id, col(LabelSource.kind) == SourceKind.original)
     )
     for image_id, classes in conn.execute(originals):
         if image_id in wanted:
@@ -218,13 +223,13 @@ def _ok_predictions(
     """(image id, the classes a card shows, protocol) of each answered prediction of the dataset's runs (or of
     the run named `run`): a scoring run's top-5, a generative run's classes."""
     query = (
-        select(Prediction.image_id, cast(Prediction.classes, String), ModelRun.protocol)
-        .join(ModelRun, ModelRun.id == Prediction.run_id)
-        .join(Image, Image.id == Prediction.image_id)
-        .where(ModelRun.dataset_id == dataset_id, Prediction.status == PredictionStatus.ok)
+        select(col(Prediction.image_id), cast(col(Prediction.classes), String), col(ModelRun.protocol))
+        .join(ModelRun, col(ModelRun.id) == col(Prediction.run_id))
+        .join(Image, col(Image.id) == col(Prediction.image_id))
+        .where(col(ModelRun.dataset_id) == dataset_id, col(Prediction.status) == PredictionStatus.ok)
     )
     if run is not None:
-        query = query.where(ModelRun.name == run)
+        query = query.where(col(ModelRun.name) == run)
     lists, scoring = ParsedLists(), ranked_protocols()
     for image_id, classes, protocol in conn.execute(query):
         ranked = lists[classes]
@@ -235,7 +240,7 @@ def _model_votes(conn: Connection, dataset_id: int, run: str, answers: _Answers)
     """Add the stored run `run` as the worker "model:RUN", on the images other workers answered on: yes to its
     top-1 (a generative run: to its classes), no to the other classes it ranked (a scoring run's top-5) and to
     the other classes of the image that somebody was asked about."""
-    runs = conn.execute(select(ModelRun.name).where(ModelRun.dataset_id == dataset_id)).scalars().all()
+    runs = conn.execute(select(col(ModelRun.name)).where(col(ModelRun.dataset_id) == dataset_id)).scalars().all()
     if run not in runs:
         raise NotFoundError(f"unknown run {run!r} for --with-model; known runs: {', '.join(sorted(runs)) or 'none'}")
     asked: dict[int, set[int]] = {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from db.models import Dataset, Image, LabelSource
 from relabel.errors import NotFoundError, unknown_name
@@ -25,9 +25,9 @@ def get_dataset(session: Session, name: str | None) -> Dataset:
         raise NotFoundError(
             f"the workspace has {len(rows)} datasets; pass --dataset ({', '.join(d.name for d in rows)})"
         )
-    row = session.exec(select(Dataset).where(Dataset.name == name)).first()
+    row = session.exec(select(Dataset).where(col(Dataset.name) == name)).first()
     if row is None:
-        raise unknown_name("dataset", name, session.exec(select(Dataset.name)).all())
+        raise unknown_name("dataset", name, session.exec(select(col(Dataset.name))).all())
     return row
 
 
@@ -37,10 +37,10 @@ def dataset_vocabulary(session: Session, dataset: Dataset) -> Vocabulary:
 
 def get_source(session: Session, dataset: Dataset, name: str) -> LabelSource:
     row = session.exec(
-        select(LabelSource).where(LabelSource.dataset_id == dataset.id, LabelSource.name == name)
+        select(LabelSource).where(col(LabelSource.dataset_id) == dataset.id, col(LabelSource.name) == name)
     ).first()
     if row is None:
-        known = session.exec(select(LabelSource.name).where(LabelSource.dataset_id == dataset.id)).all()
+        known = session.exec(select(col(LabelSource.name)).where(col(LabelSource.dataset_id) == dataset.id)).all()
         raise unknown_name(f"label source of dataset {dataset.name!r}", name, known)
     return row
 
@@ -79,5 +79,5 @@ def _same_folders(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
 
 
 def image_index(session: Session, dataset: Dataset) -> ImageIndex:
-    rows = session.exec(select(Image.path, Image.id).where(Image.dataset_id == dataset.id)).all()
+    rows = session.exec(select(col(Image.path), col(Image.id)).where(col(Image.dataset_id) == dataset.id)).all()
     return ImageIndex({p: i for p, i in rows if i is not None})

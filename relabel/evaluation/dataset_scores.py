@@ -23,7 +23,7 @@ from functools import reduce
 
 import numpy as np
 from sqlalchemy import func, select
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from db.enums import SourceKind
 from db.models import Dataset, LabelSource, ModelRun, Prediction
@@ -178,27 +178,27 @@ def cleanest_order(session: Session, dataset: Dataset) -> list[str]:
     """Reference specs from cleanest to least clean: the newest snapshot, priors by labels (most first), ImGT."""
     snapshots = [s for s in default_reference_specs(session, dataset) if s.startswith(SNAPSHOT)]
     priors = session.scalars(
-        select(LabelSource.name)
-        .where(LabelSource.dataset_id == dataset.id, LabelSource.kind == SourceKind.prior)
-        .order_by(LabelSource.n_labels.desc(), LabelSource.name)  # type: ignore[attr-defined]
+        select(col(LabelSource.name))
+        .where(col(LabelSource.dataset_id) == dataset.id, col(LabelSource.kind) == SourceKind.prior)
+        .order_by(col(LabelSource.n_labels).desc(), col(LabelSource.name))
     ).all()
     return [*snapshots, *(f"{SOURCE}{p}" for p in priors), IMGT]
 
 
 def other_datasets(session: Session, dataset: Dataset) -> list[Dataset]:
     """Every dataset of the workspace but `dataset`, by name."""
-    return list(session.scalars(select(Dataset).where(Dataset.id != dataset.id).order_by(Dataset.name)))
+    return list(session.scalars(select(Dataset).where(col(Dataset.id) != dataset.id).order_by(col(Dataset.name))))
 
 
 def matching_runs(session: Session, dataset: Dataset, keys: set[tuple[str, str]]) -> dict[tuple[str, str], ModelRun]:
     """The run of `dataset` for each (model, protocol) of `keys` that has one: with several, the one with the most
     predictions, then the newest."""
     rows = session.execute(
-        select(ModelRun, func.count(Prediction.id))
-        .join(Prediction, Prediction.run_id == ModelRun.id, isouter=True)
-        .where(ModelRun.dataset_id == dataset.id)
-        .group_by(ModelRun.id)
-        .order_by(func.count(Prediction.id).desc(), ModelRun.id.desc())  # type: ignore[union-attr]
+        select(ModelRun, func.count(col(Prediction.id)))
+        .join(Prediction, col(Prediction.run_id) == col(ModelRun.id), isouter=True)
+        .where(col(ModelRun.dataset_id) == dataset.id)
+        .group_by(col(ModelRun.id))
+        .order_by(func.count(col(Prediction.id)).desc(), col(ModelRun.id).desc())
     ).all()
     found: dict[tuple[str, str], ModelRun] = {}
     for run, _ in rows:

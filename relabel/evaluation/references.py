@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 from sqlalchemy import select
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from db.enums import Category
 from db.models import Dataset, Image, Label, LabelSource, Snapshot, SnapshotLabel, SnapshotPosterior
@@ -98,9 +98,11 @@ def load_reference(session: Session, dataset: Dataset, spec: str) -> Reference:
     if spec.startswith(SOURCE):
         return _source_reference(session, dataset, get_source(session, dataset, spec[len(SOURCE) :]))
     source = session.scalars(
-        select(LabelSource).where(LabelSource.dataset_id == dataset.id, LabelSource.name == spec)
+        select(LabelSource).where(col(LabelSource.dataset_id) == dataset.id, col(LabelSource.name) == spec)
     ).first()
-    snap = session.scalars(select(Snapshot).where(Snapshot.dataset_id == dataset.id, Snapshot.name == spec)).first()
+    snap = session.scalars(
+        select(Snapshot).where(col(Snapshot.dataset_id) == dataset.id, col(Snapshot.name) == spec)
+    ).first()
     if source is not None and snap is not None:
         raise InputError(f"{spec!r} is both a label source and a snapshot; write source:{spec} or snapshot:{spec}")
     if snap is not None:
@@ -109,16 +111,16 @@ def load_reference(session: Session, dataset: Dataset, spec: str) -> Reference:
 
 
 def _newest_snapshot(session: Session, dataset: Dataset) -> Snapshot | None:
-    query = select(Snapshot).where(Snapshot.dataset_id == dataset.id)
-    return session.scalars(query.order_by(Snapshot.created_at.desc(), Snapshot.id.desc())).first()  # type: ignore[attr-defined]
+    query = select(Snapshot).where(col(Snapshot.dataset_id) == dataset.id)
+    return session.scalars(query.order_by(col(Snapshot.created_at).desc(), col(Snapshot.id).desc())).first()
 
 
 def _source_reference(session: Session, dataset: Dataset, source: LabelSource) -> Reference:
     rows = session.execute(
-        select(Label.image_id, Image.path, Label.classes)
-        .join(Image, Image.id == Label.image_id)
-        .where(Label.source_id == source.id)
-        .order_by(Label.image_id)
+        select(col(Label.image_id), col(Image.path), col(Label.classes))
+        .join(Image, col(Image.id) == col(Label.image_id))
+        .where(col(Label.source_id) == source.id)
+        .order_by(col(Label.image_id))
     ).all()
     digest = snapshot_hash([(path, list(classes), "") for _, path, classes in rows])
     kind = "original" if source.name == IMGT else "prior"
@@ -129,9 +131,9 @@ def _source_reference(session: Session, dataset: Dataset, source: LabelSource) -
 
 def _snapshot_reference(session: Session, dataset: Dataset, snap: Snapshot) -> Reference:
     rows = session.execute(
-        select(SnapshotLabel.image_id, SnapshotLabel.classes, SnapshotLabel.category)
-        .where(SnapshotLabel.snapshot_id == snap.id)
-        .order_by(SnapshotLabel.image_id)
+        select(col(SnapshotLabel.image_id), col(SnapshotLabel.classes), col(SnapshotLabel.category))
+        .where(col(SnapshotLabel.snapshot_id) == snap.id)
+        .order_by(col(SnapshotLabel.image_id))
     ).all()
     ids = [image_id for image_id, _, _ in rows]
     categories = np.array([Category(c).value for _, _, c in rows], dtype=str)
@@ -154,9 +156,9 @@ def _snapshot_posteriors(session: Session, snap: Snapshot, ref: Reference) -> _L
     """The stored posteriors of `snap` over the images of `ref`, its labels without one certain; None when the
     snapshot stores none (an unanimous snapshot)."""
     stored = session.execute(
-        select(SnapshotPosterior.image_id, SnapshotPosterior.class_index, SnapshotPosterior.posterior).where(
-            SnapshotPosterior.snapshot_id == snap.id
-        )
+        select(
+            col(SnapshotPosterior.image_id), col(SnapshotPosterior.class_index), col(SnapshotPosterior.posterior)
+        ).where(col(SnapshotPosterior.snapshot_id) == snap.id)
     ).all()
     if not stored:
         return None

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 from sqlalchemy import select
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from db.enums import PredictionStatus
 from db.models import Dataset, ModelRun, Prediction
@@ -96,7 +96,9 @@ class Aligned:
 
 def select_runs(session: Session, dataset: Dataset, names: Sequence[str] | None) -> list[ModelRun]:
     """The named runs in the order given, or every run of the dataset by name; none at all is an error."""
-    runs = list(session.scalars(select(ModelRun).where(ModelRun.dataset_id == dataset.id).order_by(ModelRun.name)))
+    runs = list(
+        session.scalars(select(ModelRun).where(col(ModelRun.dataset_id) == dataset.id).order_by(col(ModelRun.name)))
+    )
     if not runs:
         raise InputError(
             f"dataset {dataset.name!r} has no model runs; `relabel predictions import` or `relabel suggest` first"
@@ -113,9 +115,9 @@ def select_runs(session: Session, dataset: Dataset, names: Sequence[str] | None)
 def load_run(session: Session, run: ModelRun) -> RunPredictions:
     """Every prediction of `run` as arrays, in image-id order."""
     rows = session.execute(
-        select(Prediction.image_id, Prediction.status, Prediction.classes, Prediction.details)
-        .where(Prediction.run_id == run.id)
-        .order_by(Prediction.image_id)
+        select(col(Prediction.image_id), col(Prediction.status), col(Prediction.classes), col(Prediction.details))
+        .where(col(Prediction.run_id) == run.id)
+        .order_by(col(Prediction.image_id))
     ).all()
     width = min(MAX_K, max((len(c) for _, _, c, _ in rows), default=1)) or 1
     classes = np.full((len(rows), width), -1, dtype=np.int64)
@@ -147,9 +149,9 @@ def _failed_replies(session: Session, run: ModelRun, ids: np.ndarray, ok: np.nda
     if ok.all():
         return failed
     errors = session.execute(
-        select(Prediction.image_id, Prediction.reason, Prediction.details, Prediction.raw_output).where(
-            Prediction.run_id == run.id, Prediction.status == PredictionStatus.error
-        )
+        select(
+            col(Prediction.image_id), col(Prediction.reason), col(Prediction.details), col(Prediction.raw_output)
+        ).where(col(Prediction.run_id) == run.id, col(Prediction.status) == PredictionStatus.error)
     ).all()
     replies = [i for i, reason, details, raw in errors if not is_infrastructure_error(reason, details, raw or "")]
     failed[np.searchsorted(ids, np.array(replies, dtype=np.int64))] = True

@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from db.engine import session_scope
 from db.models import Dataset, EvaluationRecord
@@ -68,8 +68,8 @@ def latest_robustness(session: Session, models: Iterable[str]) -> dict[str, Robu
     found: dict[str, RobustnessResult] = {}
     rows = session.scalars(
         select(EvaluationRecord)
-        .where(EvaluationRecord.kind == ROBUSTNESS)
-        .order_by(EvaluationRecord.created_at.desc(), EvaluationRecord.id.desc())  # type: ignore[attr-defined]
+        .where(col(EvaluationRecord.kind) == ROBUSTNESS)
+        .order_by(col(EvaluationRecord.created_at).desc(), col(EvaluationRecord.id).desc())
     )
     for row in rows:
         model = row.result.get("model")
@@ -87,13 +87,13 @@ def latest_robustness_by_protocol(
     found: dict[tuple[str, str], RobustnessResult] = {}
     rows = session.scalars(
         select(EvaluationRecord)
-        .where(EvaluationRecord.kind == ROBUSTNESS)
-        .order_by(EvaluationRecord.created_at.desc(), EvaluationRecord.id.desc())  # type: ignore[attr-defined]
+        .where(col(EvaluationRecord.kind) == ROBUSTNESS)
+        .order_by(col(EvaluationRecord.created_at).desc(), col(EvaluationRecord.id).desc())
     )
     for row in rows:
         key = (row.result.get("model"), (row.result.get("protocol") or {}).get("protocol", "topk"))
         if key in wanted and key not in found:
-            found[key] = robustness_from_dict(row.result, row.id)  # type: ignore[index]
+            found[key] = robustness_from_dict(row.result, row.id)
     return found
 
 
@@ -149,8 +149,8 @@ def evaluation_history(engine: Engine, dataset: str | None = None) -> list[Histo
         ds = get_dataset(s, dataset)
         rows = s.scalars(
             select(EvaluationRecord)
-            .where(EvaluationRecord.dataset_id == ds.id)
-            .order_by(EvaluationRecord.created_at, EvaluationRecord.id)
+            .where(col(EvaluationRecord.dataset_id) == ds.id)
+            .order_by(col(EvaluationRecord.created_at), col(EvaluationRecord.id))
         ).all()
         return [_history_entry(r) for r in rows]
 

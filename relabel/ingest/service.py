@@ -18,6 +18,7 @@ from typing import Any
 
 from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.engine import Engine
+from sqlmodel import col
 
 from db.engine import session_scope
 from db.enums import ImageStatus, SourceKind
@@ -68,7 +69,7 @@ def _ensure_dataset(
     engine: Engine, name: str, root: Path, vocab: Vocabulary, layout: str, origin: str
 ) -> tuple[int, int]:
     with session_scope(engine) as s:
-        dataset = s.scalars(select(Dataset).where(Dataset.name == name)).first()
+        dataset = s.scalars(select(Dataset).where(col(Dataset.name) == name)).first()
         vrow = ensure_vocabulary(s, vocab)
         if dataset is None:
             dataset = Dataset(name=name, root=str(root), vocabulary_id=vrow.id)  # type: ignore[arg-type]
@@ -80,8 +81,9 @@ def _ensure_dataset(
             raise ConflictError(
                 f"dataset {name!r} has root {dataset.root!r}, not {str(root)!r}; use --dataset NEW_NAME"
             )
+        assert dataset.id is not None  # flushed above, or read back
         source = s.scalars(
-            select(LabelSource).where(LabelSource.dataset_id == dataset.id, LabelSource.name == IMGT)
+            select(LabelSource).where(col(LabelSource.dataset_id) == dataset.id, col(LabelSource.name) == IMGT)
         ).first()
         if source is None:
             source = LabelSource(
@@ -102,14 +104,16 @@ def _existing(
         images = {
             r.path: r
             for r in conn.execute(
-                select(Image.id, Image.path, Image.status, Image.bytes, Image.mtime_ns).where(
-                    Image.dataset_id == dataset_id
+                select(col(Image.id), col(Image.path), col(Image.status), col(Image.bytes), col(Image.mtime_ns)).where(
+                    col(Image.dataset_id) == dataset_id
                 )
             )
         }
         labels = {
             r.image_id: (r.id, r.classes)
-            for r in conn.execute(select(Label.id, Label.image_id, Label.classes).where(Label.source_id == source_id))
+            for r in conn.execute(
+                select(col(Label.id), col(Label.image_id), col(Label.classes)).where(col(Label.source_id) == source_id)
+            )
         }
     return images, labels
 
@@ -166,7 +170,7 @@ def ingest_dataset(
             and old.status != ImageStatus.missing
             and (old.bytes, old.mtime_ns) == file_signature(root / e.path)
         )
-        if still_missing or unchanged_file:
+        if old is not None and (still_missing or unchanged_file):
             report.unchanged += 1
             report.status_counts[ImageStatus(old.status).value] += 1
         else:
@@ -214,7 +218,7 @@ def _write_batch(
             new_rows.append(values)
     with session_scope(engine) as s:
         if new_rows:
-            result = s.execute(insert(Image).returning(Image.id, Image.path), new_rows)
+            result = s.execute(insert(Image).returning(col(Image.id), col(Image.path)), new_rows)
             new_ids = dict((path, image_id) for image_id, path in result)
         if changed:
             s.execute(update(Image), changed)
@@ -248,9 +252,9 @@ def _write_labels(
         if updates:
             s.execute(update(Label), updates)
         if removed:
-            s.execute(delete(Label).where(Label.id.in_(removed)))
-        total = s.execute(select(func.count()).select_from(Label).where(Label.source_id == source_id)).scalar_one()
-        s.execute(update(LabelSource).where(LabelSource.id == source_id).values(n_labels=total))
+            s.execute(delete(Label).where(col(Label.id).in_(removed)))
+        total = s.execute(select(func.count()).select_from(Label).where(col(Label.source_id) == source_id)).scalar_one()
+        s.execute(update(LabelSource).where(col(LabelSource.id) == source_id).values(n_labels=total))
     return len(inserts) + len(updates) + len(removed)
 
 
@@ -258,17 +262,17 @@ def find_duplicates(engine: Engine, dataset_id: int) -> list[list[str]]:
     """Groups of paths whose files are byte-identical (same sha256)."""
     with engine.connect() as conn:
         dup_hashes = (
-            select(Image.sha256)
-            .where(Image.dataset_id == dataset_id, Image.sha256.is_not(None))
-            .group_by(Image.sha256)
+            select(col(Image.sha256))
+            .where(col(Image.dataset_id) == dataset_id, col(Image.sha256).is_not(None))
+            .group_by(col(Image.sha256))
             .having(func.count() > 1)
-        )  # type: ignore[union-attr]
+        )
         rows = conn.execute(
-            select(Image.sha256, Image.path)
-            .where(Image.dataset_id == dataset_id, Image.sha256.in_(dup_hashes))
-            .order_by(Image.sha256, Image.path)  # type: ignore[union-attr]
+            select(col(Image.sha256), col(Image.path))
+            .where(col(Image.dataset_id) == dataset_id, col(Image.sha256).in_(dup_hashes))
+            .order_by(col(Image.sha256), col(Image.path))
         ).all()
-    groups: dict[str, list[str]] = {}
+    groups: dict[str | None, list[str]] = {}  # never None: the query keeps hashed images only
     for digest, path in rows:
         groups.setdefault(digest, []).append(path)
     return list(groups.values())

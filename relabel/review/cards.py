@@ -13,10 +13,10 @@ from typing import Any
 
 from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from db.enums import Category, PredictionStatus, SourceKind, Verdict
-from db.models import Annotation, Dataset, Image, Label, LabelSource, ModelRun, Prediction, User
+from db.models import Annotation, Dataset, Image, Label, LabelSource, ModelRun, Prediction, User, pk
 from relabel.consensus import DecisionKey, Outcome, categorize, decision_key, settle, standing
 from relabel.errors import NotFoundError
 from relabel.review.display import StoredImage
@@ -152,9 +152,9 @@ class RunChoice:
 def pick_runs(conn: Connection, dataset_id: int, suggestion: str | None, classifier: str | None) -> RunChoice:
     """The named runs, or the newest generative / scoring run of the dataset."""
     rows = conn.execute(
-        select(ModelRun.id, ModelRun.name, ModelRun.protocol)
-        .where(ModelRun.dataset_id == dataset_id)
-        .order_by(ModelRun.created_at.desc(), ModelRun.id.desc())  # type: ignore[attr-defined]
+        select(col(ModelRun.id), col(ModelRun.name), col(ModelRun.protocol))
+        .where(col(ModelRun.dataset_id) == dataset_id)
+        .order_by(col(ModelRun.created_at).desc(), col(ModelRun.id).desc())
     ).all()
     by_name = {r.name: r.id for r in rows}
 
@@ -186,9 +186,9 @@ def load_card(conn: Connection, image_id: int, runs: RunChoice, viewer: str, cac
 
 def _load_card(conn: Session, image_id: int, runs: RunChoice, viewer: str) -> Card:
     row = conn.execute(
-        select(Image, Dataset.root, Dataset.name)
-        .join(Dataset, Dataset.id == Image.dataset_id)
-        .where(Image.id == image_id)
+        select(Image, col(Dataset.root), col(Dataset.name))
+        .join(Dataset, col(Dataset.id) == col(Image.dataset_id))
+        .where(col(Image.id) == image_id)
     ).first()
     if row is None:
         raise NotFoundError(f"image id {image_id} does not exist")
@@ -212,10 +212,10 @@ def _load_card(conn: Session, image_id: int, runs: RunChoice, viewer: str) -> Ca
 
 def _labels(conn: Session, image_id: int) -> tuple[tuple[int, ...], tuple[PriorLabel, ...]]:
     rows = conn.execute(
-        select(LabelSource.name, LabelSource.kind, Label.classes, Label.category, Label.extra)
-        .join(LabelSource, LabelSource.id == Label.source_id)
-        .where(Label.image_id == image_id)
-        .order_by(LabelSource.name)
+        select(col(LabelSource.name), col(LabelSource.kind), col(Label.classes), col(Label.category), col(Label.extra))
+        .join(LabelSource, col(LabelSource.id) == col(Label.source_id))
+        .where(col(Label.image_id) == image_id)
+        .order_by(col(LabelSource.name))
     ).all()
     original = next((tuple(r.classes) for r in rows if r.kind == SourceKind.original), ())
     priors = tuple(
@@ -229,9 +229,9 @@ def _suggestions(conn: Session, image_id: int, runs: RunChoice) -> tuple[Suggest
     if not wanted:
         return None, None
     rows = conn.execute(
-        select(Prediction, ModelRun.name, ModelRun.model, ModelRun.protocol)
-        .join(ModelRun, ModelRun.id == Prediction.run_id)
-        .where(Prediction.image_id == image_id, Prediction.run_id.in_(wanted))  # type: ignore[attr-defined]
+        select(Prediction, col(ModelRun.name), col(ModelRun.model), col(ModelRun.protocol))
+        .join(ModelRun, col(ModelRun.id) == col(Prediction.run_id))
+        .where(col(Prediction.image_id) == image_id, col(Prediction.run_id).in_(wanted))
     ).all()
     found: dict[int, Suggestion] = {}
     for p, name, model, protocol in rows:
@@ -252,21 +252,21 @@ def _suggestions(conn: Session, image_id: int, runs: RunChoice) -> tuple[Suggest
 
 _HISTORY = (
     select(
-        Annotation.id,
-        Annotation.verdict,
-        Annotation.classes,
-        Annotation.flags,
-        Annotation.note,
-        Annotation.suggestion_action,
-        Annotation.is_adjudication,
-        Annotation.retracts_id,
-        Annotation.seconds_on_item,
-        Annotation.created_at,
-        User.name,
+        col(Annotation.id),
+        col(Annotation.verdict),
+        col(Annotation.classes),
+        col(Annotation.flags),
+        col(Annotation.note),
+        col(Annotation.suggestion_action),
+        col(Annotation.is_adjudication),
+        col(Annotation.retracts_id),
+        col(Annotation.seconds_on_item),
+        col(Annotation.created_at),
+        col(User.name),
     )
-    .join(User, User.id == Annotation.user_id)  # type: ignore[arg-type]
-    .where(Annotation.image_id == bindparam("image_id"))
-    .order_by(Annotation.id)  # type: ignore[arg-type]
+    .join(User, col(User.id) == col(Annotation.user_id))
+    .where(col(Annotation.image_id) == bindparam("image_id"))
+    .order_by(col(Annotation.id))
 )  # built once: it runs for every card shown
 
 
@@ -281,21 +281,21 @@ def audit_events(
     """The newest decision events of a dataset (of one user, if given), newest first, with each image's path."""
     with Session(bind=conn) as session:
         query = (
-            select(Annotation, User.name, Image.path)
-            .join(User, User.id == Annotation.user_id)
-            .join(Image, Image.id == Annotation.image_id)
-            .where(Image.dataset_id == dataset_id)
+            select(Annotation, col(User.name), col(Image.path))
+            .join(User, col(User.id) == col(Annotation.user_id))
+            .join(Image, col(Image.id) == col(Annotation.image_id))
+            .where(col(Image.dataset_id) == dataset_id)
         )
         if user:
-            query = query.where(User.name == user)
-        rows = session.execute(query.order_by(Annotation.id.desc()).limit(limit)).all()  # type: ignore[attr-defined]
+            query = query.where(col(User.name) == user)
+        rows = session.execute(query.order_by(col(Annotation.id).desc()).limit(limit)).all()
         return [(history_entry(a, name), path) for a, name, path in rows]
 
 
 def history_entry(a: Any, user: str) -> HistoryEntry:
     """An Annotation (or a row of its columns) as an entry of its image's history."""
     return HistoryEntry(
-        annotation_id=a.id,  # type: ignore[arg-type]
+        annotation_id=a.id,
         user=user,
         verdict=Verdict(a.verdict),
         classes=tuple(a.classes),
@@ -310,8 +310,8 @@ def history_entry(a: Any, user: str) -> HistoryEntry:
 
 
 # StoredImage's fields after `root`, in order, as columns: read without loading Image objects
-IMAGE_COLUMNS = (Image.id, Image.path, Image.sha256, Image.format, Image.mode, Image.width, Image.height,
-                 Image.exif_orientation, Image.bytes)  # fmt: skip
+IMAGE_COLUMNS = (pk(Image.id), col(Image.path), col(Image.sha256), col(Image.format), col(Image.mode),
+                 col(Image.width), col(Image.height), col(Image.exif_orientation), col(Image.bytes))  # fmt: skip
 
 
 def stored_image(image: Image, root: str | None) -> StoredImage:

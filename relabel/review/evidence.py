@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from sqlalchemy import null, select
 from sqlalchemy.engine import Connection
+from sqlmodel import col
 
 from db.enums import ImageStatus, SourceKind
-from db.models import Image, Label, LabelSource, Prediction, Snapshot, SnapshotLabel
+from db.models import Image, Label, LabelSource, Prediction, Snapshot, SnapshotLabel, pk
 from relabel.decision_log import current_decisions
 from relabel.posteriors import UNCERTAIN, reads_votes
 from relabel.review.cards import RunChoice
@@ -17,15 +18,17 @@ def load_evidence(conn: Connection, dataset_id: int, runs: RunChoice) -> list[Ev
     """Queue evidence for every readable image of the dataset, in a handful of bulk queries."""
     ids = (
         conn.execute(
-            select(Image.id).where(Image.dataset_id == dataset_id, Image.status == ImageStatus.ok).order_by(Image.id)
+            select(pk(Image.id))
+            .where(col(Image.dataset_id) == dataset_id, col(Image.status) == ImageStatus.ok)
+            .order_by(col(Image.id))
         )
         .scalars()
         .all()
     )
     labels = conn.execute(
-        select(Label.image_id, Label.classes, LabelSource.kind)
-        .join(LabelSource, LabelSource.id == Label.source_id)
-        .where(LabelSource.dataset_id == dataset_id)
+        select(col(Label.image_id), col(Label.classes), col(LabelSource.kind))
+        .join(LabelSource, col(LabelSource.id) == col(Label.source_id))
+        .where(col(LabelSource.dataset_id) == dataset_id)
     ).all()
     original: dict[int, int] = {}
     original_labels: dict[int, tuple[int, ...]] = {}
@@ -62,14 +65,16 @@ def uncertain_images(conn: Connection, dataset_id: int) -> set[int]:
     """The images uncertain (origin "uncertain", category U) in the dataset's newest snapshot whose consensus read
     votes; empty when it has none. Older vote-based snapshots are superseded by the newest."""
     snapshots = conn.execute(
-        select(Snapshot.id, Snapshot.consensus)
-        .where(Snapshot.dataset_id == dataset_id)
-        .order_by(Snapshot.created_at.desc(), Snapshot.id.desc())  # type: ignore[attr-defined,union-attr]
+        select(col(Snapshot.id), col(Snapshot.consensus))
+        .where(col(Snapshot.dataset_id) == dataset_id)
+        .order_by(col(Snapshot.created_at).desc(), col(Snapshot.id).desc())
     ).all()
     newest = next((snapshot_id for snapshot_id, settings in snapshots if reads_votes(settings)), None)
     if newest is None:
         return set()
-    query = select(SnapshotLabel.image_id).where(SnapshotLabel.snapshot_id == newest, SnapshotLabel.origin == UNCERTAIN)
+    query = select(col(SnapshotLabel.image_id)).where(
+        col(SnapshotLabel.snapshot_id) == newest, col(SnapshotLabel.origin) == UNCERTAIN
+    )
     return set(conn.execute(query).scalars())
 
 
@@ -79,8 +84,10 @@ def _predictions(
     """(image id, ranked classes, scores or None) of every prediction of a run; empty without a run."""
     if run_id is None:
         return []
-    wanted = Prediction.scores if scores else null()
-    rows = conn.execute(select(Prediction.image_id, Prediction.classes, wanted).where(Prediction.run_id == run_id))
+    wanted = col(Prediction.scores) if scores else null()
+    rows = conn.execute(
+        select(col(Prediction.image_id), col(Prediction.classes), wanted).where(col(Prediction.run_id) == run_id)
+    )
     return [(i, c, sc) for i, c, sc in rows]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
+from sqlmodel import col
 
 from db.enums import ImageStatus
 from db.models import Image, Label, LabelSource
@@ -20,12 +21,12 @@ def load_examples(
 ) -> dict[int, tuple[StoredImage, ...]]:
     """Up to `per_class` reference images per original class: the first readable images (by id) labelled with it."""
     rows = conn.execute(
-        select(Label.classes, *IMAGE_COLUMNS)
-        .join(LabelSource, LabelSource.id == Label.source_id)
-        .join(Image, Image.id == Label.image_id)  # type: ignore[arg-type]
-        .where(LabelSource.dataset_id == dataset_id, LabelSource.name == IMGT)
-        .where(Image.status == ImageStatus.ok)
-        .order_by(Label.image_id)
+        select(col(Label.classes), *IMAGE_COLUMNS)
+        .join(LabelSource, col(LabelSource.id) == col(Label.source_id))
+        .join(Image, col(Image.id) == col(Label.image_id))
+        .where(col(LabelSource.dataset_id) == dataset_id, col(LabelSource.name) == IMGT)
+        .where(col(Image.status) == ImageStatus.ok)
+        .order_by(col(Label.image_id))
     )
     out: dict[int, list[StoredImage]] = {}
     for classes, *image in rows:

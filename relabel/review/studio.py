@@ -19,7 +19,7 @@ from pathlib import Path
 
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from db.enums import Role, SuggestionAction, Verdict
 from db.models import Annotation, Image, User
@@ -112,7 +112,7 @@ class Studio:
         work as a known one (`verify_password`), so the answer's timing does not tell which names exist. Blocks
         for the hash (~50 ms): the web studio calls it off its event loop, throttled (`ui.login`)."""
         with self.engine.connect() as conn:
-            stored = conn.execute(select(User.password_hash).where(User.name == name)).scalar()
+            stored = conn.execute(select(col(User.password_hash)).where(col(User.name) == name)).scalar()
         return verify_password(password, stored)
 
     def user(self, name: str | None) -> tuple[int, Role]:
@@ -121,7 +121,7 @@ class Studio:
             raise ConflictError("not logged in")
         if name not in self._users:
             with self.engine.connect() as conn:
-                row = conn.execute(select(User.id, User.role).where(User.name == name)).first()
+                row = conn.execute(select(col(User.id), col(User.role)).where(col(User.name) == name)).first()
             if row is None:
                 raise NotFoundError(f"unknown user {name!r}")
             self._users[name] = (row.id, Role(row.role))
@@ -195,7 +195,7 @@ class Studio:
     def stored_image(self, image_id: int) -> StoredImage:
         with self.engine.connect() as conn:
             row = conn.execute(
-                select(*IMAGE_COLUMNS).where(Image.id == image_id, Image.dataset_id == self.dataset_id)
+                select(*IMAGE_COLUMNS).where(col(Image.id) == image_id, col(Image.dataset_id) == self.dataset_id)
             ).first()
         if row is None:
             raise NotFoundError(f"image id {image_id} is not in dataset {self.dataset_name!r}")
@@ -230,9 +230,9 @@ class Studio:
         if not ids:
             return []
         with self.engine.connect() as conn:
-            rows = conn.execute(select(Image.id, Image.path).where(Image.id.in_(ids))).all()  # type: ignore[attr-defined]
+            rows = conn.execute(select(col(Image.id), col(Image.path)).where(col(Image.id).in_(ids))).all()
             standing = current_decisions(conn, self.dataset_id, image_ids=ids)
-            names: dict[int, str] = {r.id: r.name for r in conn.execute(select(User.id, User.name))}
+            names: dict[int, str] = {r.id: r.name for r in conn.execute(select(col(User.id), col(User.name)))}
         paths: dict[int, str] = {r.id: r.path for r in rows}
         out: list[Disputed] = []
         for i in ids:
@@ -314,15 +314,15 @@ class Studio:
         with self.engine.connect() as conn:
             rows = conn.execute(
                 select(
-                    Annotation.id,
-                    Annotation.image_id,
-                    Annotation.verdict,
-                    Annotation.retracts_id,
-                    Annotation.is_adjudication,
+                    col(Annotation.id),
+                    col(Annotation.image_id),
+                    col(Annotation.verdict),
+                    col(Annotation.retracts_id),
+                    col(Annotation.is_adjudication),
                 )
-                .join(Image, Image.id == Annotation.image_id)
-                .where(Annotation.user_id == user_id, Image.dataset_id == self.dataset_id)
-                .order_by(Annotation.id.desc())  # type: ignore[attr-defined]
+                .join(Image, col(Image.id) == col(Annotation.image_id))
+                .where(col(Annotation.user_id) == user_id, col(Image.dataset_id) == self.dataset_id)
+                .order_by(col(Annotation.id).desc())
                 .limit(200)
             ).all()
         # the newest of the user's standing decisions; a newer event supersedes or undoes it, so the window holds
@@ -348,7 +348,7 @@ class Studio:
     def _in_dataset(self, image_id: int) -> bool:
         with self.engine.connect() as conn:
             found = conn.execute(
-                select(Image.id).where(Image.id == image_id, Image.dataset_id == self.dataset_id)
+                select(col(Image.id)).where(col(Image.id) == image_id, col(Image.dataset_id) == self.dataset_id)
             ).first()
         return found is not None
 

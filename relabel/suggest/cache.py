@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
+from sqlmodel import col
 
 from db.models import ResponseCacheEntry
 
@@ -27,7 +28,9 @@ class DbResponseCache:
 
     def get(self, key: str) -> dict[str, Any] | None:
         with self.engine.connect() as conn:
-            return conn.execute(select(ResponseCacheEntry.response).where(ResponseCacheEntry.key == key)).scalar()
+            return conn.execute(
+                select(col(ResponseCacheEntry.response)).where(col(ResponseCacheEntry.key) == key)
+            ).scalar()
 
     def put(self, key: str, model: str, response: dict[str, Any]) -> None:
         try:

@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
+from sqlmodel import col
 
 from db.engine import session_scope
 from db.enums import PredictionStatus
@@ -86,13 +87,15 @@ def _run_confusion(engine: Engine, dataset: str | None, spec: str, n_classes: in
     against the reference labels."""
     with session_scope(engine) as session:
         ds = get_dataset(session, dataset)
-        run = session.scalars(select(ModelRun).where(ModelRun.dataset_id == ds.id, ModelRun.name == spec[4:])).first()
+        run = session.scalars(
+            select(ModelRun).where(col(ModelRun.dataset_id) == ds.id, col(ModelRun.name) == spec[4:])
+        ).first()
         if run is None:
             raise InputError(f"no model run {spec[4:]!r} to take confusions from")
         ref = reference_labels(session, ds)
         rows = session.execute(
-            select(Prediction.image_id, Prediction.classes, Prediction.scores).where(
-                Prediction.run_id == run.id, Prediction.status == PredictionStatus.ok
+            select(col(Prediction.image_id), col(Prediction.classes), col(Prediction.scores)).where(
+                col(Prediction.run_id) == run.id, col(Prediction.status) == PredictionStatus.ok
             )
         ).all()
     ranked = [(ref[i][0], classes, scores) for i, classes, scores in rows if classes and ref.get(i)]
