@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import insert
 from sqlmodel import Session
@@ -36,7 +36,10 @@ def replace_existing(session: Session, old: Any, children: Any, conflict: str, r
     session.flush()
 
 
-def matched_rows(rows: Sequence[LabelRow], ids: Sequence[int], file_name: str) -> Iterator[tuple[LabelRow, int]]:
+Row = TypeVar("Row", bound=LabelRow)  # a label row, or a prediction row with its status
+
+
+def matched_rows(rows: Sequence[Row], ids: Sequence[int], file_name: str) -> Iterator[tuple[Row, int]]:
     """Each row with its image id, in file order; rows of unknown images (id < 0, skipped on request) are left
     out, and a second row for one image is an InputError naming both the row and the file."""
     seen: set[int] = set()

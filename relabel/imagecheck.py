@@ -11,6 +11,7 @@ import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 from PIL import Image, UnidentifiedImageError
 
@@ -55,6 +56,13 @@ class ImageCheck:
     format: str | None = None
     mode: str | None = None
     exif_orientation: int | None = None
+
+
+class _FileStat(TypedDict):
+    """What a check records of the file itself, whatever its status."""
+
+    bytes: int
+    mtime_ns: int
 
 
 def _sha256_file(path: Path) -> str:
@@ -103,7 +111,7 @@ def check_image(path: str | Path, *, max_pixels: int = DEFAULT_MAX_PIXELS, decod
         return ImageCheck(ImageStatus.missing, "file not found")
     except OSError as exc:
         return ImageCheck(ImageStatus.unreadable, f"cannot stat file: {exc.strerror or exc}")
-    base = {"bytes": st.st_size, "mtime_ns": st.st_mtime_ns}
+    base: _FileStat = {"bytes": st.st_size, "mtime_ns": st.st_mtime_ns}
     if st.st_size == 0:
         return ImageCheck(ImageStatus.unreadable, "empty file (0 bytes)", **base)
     try:

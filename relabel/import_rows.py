@@ -10,7 +10,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, TypeGuard
 
 from relabel.errors import InputError, brief, examples
 from relabel.tables import check_label_count, label_tokens
@@ -38,7 +38,7 @@ def val_key(number: int) -> str:
     return f"{VAL_PREFIX}{number:08d}"
 
 
-def is_integer(value: object) -> bool:
+def is_integer(value: object) -> TypeGuard[int]:
     """True for a JSON integer; not for true/false (Python bools are ints), 1.0 or "1"."""
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -79,7 +79,7 @@ def distinct_classes(row: LabelRow, n_classes: int) -> None:
 
 
 def resolve_rows(
-    rows: list[LabelRow], index: ImageIndex, n_classes: int, *, skip_unknown: bool, what: str
+    rows: Sequence[LabelRow], index: ImageIndex, n_classes: int, *, skip_unknown: bool, what: str
 ) -> tuple[list[int], int]:
     """Image ids for `rows` (-1 for an unknown image) and the number of unknown images; label sets lose repeats.
 

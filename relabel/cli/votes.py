@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
@@ -88,7 +90,10 @@ def _split(sources: tuple[str, ...]) -> tuple[str, ...] | None:
     return names or None
 
 
-def vote_options(command: click.Command) -> click.Command:
+Command = TypeVar("Command", bound=Callable[..., Any])  # a command function, before click wraps it
+
+
+def vote_options(command: Command) -> Command:
     """The options that choose which votes a command reads."""
     for option in reversed(
         [

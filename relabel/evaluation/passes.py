@@ -168,6 +168,12 @@ class PromptEditor:
         self.adapter, self.edit, self.name = adapter, edit, adapter.name
         self.seen: list[tuple[ChatRequest, ModelOutput]] = []
 
+    def describe(self) -> dict[str, Any]:
+        return self.adapter.describe()
+
+    def check(self) -> None:
+        self.adapter.check()
+
     def generate(self, requests: list[ChatRequest]) -> list[ModelOutput]:
         if self.edit is not None:
             requests = [replace(r, prompt=self.edit(r)) for r in requests]

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 from sqlalchemy import select
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from db.models import Dataset, Label, LabelSource
 from evaluator import EvaluationError, LabelSets
@@ -111,7 +111,7 @@ def score_published(
     for spec in dict.fromkeys(s.strip() for s in specs):
         name, _, source_name = spec.partition(":")
         if name not in PUBLISHED_METRICS:
-            raise unknown_name("metric", name, PUBLISHED_METRICS)
+            raise unknown_name("metric", name, list(PUBLISHED_METRICS))
         metric = PUBLISHED_METRICS[name]
         source = load_source_labels(session, dataset, _pick_source(session, dataset, metric, source_name))
         prepared = metric.prepare(source)
@@ -152,7 +152,7 @@ def _score_run(
 def _pick_source(session: Session, dataset: Dataset, metric: PublishedMetric, name: str) -> LabelSource:
     """The source `name`, or the dataset's one source of the metric's format."""
     sources = session.scalars(
-        select(LabelSource).where(LabelSource.dataset_id == dataset.id).order_by(LabelSource.name)
+        select(LabelSource).where(col(LabelSource.dataset_id) == dataset.id).order_by(col(LabelSource.name))
     ).all()
     fitting = [s for s in sources if s.format == metric.source_format]
     if name:
@@ -180,7 +180,9 @@ def _pick_source(session: Session, dataset: Dataset, metric: PublishedMetric, na
 def load_source_labels(session: Session, dataset: Dataset, source: LabelSource) -> SourceLabels:
     """A source's label sets and `extra` fields, in image-id order."""
     rows = session.execute(
-        select(Label.image_id, Label.classes, Label.extra).where(Label.source_id == source.id).order_by(Label.image_id)
+        select(col(Label.image_id), col(Label.classes), col(Label.extra))
+        .where(col(Label.source_id) == source.id)
+        .order_by(col(Label.image_id))
     ).all()
     n_classes = len(dataset_vocabulary(session, dataset))
     try:

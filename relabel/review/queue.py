@@ -203,7 +203,7 @@ class ReviewQueue:
                 self._hold(held, user_id)
                 return held
             found = self._scan(user_id, flt, now)
-            if found is None and self._skipped.pop(user_id, None):
+            if found is None and self._skipped.pop(user_id, set()):
                 found = self._scan(user_id, flt, now)
             if found is not None:
                 self._hold(found, user_id)

@@ -125,8 +125,8 @@ def confusion_from_predictions(
     image, every ranked class but the reference adds its score (1/rank without scores) to the pair."""
     matrix = np.zeros((n_classes, n_classes), dtype=np.float64)
     for true, ranked, scores in rows:
-        scored = scores is not None and len(scores) == len(ranked)
-        weights = scores if scored else [1 / (r + 1) for r in range(len(ranked))]
+        by_rank = [1 / (r + 1) for r in range(len(ranked))]
+        weights = scores if scores is not None and len(scores) == len(ranked) else by_rank
         for c, w in zip(ranked, weights):
             if c != true and 0 <= c < n_classes:
                 matrix[true, c] += max(float(w), 1e-9)  # a zero score still records the pair

@@ -363,7 +363,7 @@ def mc_options(image_id: int, ctx: ProtocolContext) -> McOptions | None:
     pool = np.array([c for c in range(len(ctx.vocab)) if c not in taken])
     chosen += [(int(c), RANDOM) for c in rng.choice(pool, size=k - 1 - len(chosen), replace=False)]
     options = [(true, REFERENCE), *chosen]
-    rng.shuffle(options)  # type: ignore[arg-type]  # a list shuffles as before: random runs keep their questions
+    rng.shuffle(options)  # a list shuffles as before: random runs keep their questions
     return McOptions([int(c) for c, _ in options], [source for _, source in options])
 
 

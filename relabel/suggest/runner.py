@@ -19,23 +19,23 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.engine import Engine
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from db.engine import session_scope
 from db.enums import ImageStatus, PredictionStatus
-from db.models import Dataset, Image, Label, ModelRun, Prediction, utcnow
+from db.models import Dataset, Image, Label, ModelRun, Prediction, pk, utcnow
 from relabel import __version__
 from relabel.errors import ConflictError, InputError
 from relabel.progress import progress_bar
 from relabel.suggest.failures import RETRYABLE_MARK, OutageError, needs_retry
 from relabel.suggest.protocols import Answer, Protocol, ProtocolContext, details_json, map_pending
 from relabel.suggest.textmap import ClassNameIndex
-from relabel.suggest.types import Adapter, ImageRef, ModelOutput, ranks_classes
+from relabel.suggest.types import Adapter, GenerativeAdapter, ImageRef, ModelOutput, ScoringAdapter, ranks_classes
 from relabel.workspace import IMGT, get_dataset, get_source
 
 SELECTIONS = ("all", "suspect")  # "suspect": see suspect_image_ids
@@ -105,12 +105,14 @@ def plan_resume(session: Session, run_id: int, images: list[ImageRef], *, retry_
     error (every error with `retry_errors`) is asked again; an image without a row is fresh."""
     answered = set(
         session.scalars(
-            select(Prediction.image_id).where(Prediction.run_id == run_id, Prediction.status == PredictionStatus.ok)
+            select(col(Prediction.image_id)).where(
+                col(Prediction.run_id) == run_id, col(Prediction.status) == PredictionStatus.ok
+            )
         )
     )
     errors = session.execute(
-        select(Prediction.image_id, Prediction.id, Prediction.details).where(
-            Prediction.run_id == run_id, Prediction.status == PredictionStatus.error
+        select(col(Prediction.image_id), col(Prediction.id), col(Prediction.details)).where(
+            col(Prediction.run_id) == run_id, col(Prediction.status) == PredictionStatus.error
         )
     ).all()
     again = {
@@ -131,20 +133,24 @@ def suspect_image_ids(session: Session, dataset: Dataset) -> set[int]:
     another run's top-1 that differs. Not "disputed", which is about annotators (`relabel.consensus`)."""
     imgt_id = get_source(session, dataset, IMGT).id
     imgt: dict[int, list[int]] = dict(
-        session.execute(select(Label.image_id, Label.classes).where(Label.source_id == imgt_id)).all()
+        session.execute(select(col(Label.image_id), col(Label.classes)).where(col(Label.source_id) == imgt_id)).all()
     )
-    ids = set(session.scalars(select(Image.id).where(Image.dataset_id == dataset.id, Image.status == ImageStatus.ok)))
+    ids = set(
+        session.scalars(
+            select(pk(Image.id)).where(col(Image.dataset_id) == dataset.id, col(Image.status) == ImageStatus.ok)
+        )
+    )
     suspect = {i for i in ids if not imgt.get(i)}
     priors = session.execute(
-        select(Label.image_id, Label.classes)
-        .join(Image, Image.id == Label.image_id)
-        .where(Image.dataset_id == dataset.id, Label.source_id != imgt_id)
+        select(col(Label.image_id), col(Label.classes))
+        .join(Image, col(Image.id) == col(Label.image_id))
+        .where(col(Image.dataset_id) == dataset.id, col(Label.source_id) != imgt_id)
     )
     suspect |= {i for i, classes in priors if imgt.get(i) and imgt[i][0] not in classes}
     preds = session.execute(
-        select(Prediction.image_id, Prediction.classes)
-        .join(ModelRun, ModelRun.id == Prediction.run_id)
-        .where(ModelRun.dataset_id == dataset.id, Prediction.status == PredictionStatus.ok)
+        select(col(Prediction.image_id), col(Prediction.classes))
+        .join(ModelRun, col(ModelRun.id) == col(Prediction.run_id))
+        .where(col(ModelRun.dataset_id) == dataset.id, col(Prediction.status) == PredictionStatus.ok)
     )
     suspect |= {i for i, classes in preds if classes and imgt.get(i) and classes[0] != imgt[i][0]}
     return suspect & ids
@@ -155,9 +161,9 @@ def select_images(session: Session, dataset: Dataset, which: str, limit: int | N
     if which not in SELECTIONS:
         raise InputError(f"unknown image selection {which!r}; known: {', '.join(SELECTIONS)}")
     rows = session.execute(
-        select(Image.id, Image.path, Image.sha256)
-        .where(Image.dataset_id == dataset.id, Image.status == ImageStatus.ok)
-        .order_by(Image.path)
+        select(col(Image.id), col(Image.path), col(Image.sha256))
+        .where(col(Image.dataset_id) == dataset.id, col(Image.status) == ImageStatus.ok)
+        .order_by(col(Image.path))
     ).all()
     if which == "suspect":
         keep = suspect_image_ids(session, dataset)
@@ -170,14 +176,19 @@ def select_images(session: Session, dataset: Dataset, which: str, limit: int | N
 
 def reference_labels(session: Session, dataset: Dataset) -> dict[int, list[int]]:
     source_id = get_source(session, dataset, IMGT).id
-    return dict(session.execute(select(Label.image_id, Label.classes).where(Label.source_id == source_id)).all())
+    return dict(
+        session.execute(select(col(Label.image_id), col(Label.classes)).where(col(Label.source_id) == source_id)).all()
+    )
 
 
 def open_run(
     session: Session, dataset: Dataset, name: str, model: str, protocol: str, params: dict[str, Any]
 ) -> ModelRun:
     """The run to write into: a new one, or the same run to resume (its settings must match)."""
-    run = session.scalars(select(ModelRun).where(ModelRun.dataset_id == dataset.id, ModelRun.name == name)).first()
+    assert dataset.id is not None  # a stored dataset
+    run = session.scalars(
+        select(ModelRun).where(col(ModelRun.dataset_id) == dataset.id, col(ModelRun.name) == name)
+    ).first()
     if run is None:
         run = ModelRun(
             dataset_id=dataset.id,
@@ -234,6 +245,7 @@ def run_suggestions(
         if job.mapper is not None:
             params["mapper"] = job.mapper.describe()
         run = open_run(s, ds, run_name, job.adapter.name, job.protocol.name, params)
+        assert run.id is not None  # open_run flushes a new run
         images = select_images(s, ds, which, limit, job.ctx.seed)
         if job.protocol.needs_reference and not job.ctx.reference:
             job.ctx.reference = reference_labels(s, ds)
@@ -273,14 +285,18 @@ def answer_chunk(job: SuggestJob, chunk: list[ImageRef]) -> dict[int, Answer]:
 def answer_started(job: SuggestJob, chunk: list[ImageRef]) -> tuple[dict[int, Answer], OutageError | None]:
     """As `answer_chunk`, but an outage is returned, not raised: the answers then cover only the images whose
     request finished (answered or failed); images never sent have none."""
+    # the protocol's kind matches the adapter's (run_suggest checks it before any work)
     if not job.protocol.generative:
         to_answer = job.protocol.scores_to_answer  # type: ignore[attr-defined]
-        return {im.image_id: to_answer(o) for im, o in zip(chunk, job.adapter.score(chunk, job.ctx.class_names))}, None
+        scores = cast(ScoringAdapter, job.adapter).score(chunk, job.ctx.class_names)
+        return {im.image_id: to_answer(o) for im, o in zip(chunk, scores)}, None
     pendings = job.protocol.build(chunk, job.ctx)
     ready = [p for p in pendings if "error" not in p.state[0]]
     outage: OutageError | None = None
     try:
-        generated: list[ModelOutput | None] = list(job.adapter.generate([p.request for p in ready]))
+        generated: list[ModelOutput | None] = list(
+            cast(GenerativeAdapter, job.adapter).generate([p.request for p in ready])
+        )
     except OutageError as exc:
         outage, generated = exc, exc.outputs
     outputs = dict(zip(map(id, ready), generated))
@@ -367,9 +383,11 @@ def _record_usage(job: SuggestJob, run_id: int, summary: RunSummary) -> None:
                 merged["cost_usd"] = round(prior.get("cost_usd", 0.0) + summary.cost, 6)
             params = {**run.params, "usage": merged}
             details = s.scalars(
-                select(Prediction.details).where(Prediction.run_id == run_id, Prediction.status == PredictionStatus.ok)
+                select(col(Prediction.details)).where(
+                    col(Prediction.run_id) == run_id, col(Prediction.status) == PredictionStatus.ok
+                )
             )
             summary.measured = job.protocol.summarize([d for d in details if d])
             if summary.measured:
                 params["measured"] = summary.measured
-            s.execute(update(ModelRun).where(ModelRun.id == run_id).values(params=params))
+            s.execute(update(ModelRun).where(col(ModelRun.id) == run_id).values(params=params))

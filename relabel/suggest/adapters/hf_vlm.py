@@ -143,7 +143,8 @@ class HFVisionLanguageAdapter(LazyModel):
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
         self.stop_ids = _stop_ids(model.generation_config.eos_token_id, tokenizer)
-        self.processor, self.model = processor, model.to(self.device).eval()
+        # transformers types `.to` through a decorator whose signature wants the model itself
+        self.processor, self.model = processor, model.to(self.device).eval()  # type: ignore[arg-type]
 
     def generate(self, requests: list[ChatRequest]) -> list[ModelOutput]:
         """One output per request, in order: the generated text, or `error` when its images could not be read or

@@ -110,14 +110,15 @@ def load_error(what: str, model_id: str, exc: Exception) -> RelabelError:
     )
 
 
-def move_inputs(batch: Any, device: torch.device, dtype: torch.dtype) -> dict[str, Any]:
-    """A processor's output on `device`, floating-point tensors (pixels) cast to the model's `dtype`."""
+def move_inputs(batch: Any, device: torch.device | None, dtype: torch.dtype | None) -> dict[str, Any]:
+    """A processor's output on `device`, floating-point tensors (pixels) cast to the model's `dtype` (None: as they
+    are; an adapter's device and dtype are None until its model is loaded)."""
     import torch
 
     out: dict[str, Any] = {}
     for key, value in dict(batch).items():
         if isinstance(value, torch.Tensor):
-            value = value.to(device=device, dtype=dtype) if value.is_floating_point() else value.to(device)
+            value = value.to(device=device, dtype=dtype) if value.is_floating_point() else value.to(device=device)
         out[key] = value
     return out
 
