@@ -1,6 +1,6 @@
 """OpenAI-compatible client benchmarks: throughput against a local stub server, and resume from the response cache.
 
-The stub (tests/suggest/stub_server.py) runs in this process on 127.0.0.1 and answers every chat request after a
+The stub (tests/stub_server.py) runs in this process on 127.0.0.1 and answers every chat request after a
 fixed latency, so the ideal rate is concurrency / latency. Every request carries one real photo from the sample
 folder, decoded, EXIF-transposed, resized to max_side 1024 and JPEG-encoded by the client as it is sent, so the
 measured rate includes that encoding (and the stub's own JSON decoding, on the same CPUs).
@@ -40,7 +40,7 @@ from relabel.settings import Settings  # noqa: E402
 from relabel.suggest.adapters.openai_api import OpenAIChatAdapter, encode_image  # noqa: E402
 from relabel.suggest.cache import DbResponseCache  # noqa: E402
 from relabel.suggest.types import ChatRequest, ImageRef, ModelOutput  # noqa: E402
-from tests.suggest.stub_server import StubServer  # noqa: E402
+from tests.stub_server import StubServer  # noqa: E402
 
 SHARED = REPO.parent / "shared/data"
 SECTION = "## Suggestions: OpenAI-compatible client"

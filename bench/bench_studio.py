@@ -38,7 +38,7 @@ from relabel.review.studio import Studio
 from ui import card_api
 
 sys.path.insert(0, str(REPO))  # the HTTP card client lives in tests/, which is not an installed package
-from tests.studio.workspace import CardClient  # noqa: E402
+from tests.studio_workspace import CardClient  # noqa: E402
 
 SECTION = "## Studio: 50,000 images, 150,000 decisions"
 OVERLAP = 5  # the workspace's images already hold 3 decisions each; 2 more opinions per image are wanted

@@ -29,7 +29,7 @@ Richer models did not agree better with ReaL there: a confusion per worker and n
 and whether the worker said yes to another class of the image, a per-image prior, an image-level "none of the
 candidates" state, an ambiguity class, MACE, one-coin, yes/maybe/no as three latent classes, maybe as abstention.
 
-Checked in tests/test_aggregation.py on synthetic workers of known reliability, against crowd-kit's
+Checked in tests/relabel/test_aggregation.py on synthetic workers of known reliability, against crowd-kit's
 DawidSkene and OneCoinDawidSkene on yes/no answers, on MTurk's published majority counts and on ReaL's answers.
 """
 

@@ -1,5 +1,6 @@
 """Imports go one way: ui -> relabel -> db; evaluator imports none of gradio, torch or db; no module imports itself
-back through others (an import cycle), even through an import inside a function; the review rules are pure."""
+back through others (an import cycle), even through an import inside a function; the review rules are pure; tests/
+mirrors the package folders."""
 
 from __future__ import annotations
 
@@ -185,6 +186,34 @@ def test_evaluator_and_cli_help_load_no_heavy_modules() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def unmirrored_test_folders(root: Path) -> list[str]:
+    """Folders under root/tests holding Python files that are not a package beside a package of the same path.
+
+    tests/ mirrors the packages (tests/relabel/suggest/ for relabel/suggest/), so a test is found where its module
+    lives; data-only folders such as tests/data are left out, as are the shared helpers at the top of tests/."""
+    tests = root / "tests"
+    folders = sorted({path.parent for path in tests.rglob("*.py")} - {tests})
+    return [
+        folder.relative_to(tests).as_posix()
+        for folder in folders
+        if not (folder / "__init__.py").is_file() or not (root / folder.relative_to(tests) / "__init__.py").is_file()
+    ]
+
+
+def test_the_tests_mirror_the_packages() -> None:
+    assert unmirrored_test_folders(REPO) == []
+
+
+def test_the_mirror_check_finds_a_folder_without_a_package(tmp_path: Path) -> None:
+    for name in ("relabel/__init__.py", "tests/relabel/__init__.py", "tests/studio/__init__.py", "tests/data/a.csv"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    (tmp_path / "relabel" / "suggest").mkdir()
+    (tmp_path / "tests" / "relabel" / "suggest").mkdir()
+    (tmp_path / "tests" / "relabel" / "suggest" / "test_x.py").write_text("")  # no __init__.py on either side
+    assert unmirrored_test_folders(tmp_path) == ["relabel/suggest", "studio"]
 
 
 def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:

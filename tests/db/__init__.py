@@ -1,0 +1,1 @@
+"""Tests of the workspace database: engine settings, migrations, immutable snapshot tables."""

@@ -1,0 +1,1 @@
+"""Tests of the relabel package, one file beside each module it mostly tests."""

@@ -1,0 +1,1 @@
+"""Tests of ingest: the layouts, the plan and the real ImageNet sample."""

@@ -1,0 +1,1 @@
+"""Tests of suggestions: protocols, distractors, answer mapping and the resumable runner, with scripted models."""

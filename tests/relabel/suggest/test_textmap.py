@@ -1,0 +1,203 @@
+"""Mapping free answers to classes: the object-phrase extractor, word evidence, and the mapper on held-out answers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from relabel.suggest.lexical import Bm25Index, name_key, stem
+from relabel.suggest.phrases import core_phrase, head_phrase, object_phrase
+from relabel.suggest.textmap import MAPPER_VERSION, ClassNameIndex, class_names, normalize_answer
+from relabel.vocabulary import UnknownClassError
+from tests.conftest import REPO
+from tests.fakes import TrigramEncoder
+
+DATA = REPO / "tests" / "data"
+
+
+@pytest.mark.parametrize(
+    ("answer", "phrase"),
+    [
+        ("It looks like a slip-on shoe in the picture.", "slip-on shoe"),
+        ("This photo shows a mountain.", "mountain"),
+        ("It looks like a bullock cart", "bullock cart"),
+        ("This image shows a red fox.", "red fox"),
+        ("The main object is a Loafer.", "loafer"),
+        ("The main object in the image is a tabby cat.", "tabby cat"),
+        ("I see a golden retriever.", "golden retriever"),
+        ("I can see two zebras in the photo.", "zebras"),
+        ("There is a teapot in the image.", "teapot"),
+        ("It appears to be a Komodo dragon.", "komodo dragon"),
+        ("I think it looks like a tabby cat (probably).", "tabby cat"),
+        ("**Golden Retriever**", "golden retriever"),
+        ("Answer: teddy bear", "teddy bear"),
+        ("Sure! It is a St. Bernard dog.", "st. bernard dog"),
+        ("Bananas! A bunch of ripe yellow bananas.", "bananas"),
+        ("A tabby cat lying on a sofa. It has brown stripes.", "tabby cat lying on a sofa"),
+        ("That's a sports car.", "sports car"),
+        ("In this image, there is a cup of coffee.", "cup of coffee"),
+        ("A close-up photo of a silver salmon.", "silver salmon"),
+        ("Probably a Porsche sports car.", "porsche sports car"),
+        ("espresso", "espresso"),
+    ],
+)
+def test_object_phrase_removes_the_frames_chat_models_use(answer: str, phrase: str) -> None:
+    assert object_phrase(answer) == phrase
+
+
+@pytest.mark.parametrize(
+    ("phrase", "core"),
+    [
+        ("copier on a table", "copier"),
+        ("puma sitting on a rock", "puma"),
+        ("leonberger lying on the grass", "leonberger"),
+        ("bird with an enormous colorful beak", "bird with an enormous colorful beak"),
+        ("hot appliance for pressing clothes", "hot appliance for pressing clothes"),
+        ("in the picture", "in the picture"),
+    ],
+)
+def test_core_phrase_drops_the_scene_but_keeps_what_describes_the_object(phrase: str, core: str) -> None:
+    assert core_phrase(phrase) == core
+
+
+@pytest.mark.parametrize(
+    ("phrase", "head"),
+    [
+        ("bull with horns", "bull"),
+        ("truck that collects rubbish", "truck"),
+        ("chest of drawers", "chest"),
+        ("black and white bear", "black and white bear"),
+        ("mountain bike", "mountain bike"),
+        ("with", "with"),
+    ],
+)
+def test_head_phrase_ends_on_the_word_the_phrase_is_about(phrase: str, head: str) -> None:
+    assert head_phrase(phrase) == head
+
+
+def test_a_postmodifier_does_not_lend_its_words_to_a_name(trigram_index, vocab) -> None:
+    # "horns" is the last word, but the phrase is about a bull: *French horn* loses the head penalty's worth
+    extra = trigram_index._extra_words(["bull with horns", "french horn", ""])
+    horn = [j for j, o in enumerate(trigram_index.owners) if o == vocab.resolve("French horn")][0]
+    assert extra[0, horn] > extra[1, horn] == 0 and not extra[2].any()
+
+
+def test_words_are_stemmed_alike_and_names_keyed_without_spaces() -> None:
+    assert [stem(w) for w in ("berries", "boxes", "pressing", "clothes", "glass", "bus")] == [
+        "berry",
+        "box",
+        "press",
+        "clothe",
+        "glass",
+        "bus",
+    ]
+    assert name_key("Gas masks") == name_key("gasmask") == name_key("the gas-mask")
+
+
+def test_bm25_ranks_the_class_whose_gloss_holds_the_words(vocab) -> None:
+    scores = Bm25Index(vocab).scores(["low-cut slip-on shoe without laces", "zzzz"])
+    assert scores.shape == (2, 1000) and int(scores[0].argmax()) == vocab.resolve("Loafer")
+    assert not scores[1].any()
+
+
+@pytest.fixture(scope="module")
+def trigram_index(vocab):
+    return ClassNameIndex(TrigramEncoder(), vocab)
+
+
+def test_an_exact_synonym_in_a_sentence_picks_its_class(trigram_index, vocab) -> None:
+    m = trigram_index.map(["Probably a trolley car.", "This photo shows two gas masks.", "A TABBY CAT in the picture"])
+    assert [vocab.classes[c].name for c in m.classes] == ["streetcar", "gasmask", "tabby"]
+    assert m.phrases == ["trolley car", "gas masks", "tabby cat"]
+    assert all(0 < s <= 1.0001 for s in m.similarity)
+
+
+def test_a_name_shared_by_classes_is_settled_among_them(trigram_index, vocab) -> None:
+    m = trigram_index.map(["crane", "It looks like a crane."])
+    assert set(m.classes) <= {vocab.resolve("crane (bird)"), vocab.resolve("crane (machine)")}
+
+
+def test_each_distinct_phrase_is_embedded_once_and_names_not_at_all(vocab) -> None:
+    encoder = TrigramEncoder()
+    index = ClassNameIndex(encoder, vocab)
+    calls = len(encoder.calls)
+    answers = ["tabby", "It looks like a Tabby.", "a tabby", "goldfish", "a goldfish on a table", "an orange fish"]
+    m = index.map([*answers, "A small orange fish in a bowl.", "an orange fish"])
+    # "tabby" and "goldfish" are class names: their cached embeddings serve; "goldfish on a table" is settled by
+    # its core's name; only the two phrases that name no class, and one core, reach the encoder, once each
+    assert encoder.calls[calls:] == [["orange fish", "small orange fish", "small orange fish in a bowl"]]
+    assert len(m.classes) == 8 and len(set(m.classes[:3])) == 1 and m.classes[5] == m.classes[7]
+    assert m.classes[3] == m.classes[4] == vocab.resolve("goldfish")
+    assert m.similarity[3] == pytest.approx(1.0, abs=1e-6)
+    assert index.describe()["method"] == MAPPER_VERSION
+    assert len(index.map([]).classes) == 0 and encoder.calls[calls + 1 :] == []
+
+
+def test_a_kind_named_in_wordnet_maps_to_its_class_but_listed_names_decide(trigram_index, vocab) -> None:
+    m = trigram_index.map(["The image contains a grizzly.", "That's a sieve.", "A woodlouse.", "A drill."])
+    assert [vocab.classes[c].name for c in m.classes[:3]] == ["brown bear", "strainer", "isopod"]
+    assert m.classes[3] != vocab.resolve("baboon")  # "drill" is first a tool in WordNet, so no name of the baboon
+    texts, owners, listed = class_names(vocab)
+    kinds = {t for t, is_listed in zip(texts, listed) if not is_listed}
+    assert {"grizzly", "sieve", "woodlouse"} <= kinds and "drill" not in kinds
+    assert not kinds & {t for t, is_listed in zip(texts, listed) if is_listed}
+    assert owners == sorted(owners) and class_names(vocab, hyponyms=False)[0] == [t for t, k in zip(texts, listed) if k]
+    with pytest.raises(UnknownClassError):
+        vocab.resolve("grizzly")  # the mapper's names only: the vocabulary and closed-world matching are unchanged
+
+
+def test_settling_by_name_and_reusing_name_embeddings_change_no_result(trigram_index) -> None:
+    rows = read_answers("mapping_dev.jsonl")[::3]
+    m = trigram_index.map([r["answer"] for r in rows])
+    # the reference: every distinct phrase and core freshly embedded and scored, names settling only among hits
+    phrases = list(dict.fromkeys(m.phrases))
+    cores = [core_phrase(p) for p in phrases]
+    exact = trigram_index.exact
+    hits = [exact.get(name_key(p)) or exact.get(name_key(c)) or [] for p, c in zip(phrases, cores)]
+    assert 0 < sum(len(h) == 1 for h in hits) < len(phrases)
+    encode = TrigramEncoder().encode
+    full = trigram_index._score(phrases, cores, encode(phrases), encode(cores), hits)
+    assert [full[phrases.index(p)] for p in m.phrases] == list(m.classes)
+
+
+def read_answers(name: str) -> list[dict]:
+    return [json.loads(line) for line in (DATA / name).read_text(encoding="utf-8").splitlines()]
+
+
+def truths(row: dict) -> list[str]:
+    return row["truth"] if isinstance(row["truth"], list) else [row["truth"]]
+
+
+def test_the_held_out_answers_cover_every_class_and_mostly_avoid_its_names(vocab) -> None:
+    rows = read_answers("mapping_paraphrases.jsonl")
+    assert len(rows) >= 2000 and len({r["answer"] for r in rows}) == len(rows)
+    wnids = {c.wnid: c for c in vocab.classes}
+    assert {w for r in rows for w in truths(r)} == set(wnids)
+    dev = {r["answer"] for r in read_answers("mapping_dev.jsonl")}
+    assert not dev & {r["answer"] for r in rows}
+
+    def says_a_listed_name(row: dict) -> bool:
+        text = f" {normalize_answer(row['answer'])} "
+        names = {n for w in truths(row) for n in (wnids[w].name, *wnids[w].synonyms)}
+        return any(f" {normalize_answer(n)} " in text for n in names)
+
+    share = np.mean([says_a_listed_name(r) for r in rows])
+    assert 0.3 < share < 0.65  # the rest: names the vocabulary lacks, or descriptions
+
+
+@pytest.mark.slow
+def test_minilm_maps_held_out_answers(vocab, tmp_path: Path) -> None:
+    from relabel.suggest.textmap import load_encoder
+
+    index = ClassNameIndex(load_encoder("minilm"), vocab, cache_dir=tmp_path)
+    cited = ["It looks like a slip-on shoe in the picture.", "This photo shows a mountain.", "A tabby cat."]
+    assert [vocab.classes[c].name for c in index.map(cited).classes] == ["Loafer", "alp", "tabby"]
+    rows = read_answers("mapping_paraphrases.jsonl")[::5]  # 404 answers, both kinds of each class alternately
+    mapping = index.map([r["answer"] for r in rows])
+    hits = [vocab.classes[c].wnid in truths(r) for c, r in zip(mapping.classes, rows)]
+    # bench/bench_mapping.py measures all 2,018; this fixed fifth scored 84.7 % when the mapper was written and
+    # 86.9 % with the WordNet kinds and phrase heads
+    assert np.mean(hits) >= 0.85
