@@ -9,7 +9,7 @@ migrations install database triggers that refuse it.
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from sqlalchemy import JSON, BigInteger, Column, Index, UniqueConstraint
 from sqlalchemy.orm import Mapped
@@ -26,6 +26,17 @@ def pk(column: int | None) -> Mapped[int]:
     """A table's `id` column in a query, typed as the database holds it: a stored row always has one (the model says
     `int | None` only so that a new row can be built before the database numbers it)."""
     return cast("Mapped[int]", col(column))
+
+
+class _Row(Protocol):
+    id: int | None
+
+
+def stored_id(row: _Row) -> int:
+    """The id of a row read from the database or flushed to it (a table's `id` is None only before that)."""
+    if row.id is None:
+        raise ValueError(f"this {type(row).__name__} was never stored: it has no id yet")
+    return row.id
 
 
 def _json(nullable: bool = False) -> Any:

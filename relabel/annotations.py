@@ -20,7 +20,7 @@ from sqlmodel import Session, col
 
 from db.engine import session_scope
 from db.enums import Role, SuggestionAction, Verdict
-from db.models import Annotation, Dataset, Image, Prediction, User, pk, utcnow
+from db.models import Annotation, Dataset, Image, Prediction, User, pk, stored_id, utcnow
 from relabel.card_flags import check_flags
 from relabel.errors import ConflictError, InputError, NotFoundError, StaleCardError
 from relabel.storable import one_line_name, storable_text
@@ -244,4 +244,4 @@ def retract_annotation(engine: Engine, annotation_id: int, *, user: str, client_
         )
         s.add(row)
         s.flush()
-        return row.id  # type: ignore[return-value]
+        return stored_id(row)

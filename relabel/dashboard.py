@@ -23,7 +23,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session, col
 
 from db.enums import Category, ImageStatus, Role, SuggestionAction, Verdict
-from db.models import Dataset, Image, Label, LabelSource, User, VocabClass, pk
+from db.models import Dataset, Image, Label, LabelSource, User, VocabClass, pk, stored_id
 from relabel.consensus import Consensus, Decision, Outcome, settle_images, standing_decisions
 from relabel.decision_log import IMAGE_STATUSES, LogRow, ParsedLists, cyclic_gc_paused, load_events
 from relabel.errors import InputError
@@ -385,7 +385,7 @@ def worker_reliability_table(engine: Engine, dataset: str | None = None) -> Reli
     the fit reads every vote, so the tab runs it when a lead asks."""
     with Session(engine) as session:
         ds = get_dataset(session, dataset)
-        fitted = dataset_reliability(session.connection(), ds.id)  # type: ignore[arg-type]
+        fitted = dataset_reliability(session.connection(), stored_id(ds))
     if fitted is None:
         return None
     return Reliability(fitted.votes, sorted(fitted.rows, key=attrgetter("sensitivity")))

@@ -20,6 +20,7 @@ from pathlib import Path
 from sqlalchemy.engine import Engine
 
 from db.engine import session_scope
+from db.models import stored_id
 from relabel.atomic import write_atomic
 from relabel.errors import InputError, unknown_name
 from relabel.posteriors import format_posteriors
@@ -130,7 +131,7 @@ def export_snapshot(engine: Engine, name: str, *, fmt: str, out: Path, dataset: 
     with session_scope(engine) as s:
         ds = get_dataset(s, dataset)
         conn = s.connection()
-        rows = snapshot_rows(conn, get_snapshot(s, ds, name).id)  # type: ignore[arg-type]
+        rows = snapshot_rows(conn, stored_id(get_snapshot(s, ds, name)))
         vocab = dataset_vocabulary(s, ds)
     labelled = ((r.path, r.classes, r.origin) for r in rows)
     check_classes(labelled, len(vocab), f"snapshot {name!r} not exported (frozen before classes were checked)")

@@ -21,7 +21,7 @@ from sqlmodel import Session, col, select
 
 from db.engine import session_scope
 from db.enums import PredictionStatus
-from db.models import Annotation, Image, ModelRun, Prediction
+from db.models import Annotation, Image, ModelRun, Prediction, stored_id
 from relabel import __version__
 from relabel.arrays import load_array
 from relabel.bulk_import import matched_rows, replace_existing, store_run
@@ -226,7 +226,7 @@ def import_predictions(
         values = [_prediction_values(r, image_id) for r, image_id in matched_rows(rows, ids, path.name)]
         store_run(
             s,
-            dataset_id=ds.id,  # type: ignore[arg-type]
+            dataset_id=stored_id(ds),
             name=run,
             model=model,
             protocol=protocol,

@@ -15,7 +15,7 @@ from sqlmodel import Session, col
 
 from db.engine import session_scope
 from db.enums import Category, Verdict
-from db.models import Dataset, Image, Label, Snapshot, SnapshotLabel, SnapshotPosterior, pk
+from db.models import Dataset, Image, Label, Snapshot, SnapshotLabel, SnapshotPosterior, pk, stored_id
 from relabel import __version__
 from relabel.bulk_import import insert_chunks
 from relabel.consensus import Consensus, Outcome, categorize, decision_key, settle_images
@@ -194,21 +194,21 @@ def _freeze(
 ) -> tuple[list[FrozenRow], VoteFit | None]:
     """Every image's row (in path order), and the vote fit when the rule reads votes."""
     conn = s.connection()
-    base_labels = source_labels(conn, get_source(s, ds, base).id)  # type: ignore[arg-type]
+    base_labels = source_labels(conn, stored_id(get_source(s, ds, base)))
     imgt = get_source(s, ds, IMGT) if base != IMGT else None
-    original = source_labels(conn, imgt.id) if imgt else base_labels  # type: ignore[arg-type]
+    original = source_labels(conn, stored_id(imgt)) if imgt else base_labels
     images = conn.execute(
         select(pk(Image.id), col(Image.path)).where(col(Image.dataset_id) == ds.id).order_by(col(Image.path))
     ).all()
     if not images:
         raise InputError(f"dataset {ds.name!r} has no images; nothing to freeze")
-    decisions = current_decisions(conn, ds.id)  # type: ignore[arg-type]
+    decisions = current_decisions(conn, stored_id(ds))
     settled = settle_images(decisions, (i for i, _ in images), min_votes=request.min_votes)
     fit = None
     if request.rule != UNANIMOUS:
         fit = fit_votes(
             conn,
-            ds.id,  # type: ignore[arg-type]
+            stored_id(ds),
             request.rule,
             request.threshold,
             request.vote_sources,
@@ -238,7 +238,7 @@ def _store(s: Session, snap: Snapshot, rows: list[FrozenRow], voted: dict[int, V
         for r in rows
     ]
     insert_chunks(s, SnapshotLabel, labels)
-    stored = posterior_rows(snap.id, voted, (r.image_id for r in rows if r.voted))  # type: ignore[arg-type]
+    stored = posterior_rows(stored_id(snap), voted, (r.image_id for r in rows if r.voted))
     insert_chunks(s, SnapshotPosterior, stored)
     return len(stored)
 
@@ -360,8 +360,8 @@ def diff_snapshots(engine: Engine, a: str, b: str, *, dataset: str | None = None
     with session_scope(engine) as s:
         ds = get_dataset(s, dataset)
         conn = s.connection()
-        rows_a = {r.path: r for r in snapshot_rows(conn, get_snapshot(s, ds, a).id)}  # type: ignore[arg-type]
-        rows_b = {r.path: r for r in snapshot_rows(conn, get_snapshot(s, ds, b).id)}  # type: ignore[arg-type]
+        rows_a = {r.path: r for r in snapshot_rows(conn, stored_id(get_snapshot(s, ds, a)))}
+        rows_b = {r.path: r for r in snapshot_rows(conn, stored_id(get_snapshot(s, ds, b)))}
     changed: list[tuple[str, list[int], list[int], str, str]] = []
     transitions: Counter[str] = Counter()
     matrix: Counter[tuple[str, str]] = Counter()

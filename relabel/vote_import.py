@@ -20,7 +20,7 @@ from sqlmodel import Session, col, select
 
 from db.engine import session_scope
 from db.enums import Answer
-from db.models import Dataset, Vote, VoteSource
+from db.models import Dataset, Vote, VoteSource, stored_id
 from relabel.aggregation import ANSWERS
 from relabel.bulk_import import insert_chunks, replace_existing
 from relabel.errors import InputError, examples, unknown_name
@@ -84,7 +84,7 @@ def import_votes(
         if parsed.originals:
             check_stated_originals(s, ds, parsed.originals, key_ids.tolist(), str(path))
         source = _new_source(s, ds, name, fmt, path, parsed, replace)
-        _insert_votes(s, source.id, parsed, image_ids, show_progress)  # type: ignore[arg-type]
+        _insert_votes(s, stored_id(source), parsed, image_ids, show_progress)
         source.n_votes, source.n_workers = len(parsed), len(np.unique(parsed.worker_of))
         source.n_images = len(np.unique(image_ids))
         items = len(np.unique(image_ids * (int(parsed.classes.max()) + 1) + parsed.classes))
@@ -135,7 +135,7 @@ def _new_source(
         conflict = f"dataset {ds.name!r} already has a vote source {name!r}"
         replace_existing(s, old, delete(Vote).where(col(Vote.source_id) == old.id), conflict, replace)
     source = VoteSource(
-        dataset_id=ds.id,  # type: ignore[arg-type]
+        dataset_id=stored_id(ds),
         name=name,
         format=fmt,
         origin=str(path.resolve()),

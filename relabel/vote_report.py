@@ -23,7 +23,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlmodel import col
 
 from db.enums import SourceKind
-from db.models import Label, LabelSource
+from db.models import Label, LabelSource, stored_id
 from relabel.aggregation import METHODS, Aggregate, aggregate, check_threshold, decide, uncertain
 from relabel.decision_log import ParsedLists
 from relabel.errors import InputError
@@ -133,7 +133,7 @@ def _dataset_id(engine: Engine, dataset: str | None) -> int:
     from sqlmodel import Session
 
     with Session(engine) as s:
-        return get_dataset(s, dataset).id  # type: ignore[return-value]
+        return stored_id(get_dataset(s, dataset))
 
 
 def _collect(conn: Connection, dataset_id: int, choice: VoteChoice) -> VoteTable:

@@ -27,7 +27,7 @@ from sqlalchemy import select
 from sqlmodel import Session, col
 
 from db.enums import PredictionStatus
-from db.models import Dataset, ModelRun, Prediction
+from db.models import Dataset, ModelRun, Prediction, stored_id
 from evaluator.scoring import OopRate, oop_rate
 from relabel.errors import InputError, unknown_name
 from relabel.suggest.failures import RETRYABLE_MARK
@@ -130,7 +130,7 @@ def load_run(session: Session, run: ModelRun) -> RunPredictions:
     ids = np.array([image_id for image_id, _, _, _ in rows], dtype=np.int64)
     failed = _failed_replies(session, run, ids, ok)
     info = RunInfo(
-        run.id,  # type: ignore[arg-type]
+        stored_id(run),
         run.name,
         run.model,
         run.protocol,

@@ -17,7 +17,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
 from db.engine import session_scope
-from db.models import Dataset, EvaluationRecord
+from db.models import Dataset, EvaluationRecord, stored_id
 from evaluator.scoring import Score
 from relabel.evaluation.references import ReferenceInfo
 from relabel.evaluation.results import EfficiencyReport, Evaluation, RobustnessResult
@@ -30,7 +30,7 @@ def store_evaluation(session: Session, dataset: Dataset, evaluation: Evaluation)
     """Insert `evaluation`; returns the new row's id and sets it on `evaluation.id`."""
     runs = [{"id": r.id, "name": r.name, "model": r.model, "protocol": r.protocol} for r in evaluation.runs]
     row = EvaluationRecord(
-        dataset_id=dataset.id,  # type: ignore[arg-type]
+        dataset_id=stored_id(dataset),
         kind=SCORES,
         reference_hashes={r.name: r.content_hash for r in evaluation.references},
         runs=runs,
@@ -45,7 +45,7 @@ def store_evaluation(session: Session, dataset: Dataset, evaluation: Evaluation)
 def store_robustness(session: Session, dataset: Dataset, result: RobustnessResult) -> int:
     """Insert a robustness result; returns the new row's id."""
     row = EvaluationRecord(
-        dataset_id=dataset.id,  # type: ignore[arg-type]
+        dataset_id=stored_id(dataset),
         kind=ROBUSTNESS,
         reference_hashes={r.name: r.content_hash for r in result.references},
         runs=[{"id": None, "name": None, "model": result.model, "protocol": "robustness"}],
@@ -59,7 +59,7 @@ def store_robustness(session: Session, dataset: Dataset, result: RobustnessResul
 def _insert(session: Session, row: EvaluationRecord) -> int:
     session.add(row)
     session.flush()
-    return row.id  # type: ignore[return-value]
+    return stored_id(row)
 
 
 def latest_robustness(session: Session, models: Iterable[str]) -> dict[str, RobustnessResult]:

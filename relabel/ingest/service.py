@@ -22,7 +22,7 @@ from sqlmodel import col
 
 from db.engine import session_scope
 from db.enums import ImageStatus, SourceKind
-from db.models import Dataset, Image, Label, LabelSource
+from db.models import Dataset, Image, Label, LabelSource, stored_id
 from relabel.errors import ConflictError
 from relabel.imagecheck import DEFAULT_MAX_PIXELS, ImageCheck, check_image, file_signature
 from relabel.ingest.layouts import IngestPlan, PlanEntry
@@ -72,7 +72,7 @@ def _ensure_dataset(
         dataset = s.scalars(select(Dataset).where(col(Dataset.name) == name)).first()
         vrow = ensure_vocabulary(s, vocab)
         if dataset is None:
-            dataset = Dataset(name=name, root=str(root), vocabulary_id=vrow.id)  # type: ignore[arg-type]
+            dataset = Dataset(name=name, root=str(root), vocabulary_id=stored_id(vrow))
             s.add(dataset)
             s.flush()
         elif dataset.vocabulary_id != vrow.id:
@@ -93,7 +93,7 @@ def _ensure_dataset(
         else:  # a re-ingest may read another label file: say where the labels now come from
             source.format, source.origin = layout, origin
         s.flush()
-        return dataset.id, source.id  # type: ignore[return-value]
+        return stored_id(dataset), stored_id(source)
 
 
 def _existing(

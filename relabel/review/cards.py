@@ -16,7 +16,7 @@ from sqlalchemy.engine import Connection
 from sqlmodel import Session, col
 
 from db.enums import Category, PredictionStatus, SourceKind, Verdict
-from db.models import Annotation, Dataset, Image, Label, LabelSource, ModelRun, Prediction, User, pk
+from db.models import Annotation, Dataset, Image, Label, LabelSource, ModelRun, Prediction, User, pk, stored_id
 from relabel.consensus import DecisionKey, Outcome, categorize, decision_key, settle, standing
 from relabel.errors import NotFoundError
 from relabel.review.display import StoredImage
@@ -316,7 +316,7 @@ IMAGE_COLUMNS = (pk(Image.id), col(Image.path), col(Image.sha256), col(Image.for
 
 def stored_image(image: Image, root: str | None) -> StoredImage:
     return StoredImage(
-        image.id,  # type: ignore[arg-type]
+        stored_id(image),
         root,
         image.path,
         image.sha256,

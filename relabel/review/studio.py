@@ -22,7 +22,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
 from db.enums import Role, SuggestionAction, Verdict
-from db.models import Annotation, Image, User
+from db.models import Annotation, Image, User, stored_id
 from relabel.annotations import retract_annotation, store_annotation, verify_password
 from relabel.consensus import Decision, decision_key, standing
 from relabel.decision_log import current_decisions
@@ -88,7 +88,7 @@ class Studio:
             with Session(bind=conn) as s:
                 ds = get_dataset(s, dataset)
                 self.vocab: Vocabulary = dataset_vocabulary(s, ds)
-            self.dataset_id: int = ds.id  # type: ignore[assignment]
+            self.dataset_id: int = stored_id(ds)
             self.dataset_name, self.root = ds.name, ds.root
             self.runs: RunChoice = pick_runs(conn, self.dataset_id, suggestion_run, classifier_run)
         self._run_names = (suggestion_run, classifier_run)
