@@ -16,6 +16,15 @@ from pathlib import Path
 from relabel.atomic import write_atomic
 from relabel.evaluation import plots, text
 from relabel.evaluation.references import ReferenceInfo
+from relabel.evaluation.reliability_text import (
+    budgets_line,
+    efficiency_table,
+    reliability_basis_table,
+    reliability_table,
+    reliability_tasks,
+    robustness_table,
+    weights_line,
+)
 from relabel.evaluation.results import DEFINITIONS, ROBUSTNESS_DEFINITIONS, Evaluation, RobustnessResult
 
 REPORTS_DIR = "reports"
@@ -235,19 +244,19 @@ def _reliability_markdown(ev: Evaluation, figures: set[str]) -> list[str]:
         return []
     parts = [
         f"## {escape_md(table.title)}\n\n{escape_md(table.method)}",
-        f"Weights: {escape_md(text.weights_line(table))}. Rows are runs; a row is ranked only against the rows of "
+        f"Weights: {escape_md(weights_line(table))}. Rows are runs; a row is ranked only against the rows of "
         "its task, among those with an overall score; places gained = rank by P − rank by overall. E is against "
-        f"fixed budgets ({escape_md(text.budgets_line(table))}; a measure at its budget scores 0.5), so a row's E "
+        f"fixed budgets ({escape_md(budgets_line(table))}; a measure at its budget scores 0.5), so a row's E "
         "does not depend on the other rows.",
         f"Uncertainty: {escape_md(table.uncertainty)}.",
     ]
-    for task, title in text.reliability_tasks(table):
+    for task, title in reliability_tasks(table):
         tau = table.kendall_tau.get(task)
         parts += [
             f"### {escape_md(title)}" + (f"\n\nKendall's τ-b between the two rankings: {text.num(tau)}." if tau
                                           is not None else ""),
-            md_table(text.reliability_table(table, task)),
-            md_table(text.reliability_basis_table(table, task)),
+            md_table(reliability_table(table, task)),
+            md_table(reliability_basis_table(table, task)),
         ]  # fmt: skip
     parts += [
         "\n".join(f"- {escape_md(n)}" for n in table.notes),
@@ -256,7 +265,7 @@ def _reliability_markdown(ev: Evaluation, figures: set[str]) -> list[str]:
                                                       table.definitions.items()),
     ]  # fmt: skip
     if ev.robustness:
-        parts += ["## Robustness and efficiency", md_table(text.efficiency_table(ev.robustness))]
+        parts += ["## Robustness and efficiency", md_table(efficiency_table(ev.robustness))]
         for r in ev.robustness:
             parts += [f"### {escape_md(r.model)} on {escape_md(r.dataset)}", md_table(_first_table(r))]
         parts.append(_figure(figures, "robustness.png", "Robustness curves"))
@@ -265,7 +274,7 @@ def _reliability_markdown(ev: Evaluation, figures: set[str]) -> list[str]:
 
 def _first_table(result: RobustnessResult) -> text.Table:
     ref = "imgt" if "imgt" in result.grid else next(iter(result.grid))
-    return text.robustness_table(result, ref)
+    return robustness_table(result, ref)
 
 
 def robustness_markdown(r: RobustnessResult, figures: set[str]) -> str:
@@ -279,11 +288,11 @@ def robustness_markdown(r: RobustnessResult, figures: set[str]) -> str:
         f"- Time: {r.seconds:.1f} s\n- Data: `{ROBUSTNESS_JSON}` beside this file",
     ]
     for ref in r.grid:
-        parts += [f"## Top-1 % against {escape_md(ref)}", md_table(text.robustness_table(r, ref))]
+        parts += [f"## Top-1 % against {escape_md(ref)}", md_table(robustness_table(r, ref))]
     parts += [
         _figure(figures, "robustness.png", "Robustness curves"),
         "## Efficiency",
-        md_table(text.efficiency_table([r])),
+        md_table(efficiency_table([r])),
         f"Peak RSS scope: {escape_md(e.peak_rss_scope)}." + (f" FLOPs: {escape_md(e.flops_note)}." if e.flops_note
                                                                else ""),
         "## Definitions",

@@ -1,68 +1,20 @@
 """The tables of an evaluation as rows of plain strings, and their rendering as aligned terminal text.
 
-One builder per table gives (header, rows); the terminal aligns them (`columns`) and the Markdown report escapes
+One builder per table gives (header, rows; the reliability, robustness and efficiency tables in
+`relabel.evaluation.reliability_text`); the terminal aligns them (`columns`) and the Markdown report escapes
 and pipes them (`report.md_table`), so both show the same numbers. Cells hold untrusted text (run, model and
 class names) unescaped: each renderer makes it safe for its medium.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
-from evaluator.model_reliability import MEASURE_LABELS, robustness_retention
 from evaluator.scoring import Score
-from relabel.evaluation.results import Evaluation, ReliabilityTable, RobustnessResult
+from relabel.evaluation.cells import NA, Table, ci, columns, num, pct, points, points_ci, span
+from relabel.evaluation.reliability_text import efficiency_table, render_reliability, robustness_table
+from relabel.evaluation.results import Evaluation, RobustnessResult
 from relabel.evaluation.storage import HistoryEntry
-
-Table = tuple[list[str], list[list[str]]]
-NA = "—"
-
-
-def pct(value: float | None, digits: int = 2) -> str:
-    """A share in [0, 1] as a percentage; NA for None or NaN."""
-    return NA if value is None or not math.isfinite(value) else f"{100 * value:.{digits}f}"
-
-
-def num(value: float | None, digits: int = 3) -> str:
-    return NA if value is None or not math.isfinite(value) else f"{value:.{digits}f}"
-
-
-def ci(score: Score) -> str:
-    if score.ci_low is None or score.ci_high is None or not math.isfinite(score.ci_low):
-        return NA
-    return f"{pct(score.ci_low)}–{pct(score.ci_high)}"
-
-
-def columns(table: Table, indent: str = "") -> str:
-    """Aligned plain-text columns; numbers (cells starting with a digit or NA) are right-aligned."""
-    header, rows = table
-    widths = [max(len(c) for c in col) for col in zip(header, *rows)]
-    numeric = [
-        any(_number(r[i]) for r in rows) and all(_number(r[i]) or r[i] in (NA, "") for r in rows)
-        for i in range(len(header))
-    ]
-
-    def line(cells: Sequence[str]) -> str:
-        parts = [c.rjust(w) if numeric[i] else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))]
-        return (indent + "  ".join(parts)).rstrip()
-
-    return "\n".join([line(header), *(line(r) for r in rows)])
-
-
-def _number(cell: str) -> bool:
-    return cell[:1].isdigit() or (cell[:1] in "+-" and cell[1:2].isdigit())
-
-
-def points(value: float | None) -> str:
-    """A difference of two shares in percentage points, signed; NA for None or NaN."""
-    return NA if value is None or not math.isfinite(value) else f"{100 * value:+.2f}"
-
-
-def points_ci(low: float | None, high: float | None) -> str:
-    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
-        return NA
-    return f"{points(low)} to {points(high)}"
 
 
 def references_table(ev: Evaluation) -> Table:
@@ -148,13 +100,6 @@ UNCERTAINTY_LINE = (
 )
 
 
-def span(low: float | None, high: float | None) -> str:
-    """An interval of shares as percentages; NA when a bound is missing."""
-    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
-        return NA
-    return f"{pct(low)}–{pct(high)}"
-
-
 def ranking_table(ev: Evaluation) -> Table | None:
     """Top-1 and rank of each run under the first two references on the images every run scored under both, with
     95 % intervals of the ranks and of the places gained from one joint bootstrap of those images."""
@@ -231,129 +176,6 @@ def oop_table(ev: Evaluation) -> Table | None:
     rows = [[r.name, r.protocol, str(r.oop.n_answered), str(r.oop.n_oop), pct(r.oop.rate), str(r.n_errors)]
             for r in runs if r.oop is not None]  # fmt: skip
     return ["run", "protocol", "answered", "out of prompt", "OOP %", "errors"], rows
-
-
-def reliability_tasks(table: ReliabilityTable) -> list[tuple[str, str]]:
-    """(task, title) of each task of the reliability table, in row order: rows are compared within a task."""
-    titles = []
-    for task in dict.fromkeys(r.task for r in table.rows):
-        refs = sorted({r.reference for r in table.rows if r.task == task and r.reference})
-        against = f"scored against {', '.join(refs)}" if refs else "no reference"
-        name = "choosing among the dataset's classes" if task == "classes" else f"protocol {task}"
-        titles.append((task, f"{name} ({against})"))
-    return titles
-
-
-def reliability_table(table: ReliabilityTable, task: str) -> Table:
-    """The parts, overall score and the two ranks of the rows of one task."""
-    header = ["run", "model", "protocol", "P", "CDC", "RR", "E", "overall", "rank by P", "rank by overall",
-              "places gained"]  # fmt: skip
-    rows = []
-    for r in (r for r in table.rows if r.task == task):
-        shift = NA if r.rank_by_capability is None else f"{r.rank_by_capability - (r.rank_by_overall or 0):+d}"
-        rows.append(
-            [r.run, r.model, r.protocol, num(r.capability), num(r.consistency), num(r.robustness), num(r.efficiency),
-             num(r.overall), str(r.rank_by_capability or NA), str(r.rank_by_overall or NA), shift.replace("+0", "0")]
-        )  # fmt: skip
-    return header, rows
-
-
-def reliability_basis_table(table: ReliabilityTable, task: str) -> Table:
-    """What each part of a row is on: P's reference, images and interval; CDC's datasets (top-1 %) and interval;
-    the label-noise sensitivity (percentage points, with its paired interval); the measures E is over."""
-    header = ["run", "P against", "images", "P 95 % CI", "CDC over (top-1 %)", "CDC 95 % CI", "label noise Δ pp",
-              "Δ 95 % CI", "E over"]  # fmt: skip
-    rows = []
-    for r in (r for r in table.rows if r.task == task):
-        over = "; ".join(f"{d.dataset} {pct(d.accuracy)}" for d in r.datasets) or NA
-        noise = r.noise
-        rows.append(
-            [r.run, r.reference or NA, str(r.n_images) if r.reference else NA, _pair(r.capability_ci, 100, 1),
-             over, _pair(r.consistency_ci, 1, 3), _signed(noise.difference if noise else None),
-             _pair((noise.ci_low, noise.ci_high) if noise else None, 100, 1, signed=True),
-             ", ".join(MEASURE_LABELS.get(m, m) for m in r.efficiency_terms) or NA]
-        )  # fmt: skip
-    return header, rows
-
-
-def _pair(bounds: tuple[float | None, float | None] | None, scale: float, digits: int, signed: bool = False) -> str:
-    low, high = bounds if bounds is not None else (None, None)
-    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
-        return NA
-    form = f"{{:+.{digits}f}}" if signed else f"{{:.{digits}f}}"
-    return f"{form.format(low * scale)} to {form.format(high * scale)}"
-
-
-def _signed(value: float | None) -> str:
-    return NA if value is None or not math.isfinite(value) else f"{100 * value:+.2f}"
-
-
-def weights_line(table: ReliabilityTable) -> str:
-    return ", ".join(f"{k}={v:g}" for k, v in table.weights.items())
-
-
-def budgets_line(table: ReliabilityTable) -> str:
-    """The fixed budgets E is measured against, in readable units."""
-    b = table.budgets
-    shown = {
-        "latency_s": lambda v: f"median latency {v:g} s per image",
-        "peak_memory_bytes": lambda v: f"peak memory {v / 2**30:g} GiB",
-        "flops": lambda v: f"{v / 1e9:g} GFLOPs per image",
-        "cost_per_1k_images": lambda v: f"cost {v:g} per 1,000 images",
-    }
-    return ", ".join(form(b[name]) for name, form in shown.items() if name in b)
-
-
-def render_reliability(table: ReliabilityTable) -> list[str]:
-    """The reliability table as terminal lines: what it is, one pair of tables per task, the notes."""
-    parts = [f"{table.title} (weights {weights_line(table)})", f"  {table.method}"]
-    for task, title in reliability_tasks(table):
-        tau = table.kendall_tau.get(task)
-        parts += [
-            f"  {title}" + (f"; Kendall's tau-b P vs overall {num(tau)}" if tau is not None else ""),
-            columns(reliability_table(table, task), "  "),
-            columns(reliability_basis_table(table, task), "  "),
-        ]
-    return parts + [f"  note: {n}" for n in table.notes]
-
-
-def robustness_table(result: RobustnessResult, reference: str) -> Table:
-    """Top-1 % per perturbation (rows) and severity (columns), the clean score first; a text perturbation's row
-    says what it changed, e.g. "typo (class names)"."""
-    header = ["perturbation", "clean", *(f"s{s}" for s in result.severities), "RR"]
-    base = result.clean[reference].accuracy
-    clean = pct(base)
-    rows = []
-    for name, values in zip(result.perturbations, result.grid[reference]):
-        label = f"{name} ({result.text_target})" if name in result.text_perturbations else name
-        rows.append([label, clean, *(pct(v) for v in values), num(_retention(base, values))])
-    rows.append(["(all)", clean, *([""] * len(result.severities)), num(result.retention[reference])])
-    return header, rows
-
-
-def _retention(clean: float, values: Sequence[float]) -> float | None:
-    """RR over one perturbation's severities (the table's last column); None when a score is missing."""
-    if not math.isfinite(clean) or not all(math.isfinite(v) for v in values):
-        return None
-    return robustness_retention(clean, list(values))
-
-
-def efficiency_table(results: Sequence[RobustnessResult]) -> Table:
-    header = ["model", "device", "batch", "p50 ms", "p95 ms", "images/s", "peak RSS MiB", "CUDA peak MiB",
-              "parameters M", "GFLOPs/image"]  # fmt: skip
-    rows = []
-    for r in results:
-        e = r.efficiency
-        rows.append(
-            [r.model, e.device, str(e.batch_size or NA), _scaled(e.latency_p50_s, 1e3), _scaled(e.latency_p95_s, 1e3),
-             num(e.throughput_per_s, 1), _scaled(e.peak_rss_bytes, 2**-20, 0), _scaled(e.cuda_peak_bytes, 2**-20, 0),
-             _scaled(e.n_parameters, 1e-6), _scaled(e.flops_per_image, 1e-9, 3)]
-        )  # fmt: skip
-    return header, rows
-
-
-def _scaled(value: float | None, factor: float, digits: int = 2) -> str:
-    return NA if value is None else f"{value * factor:.{digits}f}"
 
 
 def history_table(entries: Sequence[HistoryEntry]) -> Table:

@@ -1,0 +1,134 @@
+"""The reliability table (after ARGUS), robustness grids and efficiency measurements as rows of plain strings,
+and the reliability table as terminal lines; cells as `relabel.evaluation.cells` writes them."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from evaluator.model_reliability import MEASURE_LABELS, robustness_retention
+from relabel.evaluation.cells import NA, Table, columns, num, pct
+from relabel.evaluation.results import ReliabilityTable, RobustnessResult
+
+
+def reliability_tasks(table: ReliabilityTable) -> list[tuple[str, str]]:
+    """(task, title) of each task of the reliability table, in row order: rows are compared within a task."""
+    titles = []
+    for task in dict.fromkeys(r.task for r in table.rows):
+        refs = sorted({r.reference for r in table.rows if r.task == task and r.reference})
+        against = f"scored against {', '.join(refs)}" if refs else "no reference"
+        name = "choosing among the dataset's classes" if task == "classes" else f"protocol {task}"
+        titles.append((task, f"{name} ({against})"))
+    return titles
+
+
+def reliability_table(table: ReliabilityTable, task: str) -> Table:
+    """The parts, overall score and the two ranks of the rows of one task."""
+    header = ["run", "model", "protocol", "P", "CDC", "RR", "E", "overall", "rank by P", "rank by overall",
+              "places gained"]  # fmt: skip
+    rows = []
+    for r in (r for r in table.rows if r.task == task):
+        shift = NA if r.rank_by_capability is None else f"{r.rank_by_capability - (r.rank_by_overall or 0):+d}"
+        rows.append(
+            [r.run, r.model, r.protocol, num(r.capability), num(r.consistency), num(r.robustness), num(r.efficiency),
+             num(r.overall), str(r.rank_by_capability or NA), str(r.rank_by_overall or NA), shift.replace("+0", "0")]
+        )  # fmt: skip
+    return header, rows
+
+
+def reliability_basis_table(table: ReliabilityTable, task: str) -> Table:
+    """What each part of a row is on: P's reference, images and interval; CDC's datasets (top-1 %) and interval;
+    the label-noise sensitivity (percentage points, with its paired interval); the measures E is over."""
+    header = ["run", "P against", "images", "P 95 % CI", "CDC over (top-1 %)", "CDC 95 % CI", "label noise Δ pp",
+              "Δ 95 % CI", "E over"]  # fmt: skip
+    rows = []
+    for r in (r for r in table.rows if r.task == task):
+        over = "; ".join(f"{d.dataset} {pct(d.accuracy)}" for d in r.datasets) or NA
+        noise = r.noise
+        rows.append(
+            [r.run, r.reference or NA, str(r.n_images) if r.reference else NA, _pair(r.capability_ci, 100, 1),
+             over, _pair(r.consistency_ci, 1, 3), _signed(noise.difference if noise else None),
+             _pair((noise.ci_low, noise.ci_high) if noise else None, 100, 1, signed=True),
+             ", ".join(MEASURE_LABELS.get(m, m) for m in r.efficiency_terms) or NA]
+        )  # fmt: skip
+    return header, rows
+
+
+def _pair(bounds: tuple[float | None, float | None] | None, scale: float, digits: int, signed: bool = False) -> str:
+    low, high = bounds if bounds is not None else (None, None)
+    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
+        return NA
+    form = f"{{:+.{digits}f}}" if signed else f"{{:.{digits}f}}"
+    return f"{form.format(low * scale)} to {form.format(high * scale)}"
+
+
+def _signed(value: float | None) -> str:
+    return NA if value is None or not math.isfinite(value) else f"{100 * value:+.2f}"
+
+
+def weights_line(table: ReliabilityTable) -> str:
+    return ", ".join(f"{k}={v:g}" for k, v in table.weights.items())
+
+
+def budgets_line(table: ReliabilityTable) -> str:
+    """The fixed budgets E is measured against, in readable units."""
+    b = table.budgets
+    shown = {
+        "latency_s": lambda v: f"median latency {v:g} s per image",
+        "peak_memory_bytes": lambda v: f"peak memory {v / 2**30:g} GiB",
+        "flops": lambda v: f"{v / 1e9:g} GFLOPs per image",
+        "cost_per_1k_images": lambda v: f"cost {v:g} per 1,000 images",
+    }
+    return ", ".join(form(b[name]) for name, form in shown.items() if name in b)
+
+
+def render_reliability(table: ReliabilityTable) -> list[str]:
+    """The reliability table as terminal lines: what it is, one pair of tables per task, the notes."""
+    parts = [f"{table.title} (weights {weights_line(table)})", f"  {table.method}"]
+    for task, title in reliability_tasks(table):
+        tau = table.kendall_tau.get(task)
+        parts += [
+            f"  {title}" + (f"; Kendall's tau-b P vs overall {num(tau)}" if tau is not None else ""),
+            columns(reliability_table(table, task), "  "),
+            columns(reliability_basis_table(table, task), "  "),
+        ]
+    return parts + [f"  note: {n}" for n in table.notes]
+
+
+def robustness_table(result: RobustnessResult, reference: str) -> Table:
+    """Top-1 % per perturbation (rows) and severity (columns), the clean score first; a text perturbation's row
+    says what it changed, e.g. "typo (class names)"."""
+    header = ["perturbation", "clean", *(f"s{s}" for s in result.severities), "RR"]
+    base = result.clean[reference].accuracy
+    clean = pct(base)
+    rows = []
+    for name, values in zip(result.perturbations, result.grid[reference]):
+        label = f"{name} ({result.text_target})" if name in result.text_perturbations else name
+        rows.append([label, clean, *(pct(v) for v in values), num(_retention(base, values))])
+    rows.append(["(all)", clean, *([""] * len(result.severities)), num(result.retention[reference])])
+    return header, rows
+
+
+def _retention(clean: float, values: Sequence[float]) -> float | None:
+    """RR over one perturbation's severities (the table's last column); None when a score is missing."""
+    if not math.isfinite(clean) or not all(math.isfinite(v) for v in values):
+        return None
+    return robustness_retention(clean, list(values))
+
+
+def efficiency_table(results: Sequence[RobustnessResult]) -> Table:
+    header = ["model", "device", "batch", "p50 ms", "p95 ms", "images/s", "peak RSS MiB", "CUDA peak MiB",
+              "parameters M", "GFLOPs/image"]  # fmt: skip
+    rows = []
+    for r in results:
+        e = r.efficiency
+        rows.append(
+            [r.model, e.device, str(e.batch_size or NA), _scaled(e.latency_p50_s, 1e3), _scaled(e.latency_p95_s, 1e3),
+             num(e.throughput_per_s, 1), _scaled(e.peak_rss_bytes, 2**-20, 0), _scaled(e.cuda_peak_bytes, 2**-20, 0),
+             _scaled(e.n_parameters, 1e-6), _scaled(e.flops_per_image, 1e-9, 3)]
+        )  # fmt: skip
+    return header, rows
+
+
+def _scaled(value: float | None, factor: float, digits: int = 2) -> str:
+    return NA if value is None else f"{value * factor:.{digits}f}"
