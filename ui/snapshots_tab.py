@@ -29,7 +29,8 @@ from relabel.errors import InputError
 from relabel.exports import EXPORT_FORMATS
 from relabel.posteriors import UNANIMOUS
 from relabel.review.studio import Studio
-from relabel.snapshots import SnapshotDiff, diff_snapshots, list_snapshots
+from relabel.snapshot_diff import SnapshotDiff, diff_snapshots
+from relabel.snapshots import list_snapshots
 from ui import handlers
 from ui.files import served_copy
 

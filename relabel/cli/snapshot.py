@@ -201,7 +201,7 @@ def snapshot_diff(settings: Settings, a: str, b: str, dataset: str | None, limit
       relabel snapshot diff round-1 round-2 --limit 50
       relabel snapshot diff round-1 round-1-ds     # unanimous vs Dawid-Skene
     """
-    from relabel.snapshots import diff_snapshots
+    from relabel.snapshot_diff import diff_snapshots
 
     d = diff_snapshots(settings.engine, a, b, dataset=dataset)
     click.echo(

@@ -21,7 +21,8 @@ from relabel.errors import ConflictError, InputError, NotFoundError, OutputError
 from relabel.exports import export_snapshot, spreadsheet_safe
 from relabel.ingest import ingest_dataset, plan_ingest
 from relabel.ingest.layouts import LayoutOptions
-from relabel.snapshots import create_snapshot, diff_snapshots, list_snapshots
+from relabel.snapshot_diff import diff_snapshots
+from relabel.snapshots import create_snapshot, list_snapshots
 from relabel.sources import import_source
 from tests import images
 from tests.conftest import shared

@@ -27,7 +27,8 @@ from relabel.posteriors import VotedImage, format_posteriors, voted_images
 from relabel.review.cards import RunChoice
 from relabel.review.evidence import load_evidence, uncertain_images
 from relabel.review.queue import UNCERTAIN_WEIGHT, WEIGHTS, Evidence, QueueFilter, ReviewQueue, priority
-from relabel.snapshots import create_snapshot, diff_snapshots, list_snapshots
+from relabel.snapshot_diff import diff_snapshots
+from relabel.snapshots import create_snapshot, list_snapshots
 from relabel.sources import import_source
 from relabel.vote_import import import_votes as import_votes_file
 from tests import images
