@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import click
 
+from relabel.cli.options import pass_settings
 from relabel.settings import Settings
-
-pass_settings = click.make_pass_decorator(Settings)
 
 
 @click.command()

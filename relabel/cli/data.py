@@ -10,10 +10,8 @@ import click
 
 from relabel.cli import render
 from relabel.cli.choices import registry_option
+from relabel.cli.options import EXISTING_FILE, pass_settings
 from relabel.settings import Settings
-
-pass_settings = click.make_pass_decorator(Settings)
-EXISTING_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 
 @click.command()

@@ -6,11 +6,9 @@ from pathlib import Path
 
 import click
 
+from relabel.cli.options import EXISTING_FILE, pass_settings
 from relabel.cli.render import counts
 from relabel.settings import Settings
-
-pass_settings = click.make_pass_decorator(Settings)
-EXISTING_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 
 @click.group()

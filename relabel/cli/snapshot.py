@@ -9,10 +9,9 @@ import click
 
 from relabel.aggregation import METHODS
 from relabel.cli.choices import registry_option
+from relabel.cli.options import pass_settings
 from relabel.cli.render import counts
 from relabel.settings import Settings
-
-pass_settings = click.make_pass_decorator(Settings)
 
 
 @click.group()

@@ -5,10 +5,10 @@ from __future__ import annotations
 import click
 
 from relabel.cli.choices import registry_option
+from relabel.cli.options import pass_settings
 from relabel.settings import Settings
 from relabel.suggest.failures import STOP_AFTER_FAILURES
 
-pass_settings = click.make_pass_decorator(Settings)
 model_option = registry_option(
     "--model",
     "model_spec",

@@ -9,13 +9,11 @@ from typing import Any, TypeVar
 import click
 
 from relabel.aggregation import METHODS
+from relabel.cli.options import EXISTING_FILE, pass_settings
 from relabel.cli.render import counts
 from relabel.settings import Settings
 from relabel.vote_formats import VOTE_FORMATS
 from relabel.vote_report import SORT_KEYS, AggregationReport, WorkerRow, reliability_lines
-
-pass_settings = click.make_pass_decorator(Settings)
-EXISTING_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 
 @click.group()
