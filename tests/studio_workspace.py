@@ -9,10 +9,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.engine import Engine
+from sqlmodel import Session, col
 
 from db import create_db_engine, init_db
 from db.enums import Role
+from db.models import Annotation, User
 from relabel.annotations import add_user
 from relabel.bulk_import import store_run
 from relabel.ingest import ingest_dataset, plan_ingest
@@ -62,8 +65,6 @@ def build_workspace(folder: Path, url: str | None = None, extra: int = 0) -> Eng
     ingest_dataset(
         engine, plan_ingest(root, vocab), dataset="photos", root=root, vocab=vocab, show_progress=False, workers=1
     )
-    from sqlmodel import Session
-
     with Session(engine) as s:
         ds = get_dataset(s, "photos")
         ids = image_index(s, ds).ids_by_path
@@ -133,3 +134,12 @@ class CardClient:
 
     def close(self) -> None:
         self.http.close()
+
+
+def stored_annotations(studio: Studio, user: str | None = None) -> list[Annotation]:
+    """Every annotation row of the workspace in id order (of `user` only, if given), as the database holds it."""
+    with Session(studio.engine) as s:
+        query = select(Annotation).order_by(col(Annotation.id))
+        if user:
+            query = query.join(User, col(User.id) == col(Annotation.user_id)).where(User.name == user)
+        return list(s.scalars(query))

@@ -7,18 +7,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import select
 from sqlmodel import Session
 
 from db.enums import Role, SuggestionAction, Verdict
-from db.models import Annotation, User
 from relabel.annotations import add_user
 from relabel.bulk_import import store_run
 from relabel.errors import ConflictError, InputError, NotFoundError, RelabelError
 from relabel.review.class_search import ClassSearch
 from relabel.review.studio import Studio
 from relabel.vocabulary import load_builtin
-from tests.studio_workspace import build_workspace
+from tests.studio_workspace import build_workspace, stored_annotations
 from ui import card_api
 from ui.card_component import handlers, server_function
 
@@ -31,14 +29,6 @@ MISSILE, PROJECTILE = VOCAB.resolve("n03773504"), VOCAB.resolve("n04008634")
 def studio(db_url: str, tmp_path: Path) -> Studio:
     engine = build_workspace(tmp_path, db_url)
     return Studio(engine, cache_dir=tmp_path / "cache", overlap=2)
-
-
-def rows(studio: Studio, user: str | None = None) -> list[Annotation]:
-    with Session(studio.engine) as s:
-        query = select(Annotation).order_by(Annotation.id)
-        if user:
-            query = query.join(User, User.id == Annotation.user_id).where(User.name == user)
-        return list(s.scalars(query))
 
 
 def card_of(reply: dict[str, Any]) -> dict[str, Any]:
@@ -62,7 +52,7 @@ class TestDecisions:
         assert card["original"][0]["name"] == "missile"  # the most suspect image comes first
         assert card["classifier"]["top"][0]["name"] == "projectile" and card["classifier"]["top"][0]["score"] == 0.8
         reply = decide(studio, "alice", card, "original")
-        [row] = rows(studio, "alice")
+        [row] = stored_annotations(studio, "alice")
         assert row.image_id == card["image_id"] and row.verdict is Verdict.labels and row.classes == [MISSILE]
         assert row.seconds_on_item is not None and 0 <= row.seconds_on_item < 60
         assert row.suggestion_action is SuggestionAction.rejected and row.suggestion_id is not None
@@ -72,14 +62,14 @@ class TestDecisions:
         card = first_card(studio, "alice")
         decide(studio, "alice", card, "suggestion")
         again = decide(studio, "alice", card, "suggestion")
-        assert len(rows(studio)) == 1 and "already saved" in again["message"]
-        assert rows(studio)[0].suggestion_action is SuggestionAction.accepted
+        assert len(stored_annotations(studio)) == 1 and "already saved" in again["message"]
+        assert stored_annotations(studio)[0].suggestion_action is SuggestionAction.accepted
 
     def test_multi_label_no_class_fits_unclear_flags_and_note(self, studio: Studio) -> None:
         for action, classes in (("labels", [281, 285]), ("none_fit", []), ("unclear", [])):
             card = first_card(studio, "alice")
             decide(studio, "alice", card, action, classes=classes, flags=["drawing"], note="  a note  ")
-        got = rows(studio, "alice")
+        got = stored_annotations(studio, "alice")
         assert [(r.verdict, r.classes) for r in got] == [
             (Verdict.labels, [281, 285]),
             (Verdict.none_fit, []),
@@ -89,8 +79,8 @@ class TestDecisions:
 
     def test_both_takes_the_original_and_the_suggestion(self, studio: Studio) -> None:
         decide(studio, "alice", first_card(studio, "alice"), "both")  # missile, suggested projectile
-        assert rows(studio)[0].classes == [MISSILE, PROJECTILE]
-        assert rows(studio)[0].suggestion_action is SuggestionAction.edited
+        assert stored_annotations(studio)[0].classes == [MISSILE, PROJECTILE]
+        assert stored_annotations(studio)[0].suggestion_action is SuggestionAction.edited
 
     @pytest.mark.parametrize(
         ("form", "message"),
@@ -113,7 +103,7 @@ class TestDecisions:
         card = first_card(studio, "alice")
         with pytest.raises(RelabelError, match=message):
             card_api.decide(studio, "alice", {"key": card["key"], **form})
-        assert rows(studio) == []
+        assert stored_annotations(studio) == []
 
     def test_a_token_belongs_to_its_user_and_image(self, studio: Studio) -> None:
         card = first_card(studio, "alice")
@@ -122,7 +112,7 @@ class TestDecisions:
         token = card["key"].split(":")[1]
         with pytest.raises(ConflictError, match="another card"):
             card_api.decide(studio, "alice", {"key": f"{card['image_id'] + 1}:{token}", "action": "original"})
-        assert rows(studio) == []
+        assert stored_annotations(studio) == []
 
     def test_a_made_up_or_pre_restart_token_is_refused_and_the_card_reloaded(
         self, studio: Studio, tmp_path: Path
@@ -133,9 +123,9 @@ class TestDecisions:
         assert card_of(forged)["image_id"] == card["image_id"] and card_of(forged)["key"] != card["key"]
         restarted = Studio(studio.engine, cache_dir=tmp_path / "cache", overlap=2)
         reply = decide(restarted, "alice", card, "original")
-        assert "restarted" in reply["error"] and rows(studio) == []
+        assert "restarted" in reply["error"] and stored_annotations(studio) == []
         decide(restarted, "alice", card_of(reply), "original")  # the reloaded card saves
-        assert [r.classes for r in rows(studio)] == [[MISSILE]]
+        assert [r.classes for r in stored_annotations(studio)] == [[MISSILE]]
 
     def test_a_token_for_an_image_of_another_dataset_cannot_be_made(self, studio: Studio) -> None:
         with pytest.raises(NotFoundError):
@@ -152,9 +142,9 @@ class TestStaleCardsAndOwnAnswers:
         assert "again since this card was shown" in reply["error"]
         reloaded = card_of(reply)
         assert reloaded["image_id"] == tab_a["image_id"] and reloaded["own"]["verdict"] == "none_fit"
-        assert [r.verdict for r in rows(studio)] == [Verdict.none_fit]
+        assert [r.verdict for r in stored_annotations(studio)] == [Verdict.none_fit]
         decide(studio, "alice", reloaded, "original")  # deciding on the fresh card replaces the answer
-        assert [r.verdict for r in rows(studio)] == [Verdict.none_fit, Verdict.labels]
+        assert [r.verdict for r in stored_annotations(studio)] == [Verdict.none_fit, Verdict.labels]
 
     def test_revisiting_shows_your_answer_pre_filled(self, studio: Studio) -> None:
         card = first_card(studio, "alice")
@@ -175,9 +165,9 @@ class TestStaleCardsAndOwnAnswers:
         assert reopened["image_id"] == card["image_id"] and "undid" in back["message"]
         assert reopened["own"]["verdict"] == "unclear" and reopened["own"]["undone"] is True
         assert reopened["own"]["note"] == "too dark"
-        assert [r.verdict for r in rows(studio)] == [Verdict.unclear, Verdict.retract]
+        assert [r.verdict for r in stored_annotations(studio)] == [Verdict.unclear, Verdict.retract]
         history = card_api.history(studio, "alice", {"key": reopened["key"]})["rows"]
-        assert [h["what"] for h in history] == ["unclear (X)", f"undo of #{rows(studio)[0].id}"]
+        assert [h["what"] for h in history] == ["unclear (X)", f"undo of #{stored_annotations(studio)[0].id}"]
         decide(studio, "alice", reopened, "original")  # the undone card is not stale
         with pytest.raises(InputError, match="nothing to undo"):
             card_api.undo(studio, "bob", {})
@@ -185,7 +175,7 @@ class TestStaleCardsAndOwnAnswers:
     def test_skip_moves_on_without_writing(self, studio: Studio) -> None:
         card = first_card(studio, "alice")
         after = card_api.skip(studio, "alice", {"key": card["key"]})
-        assert card_of(after)["image_id"] != card["image_id"] and rows(studio) == []
+        assert card_of(after)["image_id"] != card["image_id"] and stored_annotations(studio) == []
 
 
 class TestLinksAndBlindReview:
@@ -269,7 +259,7 @@ class TestAdjudication:
         assert [o["who"] for o in card["others"]] == ["alice", "bob"]  # a lead sees every answer
         bob_answer = card["others"][1]["id"]
         after = card_api.take_answer(studio, "lena", {"key": card["key"], "answer_id": bob_answer, "note": "ok"})
-        [verdict] = rows(studio, "lena")
+        [verdict] = stored_annotations(studio, "lena")
         assert verdict.is_adjudication and verdict.classes == [PROJECTILE] and verdict.note == "ok"
         assert after["list"] == [] and after["card"] is None and "saved" in after["message"]
 
@@ -295,7 +285,7 @@ class TestAdjudication:
 
     def test_annotators_are_refused_and_nothing_is_written(self, studio: Studio) -> None:
         alice = self.dispute(studio)
-        before = len(rows(studio))
+        before = len(stored_annotations(studio))
         for call in (
             lambda: card_api.adjudication_boot(studio, "alice", {}),
             lambda: card_api.adjudication_open(studio, "alice", {"image_id": alice["image_id"]}),
@@ -305,7 +295,7 @@ class TestAdjudication:
         ):
             with pytest.raises(ConflictError, match="'alice' is an annotator"):
                 call()
-        assert len(rows(studio)) == before
+        assert len(stored_annotations(studio)) == before
 
     def test_taking_an_answer_that_is_not_standing_is_refused(self, studio: Studio) -> None:
         self.dispute(studio)

@@ -13,13 +13,13 @@ import pytest
 from sqlalchemy import select
 from sqlmodel import Session
 
-from db.models import Annotation, Snapshot, User
+from db.models import Snapshot
 from relabel.bulk_import import store_run
 from relabel.errors import ConflictError, InputError, NotFoundError
 from relabel.review.display import StoredImage, source_path
 from relabel.review.studio import Studio
 from relabel.vocabulary import load_builtin
-from tests.studio_workspace import build_workspace
+from tests.studio_workspace import build_workspace, stored_annotations
 from ui import card_api, handlers
 from ui.context import WorkspaceContext
 
@@ -31,14 +31,6 @@ XSS = '<img src=x onerror="alert(1)"><script>alert(2)</script>'
 def studio(db_url: str, tmp_path: Path) -> Studio:
     engine = build_workspace(tmp_path, db_url)
     return Studio(engine, cache_dir=tmp_path / "cache", overlap=2)
-
-
-def rows(studio: Studio, user: str | None = None) -> list[Annotation]:
-    with Session(studio.engine) as s:
-        query = select(Annotation).order_by(Annotation.id)
-        if user:
-            query = query.join(User, User.id == Annotation.user_id).where(User.name == user)
-        return list(s.scalars(query))
 
 
 def next_card(studio: Studio, user: str) -> dict[str, Any]:
@@ -62,7 +54,7 @@ class TestLeads:
         ):
             with pytest.raises(ConflictError, match="'alice' is an annotator"):
                 call()
-        assert rows(studio) == []
+        assert stored_annotations(studio) == []
 
     def test_disagreement_is_adjudicated_then_frozen_and_exported(self, studio: Studio, tmp_path: Path) -> None:
         alice, bob = next_card(studio, "alice"), next_card(studio, "bob")
@@ -74,7 +66,7 @@ class TestLeads:
             studio, "lena", {"key": board["card"]["key"], "action": "labels", "classes": [VOCAB.resolve("n04008634")]}
         )
         assert "saved" in after["message"] and after["list"] == []
-        assert rows(studio, "lena")[0].is_adjudication
+        assert stored_annotations(studio, "lena")[0].is_adjudication
         message = handlers.create_snapshot(studio, "lena", "round-1", "keep", 1)
         assert "snapshot 'round-1'" in message and "B 1" in message
         path = Path(handlers.export_snapshot(studio, "lena", "round-1", "real", tmp_path / "exports"))
