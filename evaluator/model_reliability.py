@@ -16,7 +16,9 @@ cross-dataset consistency (CDC, the ARGUS formula)
 robustness retention (RR)
     RR = mean over perturbations × severities of min(perturbed / clean, 1). Each term is clipped to [0, 1] so a
     perturbation that happens to help does not buy back the loss on another one. `clean` may be one number or
-    an array that broadcasts against `perturbed`; a term whose clean score is 0 counts 0.
+    an array that broadcasts against `perturbed`; a term whose clean score is 0 counts 0. Its interval
+    (`resampled_retention`) resamples the images of the robustness run, clean and perturbed with the same images
+    (paired), and every model scored on those images with the same resamples (`evaluator.paired.JointBootstrap`).
 efficiency (E)
     Against fixed reference budgets (`BUDGETS`), never against the other models compared, so a model's E does not
     change when a model is added or removed. Each measure x with budget B gives the term B / (B + x): 1 for a free
@@ -25,7 +27,9 @@ efficiency (E)
     is unknown and enters no term. No measure known: E is unknown.
 overall
     Σ w_j · part_j / Σ w_j over the four parts; equal weights by default. Weights are non-negative, finite and
-    not all 0; they are normalised to sum to 1.
+    not all 0; they are normalised to sum to 1. `overall_of_resamples` takes each part's resamples (or one fixed
+    value per model, as E: a measurement, not a sample of images) and gives the overall score of each resample,
+    whose ranks `evaluator.ranking.rank_intervals` reads.
 """
 
 from __future__ import annotations
@@ -37,7 +41,9 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from evaluator.errors import EvaluationError
+from evaluator.paired import JointBootstrap
 from evaluator.ranking import ranking_shift
+from evaluator.references import check_mask
 
 PARTS = ("capability", "consistency", "robustness", "efficiency")
 MIN_DATASETS = 2  # CDC needs a spread: two datasets at least
@@ -189,6 +195,43 @@ def robustness_retention(clean: ArrayLike, perturbed: ArrayLike) -> float:
     return _compute_rr(base, after)
 
 
+def retention_of_resamples(clean: ArrayLike, perturbed: ArrayLike) -> np.ndarray:
+    """RR of each resample: `clean` (n_boot, ...) and `perturbed` (n_boot, ..., n_conditions) top-1 in [0, 1] →
+    (n_boot, ...). A resample with a NaN score (it held none of a condition's scored images) gives NaN."""
+    base, after = np.asarray(clean, dtype=np.float64), np.asarray(perturbed, dtype=np.float64)
+    if after.ndim < 1 or after.shape[:-1] != base.shape or after.shape[-1] == 0:
+        raise EvaluationError(f"perturbed {after.shape} must be clean {base.shape} plus one axis of conditions ≥ 1")
+    known = np.isfinite(base) & np.isfinite(after).all(axis=-1)
+    _check_unit(base[known], "resampled clean scores")
+    _check_unit(after[known], "resampled perturbed scores")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        terms = np.where(base[..., None] > 0, np.minimum(after / base[..., None], 1.0), 0.0)
+    return np.where(known, terms.mean(axis=-1), np.nan)
+
+
+def resampled_retention(correct: ArrayLike, scored: ArrayLike, *, n_boot: int = 1000, seed: int = 0) -> np.ndarray:
+    """RR of n_models models over `n_boot` joint resamples of the robustness run's images → (n_boot, n_models).
+
+    `correct`, `scored`: bool (n_models, 1 + n_conditions, n_images), the clean pass first, then every
+    perturbation × severity; `scored` marks the images a condition's top-1 counts (not an error, a non-empty
+    reference set), `correct` the scored ones right. Every condition and every model sees the same resample of
+    the images (`JointBootstrap(n_images, n_boot, seed)`), so clean and perturbed are paired.
+    """
+    right = check_mask(correct, "correct", np.shape(correct))
+    if right.ndim != 3 or right.shape[1] < 2 or right.shape[2] == 0:
+        raise EvaluationError(f"correct must be (n_models, 1 + n_conditions ≥ 2, n_images ≥ 1), got {right.shape}")
+    counted = check_mask(scored, "scored", right.shape)
+    if (right & ~counted).any():
+        raise EvaluationError("correct marks an image that is not scored")
+    n_models, n_rows, n_images = right.shape
+    means = (
+        JointBootstrap(n_images, n_boot, seed)
+        .means(right.reshape(-1, n_images), counted.reshape(-1, n_images))
+        .reshape(n_boot, n_models, n_rows)
+    )
+    return retention_of_resamples(means[..., 0], means[..., 1:])
+
+
 def efficiency(measurement: EfficiencyMeasurement, budgets: EfficiencyBudgets = BUDGETS) -> EfficiencyScore:
     """E of one model against fixed `budgets` (module docstring); depends on no other model."""
     if not isinstance(measurement, EfficiencyMeasurement):
@@ -214,6 +257,37 @@ def overall(
     """Weighted mean in [0, 1] of the four parts; `weights` maps each name in PARTS to a weight (default equal)."""
     parts = ReliabilityParts(capability, consistency, robustness, efficiency)
     return _compute_overall(parts, _check_weights(weights))
+
+
+def overall_of_resamples(
+    parts: Mapping[str, ArrayLike | None], weights: Mapping[str, float] | None = None
+) -> np.ndarray:
+    """The overall score of each resample → (n_boot, n_models).
+
+    `parts` maps each name in PARTS to its resamples (n_boot, n_models), or to one fixed value per model
+    (n_models,), as E is (a measurement, not a sample of images); a part whose weight is 0 may be None or left
+    out. Values in [0, 1]; a NaN resample gives a NaN overall score there.
+    """
+    w = _check_weights(weights)
+    needed = [name for name, weight in zip(PARTS, w) if weight > 0]
+    missing = [name for name in needed if parts.get(name) is None]
+    if missing:
+        raise EvaluationError(f"parts {', '.join(missing)} have a non-zero weight and no values")
+    arrays = {name: np.asarray(parts[name], dtype=np.float64) for name in needed}
+    try:
+        shape = np.broadcast_shapes(*(a.shape for a in arrays.values()))
+    except ValueError:
+        shown = ", ".join(f"{k} {a.shape}" for k, a in arrays.items())
+        raise EvaluationError(f"parts do not broadcast to one (n_boot, n_models) shape: {shown}") from None
+    if len(shape) != 2:
+        raise EvaluationError(f"parts must give (n_boot, n_models) scores, got shape {shape}")
+    total = np.zeros(shape)
+    for name, weight in zip(PARTS, w):
+        if weight > 0:
+            values = arrays[name]
+            _check_unit(np.where(np.isnan(values), 0.0, values), f"resampled {name}")  # NaN: a resample without images
+            total += weight * values
+    return total
 
 
 def compare_rankings(

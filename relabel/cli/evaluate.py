@@ -38,8 +38,9 @@ OUT_DIR = click.Path(file_okay=False, path_type=Path)
     type=int,
     default=1000,
     show_default=True,
-    help="Bootstrap resamples for paired differences and rank intervals, and label draws (each with a resample) "
-    "for the expected top-1 against a probabilistic snapshot (0: none; top-1 always has its Wilson interval).",
+    help="Bootstrap resamples for paired differences and rank intervals, the reliability table's intervals (CDC, "
+    "RR, overall score, ranks), and label draws (each with a resample) for the expected top-1 against a "
+    "probabilistic snapshot (0: none; top-1 always has its Wilson interval).",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap.")
 @click.option("--out", type=OUT_DIR, help="Report folder (default: WORKSPACE/reports/<UTC time>).")
@@ -143,8 +144,9 @@ def robustness(
     defocus_blur, motion_blur, jpeg, contrast, brightness, pixelate. Text perturbation: typo (seeded keyboard
     typos) in the class names of CLIP/SigLIP or in the instructions of a generative model's prompt (the
     listed classes and options stay as written); image-only classifiers read
-    no text and refuse it. Generative models are asked through --protocol (default cw). The result is stored;
-    `relabel evaluate` folds it into the reliability table (RR and E).
+    no text and refuse it. Generative models are asked through --protocol (default cw). The result is stored
+    with each image's outcome per condition; `relabel evaluate` folds it into the reliability table (RR, with an
+    interval over resamples of these images, and E).
 
     \b
     Examples:

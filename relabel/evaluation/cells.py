@@ -65,3 +65,13 @@ def span(low: float | None, high: float | None) -> str:
     if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
         return NA
     return f"{pct(low)}–{pct(high)}"
+
+
+def rank_span(bounds: tuple[int, int] | None, signed: bool = False) -> str:
+    """An interval of ranks (or of places gained, `signed`): "2" when both bounds agree, else "1 to 3"; NA for
+    None."""
+    if bounds is None:
+        return NA
+    form = "{:+d}" if signed else "{:d}"
+    low, high = (form.format(v).replace("+0", "0") for v in bounds)
+    return low if bounds[0] == bounds[1] else f"{low} to {high}"

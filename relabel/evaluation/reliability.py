@@ -13,8 +13,10 @@ score are this project's definitions (`METHOD`, printed with every table). The m
 - label-noise sensitivity (not a part of the overall score): top-1 against the cleanest reference minus top-1
   against ImGT, on the same images, with a paired bootstrap interval. Signed: positive when the model gains once
   ImGT's label noise is removed.
-- RR and E: from the latest robustness run of the same model and protocol (`relabel evaluate robustness`). E is
-  against fixed budgets (`evaluator.model_reliability.BUDGETS`), so a model's E never depends on the other rows.
+- RR and E: from the latest robustness run of the same model and protocol (`relabel evaluate robustness`;
+  `reliability_robustness`). E is against fixed budgets (`evaluator.model_reliability.BUDGETS`), so a model's E
+  never depends on the other rows.
+- intervals of CDC, RR, the overall score and the ranks: one joint bootstrap per task (`reliability_intervals`).
 
 A part that cannot be computed is unknown (None), never 0 or 1: the overall score needs every part whose weight
 is not 0, so a model is never rewarded or punished for a measurement nobody took.
@@ -33,18 +35,14 @@ from db.models import Dataset
 from evaluator.intervals import wilson_interval
 from evaluator.model_reliability import (
     BUDGETS,
-    MEASURE_LABELS,
-    MEASURES,
     PARTS,
-    EfficiencyMeasurement,
     ReliabilityParts,
     compare_rankings,
     consistency_of_resamples,
     cross_dataset_consistency,
-    efficiency,
     overall,
 )
-from evaluator.paired import paired_many, percentile_interval
+from evaluator.paired import paired_many
 from relabel.errors import InputError
 from relabel.evaluation.dataset_scores import (
     CLASSES,
@@ -55,19 +53,17 @@ from relabel.evaluation.dataset_scores import (
     matching_runs,
     other_datasets,
     restrict,
-    robustness_protocol,
     task_of,
 )
-from relabel.evaluation.measure import model_memory
+from relabel.evaluation.reliability_intervals import interval, uncertainty, with_overall_intervals
+from relabel.evaluation.reliability_robustness import with_robustness
 from relabel.evaluation.results import (
     DatasetScore,
     NoiseSensitivity,
     ReliabilityRow,
     ReliabilityTable,
-    RobustnessResult,
 )
 from relabel.evaluation.runs import RunPredictions, load_run
-from relabel.evaluation.storage import latest_robustness_by_protocol
 from relabel.workspace import IMGT
 
 TITLE = "Reliability, after ARGUS"
@@ -78,7 +74,6 @@ METHOD = (
 )
 WEIGHT_NAMES = {"P": "capability", "CDC": "consistency", "RR": "robustness", "E": "efficiency"}
 DEFAULT_WEIGHTS = {"P": 1.0, "CDC": 1.0, "RR": 1.0, "E": 1.0}
-RR_REFERENCE = IMGT  # RR is read against ImGT when the robustness run scored it, else its first reference
 DEFINITIONS = {
     "capability": "P (defined here): top-1 on the evaluated dataset against its cleanest reference (newest "
     "snapshot, else the prior labelling the most images, else ImGT; MC against ImGT only), on the images every "
@@ -90,12 +85,16 @@ DEFINITIONS = {
     "reference minus top-1 against ImGT on the same images, with a 95 % paired bootstrap interval; positive: the "
     "model gains when ImGT's label noise is removed",
     "robustness": "RR (defined here): mean over perturbations x severities of min(perturbed top-1 / clean top-1, "
-    "1), from the latest robustness run of the same model and protocol, against ImGT",
+    "1), from the latest robustness run of the same model and protocol, against ImGT; robustness_ci: 95 % "
+    "percentile interval over resamples of that run's images (clean and perturbed with the same images), null for a "
+    "run stored without per-image outcomes",
     "efficiency": "E (defined here): mean over the measures known for the model of budget / (budget + value) "
     "against fixed budgets (see budgets; 0.5 at the budget); unknown measures (memory and FLOPs of a model behind "
     "an API) enter no term; independent of the other models",
     "overall": "weighted mean of P, CDC, RR and E (weights shown, normalised to sum 1); only for rows whose "
-    "weighted parts are all known; ranks are among rows of the same task",
+    "weighted parts are all known; ranks are among rows of the same task; overall_ci, rank_by_capability_ci, "
+    "rank_by_overall_ci, shift_ci: 95 % percentile intervals over joint resamples (P, CDC and RR of every row of "
+    "the task resampled together, each on its own images; E held fixed, a measurement)",
 }
 
 
@@ -132,7 +131,7 @@ def build_reliability(
     seed: int = 0,
 ) -> ReliabilityTable:
     """The reliability table of `runs` (runs of `dataset`); `n_boot` joint bootstrap resamples give the intervals
-    of P, CDC and the label-noise sensitivity (0: none)."""
+    of CDC, RR, the label-noise sensitivity, the overall score and the ranks (0: none; `reliability_intervals`)."""
     weights = dict(weights or DEFAULT_WEIGHTS)
     by_task: dict[str, dict[str, RunPredictions]] = {}
     for run in runs:
@@ -140,9 +139,12 @@ def build_reliability(
     refs = ReferenceCache(session)
     rows: list[ReliabilityRow] = []
     notes: list[str] = []
+    # P's resamples are only needed for the overall score: CDC (weight > 0) needs a second dataset, which
+    # resamples the evaluated one anyway
+    p_alone = weights["CDC"] == 0
     for task, members in by_task.items():
-        rows += _task_rows(session, dataset, task, members, refs, n_boot, seed, notes)
-    rows = _with_robustness(session, rows, notes)
+        rows += _task_rows(session, dataset, task, members, refs, n_boot, seed, notes, p_alone)
+    rows = with_robustness(session, rows, notes, n_boot, seed)
     return _rank(rows, weights, notes, n_boot)
 
 
@@ -158,8 +160,10 @@ def _task_rows(
     n_boot: int,
     seed: int,
     notes: list[str],
+    p_alone: bool = False,
 ) -> list[ReliabilityRow]:
-    """P, the label-noise sensitivity and CDC of the runs of one task."""
+    """P, the label-noise sensitivity and CDC of the runs of one task, with their resamples (P's only with
+    another dataset or `p_alone`)."""
     reference = refs.for_task(dataset, task)
     if reference is None:
         notes.append(f"P unknown for {', '.join(members)}: dataset {dataset.name!r} has no reference to score against")
@@ -173,7 +177,7 @@ def _task_rows(
         shown = None if other is dataset else {k: f"{k} ({found.runs[k]} on {other.name})" for k in found.n_scored}
         note = coverage_note(found, shown)
         notes += [note] if note else []
-        resampled = found.resample(n_boot, _seed(seed, other)) if others else {}  # only CDC needs the resamples
+        resampled = found.resample(n_boot, _seed(seed, other)) if others or p_alone else {}
         for key in found.correct:
             # the evaluated dataset comes first: a run without P there has no CDC either
             if found.accuracy(key) is not None and (other is dataset or per_key[key]):
@@ -242,14 +246,16 @@ def _row(
     anchor = datasets[0]
     p_ci = (anchor.ci_low, anchor.ci_high) if anchor.ci_low is not None and anchor.ci_high is not None else None
     cdc, cdc_ci = None, None
+    resampled = [r for _, r in scored if r is not None]
+    kept = {"capability": scored[0][1]} if scored[0][1] is not None else {}
     if len(datasets) >= 2:
         cdc = cross_dataset_consistency([d.accuracy for d in datasets])
-        resampled = [r for _, r in scored if r is not None]
         if len(resampled) == len(datasets):
-            low, high = percentile_interval(consistency_of_resamples(np.stack(resampled, axis=1)))
-            cdc_ci = (float(low), float(high)) if np.isfinite([low, high]).all() else None
+            kept["consistency"] = consistency_of_resamples(np.stack(resampled, axis=1))
+            cdc_ci = interval(kept["consistency"])
     return replace(row, capability=anchor.accuracy, consistency=cdc, reference=anchor.reference,
-                   n_images=anchor.n_images, capability_ci=p_ci, consistency_ci=cdc_ci, datasets=datasets)  # fmt: skip
+                   n_images=anchor.n_images, capability_ci=p_ci, consistency_ci=cdc_ci, datasets=datasets,
+                   resampled=kept)  # fmt: skip
 
 
 def _dataset_score(scores: CommonScores, key: str, with_interval: bool) -> DatasetScore:
@@ -262,76 +268,6 @@ def _dataset_score(scores: CommonScores, key: str, with_interval: bool) -> Datas
 def _seed(seed: int, dataset: Dataset) -> int:
     """Each dataset's images are resampled on their own (datasets are independent samples), seeded per dataset."""
     return (seed << 20) + int(dataset.id or 0)
-
-
-def _with_robustness(session: Session, rows: list[ReliabilityRow], notes: list[str]) -> list[ReliabilityRow]:
-    """RR and E of each row from the latest robustness run of its model and protocol."""
-    keys = {row.run: (row.model, robustness_protocol(row.protocol)) for row in rows}
-    found = latest_robustness_by_protocol(session, set(keys.values()))
-    results = {run: found[key] for run, key in keys.items() if key in found}
-    if not results:
-        notes.append(
-            "E and RR unknown: no model of this evaluation has a robustness run yet (relabel evaluate robustness "
-            "measures them)"
-        )
-        return rows
-    notes += _robustness_notes(results)
-    out = []
-    for row in rows:
-        result = results.get(row.run)
-        if result is None:
-            out.append(row)
-            continue
-        e = efficiency(measurement(result))
-        out.append(replace(row, robustness=_retention(result), efficiency=e.value, efficiency_terms=e.terms,
-                           robustness_run=result.id))  # fmt: skip
-    return out
-
-
-def _robustness_notes(results: Mapping[str, RobustnessResult]) -> list[str]:
-    """Notes for RR and E compared over different grids (a CLIP model's includes class-name typos, an image-only
-    classifier's cannot), devices, or sets of measures."""
-    notes = []
-    grids = {run: (tuple(r.perturbations), tuple(r.severities), r.n_images) for run, r in results.items()}
-    if len(set(grids.values())) > 1:
-        described = "; ".join(
-            f"{run}: {', '.join(names)} at severities {','.join(map(str, sevs))} on {n} images"
-            for run, (names, sevs, n) in grids.items()
-        )
-        notes.append(f"RR compares robustness runs over different grids ({described})")
-    devices = {r.efficiency.device.split(":")[0] for r in results.values()}
-    if len(devices) > 1:
-        notes.append(f"E compares latencies measured on different devices ({', '.join(sorted(devices))})")
-    measured = {run: _known_measures(r) for run, r in results.items()}
-    if len(set(measured.values())) > 1:
-        described = "; ".join(f"{run}: {', '.join(m) or 'none'}" for run, m in measured.items())
-        notes.append(f"E is over different measures ({described}); an unknown measure enters no term")
-    return notes
-
-
-def _known_measures(result: RobustnessResult) -> tuple[str, ...]:
-    m = measurement(result)
-    return tuple(MEASURE_LABELS[name] for name in MEASURES if getattr(m, name) is not None)
-
-
-def _retention(result: RobustnessResult) -> float | None:
-    if not result.retention:
-        return None
-    value = result.retention.get(RR_REFERENCE, next(iter(result.retention.values())))
-    return value if math.isfinite(value) else None
-
-
-def measurement(result: RobustnessResult) -> EfficiencyMeasurement:
-    """What E reads from a robustness run: median latency, the model's own peak memory (none for a model behind an
-    API), FLOPs per image and cost per 1,000 images; None for what was not measured."""
-    e = result.efficiency
-    memory, _ = model_memory(e.device, e.cuda_peak_bytes, e.peak_rss_bytes, result.adapter)
-    return EfficiencyMeasurement(
-        latency_s=e.latency_p50_s or None,
-        peak_memory_bytes=memory,
-        flops=e.flops_per_image or None,
-        cost_per_1k_images=e.cost_per_1k_images,
-    )
 
 
 def _rank(rows: list[ReliabilityRow], weights: dict[str, float], notes: list[str], n_boot: int) -> ReliabilityTable:
@@ -359,10 +295,12 @@ def _rank(rows: list[ReliabilityRow], weights: dict[str, float], notes: list[str
                     rank_by_overall=ranks.get(r.run, (None, None))[1])
             for r in members
         ]  # fmt: skip
+        members, missing = with_overall_intervals(members, list(complete), w, n_boot)
+        notes += missing
         members.sort(key=lambda r: (r.rank_by_overall is None, r.rank_by_overall or 0, -(r.capability or 0), r.run))
         ranked += members
     return ReliabilityTable(
-        tuple(ranked), dict(weights), taus, tuple(notes), TITLE, METHOD, asdict(BUDGETS), _uncertainty(n_boot),
+        tuple(ranked), dict(weights), taus, tuple(notes), TITLE, METHOD, asdict(BUDGETS), uncertainty(n_boot),
         DEFINITIONS,
     )  # fmt: skip
 
@@ -381,15 +319,3 @@ def _unknown_notes(rows: list[ReliabilityRow], w: dict[str, float], notes: list[
     unknown = [r.run for r in rows if not all(getattr(r, k) is not None or w[k] == 0 for k in PARTS)]
     if unknown:
         notes.append(f"no overall score for {', '.join(unknown)}: a part with a non-zero weight is unknown")
-
-
-def _uncertainty(n_boot: int) -> str:
-    if not n_boot:
-        return "not computed: the evaluation ran without bootstrap resamples (--boot 0)"
-    return (
-        "95 % intervals: P (and each dataset's top-1) the Wilson score interval on its images; CDC the percentile "
-        f"interval over {n_boot} joint bootstrap resamples of images (every run of a dataset resampled with the same "
-        "images, each dataset on its own); the label-noise sensitivity a paired bootstrap over the same images. Not "
-        "yet computed for RR (a robustness run stores accuracies, not per-image outcomes), E (a measurement, not a "
-        "sample of images), the overall score and the ranks"
-    )

@@ -7,7 +7,7 @@ import math
 from collections.abc import Sequence
 
 from evaluator.model_reliability import MEASURE_LABELS, robustness_retention
-from relabel.evaluation.cells import NA, Table, columns, num, pct
+from relabel.evaluation.cells import NA, Table, columns, num, pct, rank_span
 from relabel.evaluation.results import ReliabilityTable, RobustnessResult
 
 
@@ -23,24 +23,27 @@ def reliability_tasks(table: ReliabilityTable) -> list[tuple[str, str]]:
 
 
 def reliability_table(table: ReliabilityTable, task: str) -> Table:
-    """The parts, overall score and the two ranks of the rows of one task."""
-    header = ["run", "model", "protocol", "P", "CDC", "RR", "E", "overall", "rank by P", "rank by overall",
-              "places gained"]  # fmt: skip
+    """The parts, overall score and the two ranks of the rows of one task, with the 95 % intervals of the overall
+    score, the rank by overall and the places gained (NA where not computed)."""
+    header = ["run", "model", "protocol", "P", "CDC", "RR", "E", "overall", "overall 95 % CI", "rank by P",
+              "rank by overall", "rank 95 % CI", "places gained", "gained 95 % CI"]  # fmt: skip
     rows = []
     for r in (r for r in table.rows if r.task == task):
         shift = NA if r.rank_by_capability is None else f"{r.rank_by_capability - (r.rank_by_overall or 0):+d}"
         rows.append(
             [r.run, r.model, r.protocol, num(r.capability), num(r.consistency), num(r.robustness), num(r.efficiency),
-             num(r.overall), str(r.rank_by_capability or NA), str(r.rank_by_overall or NA), shift.replace("+0", "0")]
+             num(r.overall), _pair(r.overall_ci, 1, 3), str(r.rank_by_capability or NA), str(r.rank_by_overall or NA),
+             rank_span(r.rank_by_overall_ci), shift.replace("+0", "0"), rank_span(r.shift_ci, signed=True)]
         )  # fmt: skip
     return header, rows
 
 
 def reliability_basis_table(table: ReliabilityTable, task: str) -> Table:
     """What each part of a row is on: P's reference, images and interval; CDC's datasets (top-1 %) and interval;
-    the label-noise sensitivity (percentage points, with its paired interval); the measures E is over."""
+    the label-noise sensitivity (percentage points, with its paired interval); RR's interval; the measures E is
+    over."""
     header = ["run", "P against", "images", "P 95 % CI", "CDC over (top-1 %)", "CDC 95 % CI", "label noise Δ pp",
-              "Δ 95 % CI", "E over"]  # fmt: skip
+              "Δ 95 % CI", "RR 95 % CI", "E over"]  # fmt: skip
     rows = []
     for r in (r for r in table.rows if r.task == task):
         over = "; ".join(f"{d.dataset} {pct(d.accuracy)}" for d in r.datasets) or NA
@@ -49,7 +52,7 @@ def reliability_basis_table(table: ReliabilityTable, task: str) -> Table:
             [r.run, r.reference or NA, str(r.n_images) if r.reference else NA, _pair(r.capability_ci, 100, 1),
              over, _pair(r.consistency_ci, 1, 3), _signed(noise.difference if noise else None),
              _pair((noise.ci_low, noise.ci_high) if noise else None, 100, 1, signed=True),
-             ", ".join(MEASURE_LABELS.get(m, m) for m in r.efficiency_terms) or NA]
+             _pair(r.robustness_ci, 1, 3), ", ".join(MEASURE_LABELS.get(m, m) for m in r.efficiency_terms) or NA]
         )  # fmt: skip
     return header, rows
 

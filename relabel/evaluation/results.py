@@ -21,7 +21,10 @@ from relabel.evaluation.references import ReferenceInfo
 from relabel.evaluation.runs import RunInfo
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from relabel.evaluation.compare import Outcomes
+    from relabel.evaluation.robustness_outcomes import RobustnessOutcomes
 
 DEFINITIONS = {
     "top1": "share of scored images whose first prediction is in the image's reference set (ReaL rule; for a "
@@ -173,6 +176,14 @@ class ReliabilityRow:
     noise: NoiseSensitivity | None = None
     efficiency_terms: dict[str, float] = field(default_factory=dict)  # measure -> budget / (budget + value)
     robustness_run: int | None = None  # the stored robustness run RR and E come from
+    robustness_ci: tuple[float, float] | None = None  # over resamples of the robustness run's images
+    overall_ci: tuple[float, float] | None = None  # over joint resamples of every part's images; E held fixed
+    rank_by_capability_ci: tuple[int, int] | None = None  # both ranks over the same resamples
+    rank_by_overall_ci: tuple[int, int] | None = None
+    shift_ci: tuple[int, int] | None = None  # places gained, rank by P - rank by overall
+    resampled: dict[str, np.ndarray] = field(
+        default_factory=dict, compare=False, repr=False, metadata={JSON: False}
+    )  # part -> (n_boot,) values over the joint resamples; not stored
 
 
 @dataclass(frozen=True)
@@ -234,6 +245,9 @@ class RobustnessResult:
     protocol: dict[str, Any] = field(default_factory=dict)  # how the model was read: topk, or a generative protocol
     text_perturbations: tuple[str, ...] = ()  # those of `perturbations` that change text (class names, prompts)
     id: int | None = None
+    # per image and condition; None for results stored before they were kept. Stored with the run (to_dict), not
+    # repeated in an evaluation's JSON
+    outcomes: RobustnessOutcomes | None = field(default=None, compare=False, repr=False, metadata={JSON: False})
 
     @property
     def text_target(self) -> str:
@@ -241,7 +255,8 @@ class RobustnessResult:
         return "class names" if self.protocol.get("protocol", "topk") == "topk" else "prompts"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": "robustness", **jsonable(self), "definitions": ROBUSTNESS_DEFINITIONS}
+        outcomes = {"outcomes": self.outcomes.to_json()} if self.outcomes is not None else {}
+        return {"kind": "robustness", **jsonable(self), **outcomes, "definitions": ROBUSTNESS_DEFINITIONS}
 
 
 ROBUSTNESS_DEFINITIONS = {
@@ -254,6 +269,9 @@ ROBUSTNESS_DEFINITIONS = {
     "protocol": "how the model was read: topk (ranked scores) or a generative protocol (cw, cwplus, ow, mc) whose "
     "parsed answer is the top-1; an out-of-prompt answer is wrong, a failed or unparseable reply an error",
     "retention": "RR: mean over the grid of min(perturbed / clean, 1)",
+    "outcomes": "per image (image_ids) and condition (conditions: clean, then perturbation/severity in the grid's "
+    "order): errors (infrastructure errors, never scored) and, per reference, scored and correct; each mask a "
+    "base64 bit string (encoding); what the interval of RR resamples",
     "latency": "model time per image: each batch's forward pass divided by its images (decoding not included)",
     "throughput": "images per second through the adapter's score() (decode, preprocess, forward)",
     "peak_rss": "peak resident memory of the process (VmHWM, reset before the run where Linux allows); for a model "

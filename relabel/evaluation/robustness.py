@@ -51,6 +51,7 @@ from relabel.evaluation.passes import (
 )
 from relabel.evaluation.references import Reference, load_reference
 from relabel.evaluation.results import EfficiencyReport, RobustnessResult
+from relabel.evaluation.robustness_outcomes import condition_names, robustness_outcomes
 from relabel.evaluation.runs import MAX_K, RunInfo, RunPredictions
 from relabel.evaluation.scoring import score_run
 from relabel.evaluation.storage import store_robustness
@@ -258,13 +259,17 @@ def _result(
     images_per_request: int = 1,
 ) -> RobustnessResult:
     ids = np.array([im.image_id for im in images], dtype=np.int64)
+    conditions: list[Condition] = [None, *((n, v) for n in names for v in sevs)]
+    runs = {
+        c: RunPredictions(RunInfo(0, str(c or "clean"), adapter.name, "robustness", len(ids), 0, MAX_K, None), ids,
+                          passes.classes[c], passes.ok[c], None)
+        for c in conditions
+    }  # fmt: skip
     clean, grid, retention = {}, {}, {}
     for ref in refs:
 
         def top1(condition: Condition, n_boot: int = 0, ref: Reference = ref) -> Any:
-            info = RunInfo(0, str(condition or "clean"), adapter.name, "robustness", len(ids), 0, MAX_K, None)
-            run = RunPredictions(info, ids, passes.classes[condition], passes.ok[condition], None)
-            return score_run(run, ref, n_boot=n_boot, seed=seed).top1
+            return score_run(runs[condition], ref, n_boot=n_boot, seed=seed).top1
 
         clean[ref.name] = top1(None, 1000)
         grid[ref.name] = [[top1((n, v)).accuracy for v in sevs] for n in names]
@@ -289,6 +294,7 @@ def _result(
         created_at=utcnow(),
         tool_version=__version__,
         adapter=description,
+        outcomes=robustness_outcomes(list(runs.values()), condition_names(names, sevs), refs),
     )
 
 

@@ -21,6 +21,7 @@ from db.models import Dataset, EvaluationRecord, stored_id
 from evaluator.scoring import Score
 from relabel.evaluation.references import ReferenceInfo
 from relabel.evaluation.results import EfficiencyReport, Evaluation, RobustnessResult
+from relabel.evaluation.robustness_outcomes import RobustnessOutcomes
 from relabel.workspace import get_dataset
 
 SCORES, ROBUSTNESS = "scores", "robustness"
@@ -119,6 +120,7 @@ def robustness_from_dict(d: dict[str, Any], record_id: int | None = None) -> Rob
         protocol=d.get("protocol") or {},
         text_perturbations=tuple(d.get("text_perturbations") or ()),
         id=record_id,
+        outcomes=RobustnessOutcomes.from_json(d["outcomes"]) if d.get("outcomes") else None,  # absent: stored before
     )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from evaluator.scoring import Score
-from relabel.evaluation.cells import NA, Table, ci, columns, num, pct, points, points_ci, span
+from relabel.evaluation.cells import NA, Table, ci, columns, num, pct, points, points_ci, rank_span, span
 from relabel.evaluation.reliability_text import efficiency_table, render_reliability, robustness_table
 from relabel.evaluation.results import Evaluation, RobustnessResult
 from relabel.evaluation.storage import HistoryEntry
@@ -116,16 +116,10 @@ def ranking_table(ev: Evaluation) -> Table | None:
         row = [r.name, pct(r.score_a), str(r.rank_a), pct(r.score_b), str(r.rank_b), shift]
         i = intervals.get(r.name)
         if i is not None:
-            row = [*row[:3], _span(i.rank_a), *row[3:5], _span(i.rank_b), row[5], _span(i.shift, signed=True),
-                   f"{100 * i.moved_share:.0f}"]  # fmt: skip
+            row = [*row[:3], rank_span(i.rank_a), *row[3:5], rank_span(i.rank_b), row[5],
+                   rank_span(i.shift, signed=True), f"{100 * i.moved_share:.0f}"]  # fmt: skip
         rows.append(row)
     return header, rows
-
-
-def _span(bounds: tuple[int, int], signed: bool = False) -> str:
-    form = "{:+d}" if signed else "{:d}"
-    low, high = (form.format(v).replace("+0", "0") for v in bounds)
-    return low if bounds[0] == bounds[1] else f"{low} to {high}"
 
 
 def failures_table(ev: Evaluation) -> Table | None:

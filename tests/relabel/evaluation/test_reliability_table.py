@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from sqlmodel import Session
 
@@ -31,7 +32,9 @@ from evaluator.scoring import Score
 from relabel.errors import InputError
 from relabel.evaluation import evaluate, write_report
 from relabel.evaluation.reliability import parse_weights
+from relabel.evaluation.reliability_text import reliability_basis_table, reliability_table
 from relabel.evaluation.results import EfficiencyReport, Evaluation, ReliabilityRow, RobustnessResult
+from relabel.evaluation.robustness_outcomes import RobustnessOutcomes
 from relabel.evaluation.storage import store_robustness
 from relabel.ingest import ingest_dataset, plan_ingest
 from relabel.snapshots import create_snapshot
@@ -127,6 +130,9 @@ class TestConsistencyAcrossDatasets:
         low, high = r.consistency_ci or (None, None)
         assert low is not None and high is not None and 0 <= low <= high <= 1
         assert s.capability_ci is not None and s.capability_ci[0] <= 0.5 <= s.capability_ci[1]
+        # P and CDC resampled jointly for both rows: the overall score and the ranks have intervals too
+        assert r.overall_ci is not None and r.overall_ci[0] <= r.overall <= r.overall_ci[1]  # type: ignore[operator]
+        assert r.rank_by_overall_ci is not None and r.rank_by_overall_ci[0] == 1
 
 
 class TestLabelNoiseSensitivity:
@@ -259,3 +265,112 @@ def test_weights() -> None:
     ]:
         with pytest.raises(InputError, match=message):
             parse_weights(bad)
+
+
+IMAGES = 40  # the robustness runs' images: ids 1..40 of dataset "five"'s robustness sample
+
+
+def with_outcomes(result: RobustnessResult, clean: int, perturbed: int) -> RobustnessResult:
+    """`result` with per-image outcomes on IMAGES images: clean right on the first `clean`, the one perturbed
+    condition (jpeg/1) on the first `perturbed` of them; its stored scores and RR match the outcomes."""
+    right = np.stack([np.arange(IMAGES) < clean, np.arange(IMAGES) < perturbed])
+    scored = np.ones_like(right)
+    outcomes = RobustnessOutcomes(np.arange(1, IMAGES + 1), ("clean", "jpeg/1"), ~scored, {"imgt": scored},
+                                  {"imgt": right})  # fmt: skip
+    rr = perturbed / clean
+    return replace(result, n_images=IMAGES, clean={"imgt": Score(clean / IMAGES, IMAGES, clean, 0, 0)},
+                   grid={"imgt": [[perturbed / IMAGES]]}, retention={"imgt": rr}, outcomes=outcomes)  # fmt: skip
+
+
+NO_CDC = parse_weights("CDC=0")
+
+
+class TestIntervals:
+    """R is better than S on P (every image S gets right, R gets right) and on RR (R keeps every image under the
+    perturbation, S loses half), with the same E: R is ahead in every resample."""
+
+    def store_pair(self, engine, s_latency: float = 0.1) -> None:
+        store(
+            engine,
+            with_outcomes(robustness("R", 1.0, latency_p50_s=0.1), 36, 36),
+            with_outcomes(robustness("S", 0.5, latency_p50_s=s_latency), 36, 18),
+        )
+
+    def test_rr_overall_and_rank_intervals(self, sqlite_engine, five) -> None:
+        self.store_pair(sqlite_engine)
+
+        ev = evaluate(sqlite_engine, "five", runs=["r", "s"], weights=NO_CDC, n_boot=300, seed=0, store=False)
+
+        r, s = rows(ev)["r"], rows(ev)["s"]
+        assert (r.robustness, s.robustness) == (1.0, 0.5) and r.efficiency == s.efficiency == 0.5
+        assert r.robustness_ci == (1.0, 1.0)  # clean and perturbed resampled with the same images: always 1
+        assert s.robustness_ci is not None and s.robustness_ci[0] < 0.5 < s.robustness_ci[1]
+        for row in (r, s):
+            assert row.overall_ci is not None and row.overall_ci[0] <= row.overall <= row.overall_ci[1]  # type: ignore[operator]
+        assert (r.rank_by_overall_ci, s.rank_by_overall_ci) == ((1, 1), (2, 2))
+        assert (r.rank_by_capability_ci, r.shift_ci) == ((1, 1), (0, 0))
+        assert not any("unknown" in n and "CI" in n for n in ev.reliability.notes)  # type: ignore[union-attr]
+        # shown in the tables, in evaluation.json, and said in the uncertainty sentence
+        header, cells = reliability_table(ev.reliability, "classes")  # type: ignore[arg-type]
+        shown = dict(zip(header, cells[1]))
+        assert shown["rank 95 % CI"] == "2" and shown["overall 95 % CI"].count(" to ") == 1
+        header, cells = reliability_basis_table(ev.reliability, "classes")  # type: ignore[arg-type]
+        assert dict(zip(header, cells[0]))["RR 95 % CI"] == "1.000 to 1.000"
+        data = ev.to_dict()["reliability"]
+        assert data["rows"][0]["rank_by_overall_ci"] == [1, 1] and "resampled" not in data["rows"][0]
+        assert "RR the percentile interval over 300 resamples" in data["uncertainty"]
+        assert "E held fixed" in data["uncertainty"] and "Not yet computed" not in data["uncertainty"]
+
+    def test_e_is_held_fixed(self, sqlite_engine, five) -> None:
+        self.store_pair(sqlite_engine)
+        before = rows(evaluate(sqlite_engine, "five", runs=["r", "s"], weights=NO_CDC, n_boot=200, store=False))["s"]
+        self.store_pair(sqlite_engine, s_latency=0.3)  # newer runs: the same outcomes, S slower (E 0.5 -> 0.25)
+
+        after = rows(evaluate(sqlite_engine, "five", runs=["r", "s"], weights=NO_CDC, n_boot=200, store=False))["s"]
+
+        assert after.efficiency == pytest.approx(0.25)
+        # the same resamples of P and RR; E moves every resample, so both bounds, by (0.25 - 0.5) / 3
+        assert before.overall_ci is not None and after.overall_ci is not None
+        assert after.overall_ci == pytest.approx((before.overall_ci[0] - 0.25 / 3, before.overall_ci[1] - 0.25 / 3))
+        assert after.robustness_ci == before.robustness_ci
+
+    def test_identical_outcomes_give_identical_intervals(self, sqlite_engine, five) -> None:
+        ws.add_run(sqlite_engine, "t", "T", "topk", answers(S_FIVE), five)  # S's answers under another name
+        self.store_pair(sqlite_engine)
+        store(sqlite_engine, with_outcomes(robustness("T", 0.5, latency_p50_s=0.1), 36, 18))
+
+        got = rows(evaluate(sqlite_engine, "five", runs=["r", "s", "t"], weights=NO_CDC, n_boot=200, store=False))
+
+        s, t = got["s"], got["t"]
+        assert s.robustness_ci == t.robustness_ci and s.overall_ci == t.overall_ci
+        assert s.rank_by_overall_ci == t.rank_by_overall_ci == (2, 2)  # tied in every resample: both second
+
+    def test_deterministic_under_a_seed(self, sqlite_engine, five) -> None:
+        self.store_pair(sqlite_engine)
+
+        def run(seed: int) -> ReliabilityRow:
+            ev = evaluate(sqlite_engine, "five", runs=["r", "s"], weights=NO_CDC, n_boot=100, seed=seed, store=False)
+            return rows(ev)["s"]
+
+        first, again, other = run(7), run(7), run(8)
+        assert (first.robustness_ci, first.overall_ci) == (again.robustness_ci, again.overall_ci)
+        assert np.array_equal(first.resampled["robustness"], again.resampled["robustness"])
+        assert not np.array_equal(first.resampled["robustness"], other.resampled["robustness"])
+
+    def test_runs_stored_without_outcomes_load_and_have_no_interval(self, sqlite_engine, five, tmp_path) -> None:
+        store(sqlite_engine, robustness("R", 0.9, latency_p50_s=0.1))  # as stored before outcomes were kept
+        store(sqlite_engine, with_outcomes(robustness("S", 0.5, latency_p50_s=0.1), 36, 18))
+
+        ev = evaluate(sqlite_engine, "five", runs=["r", "s"], weights=NO_CDC, n_boot=200)
+
+        r, s = rows(ev)["r"], rows(ev)["s"]
+        assert r.robustness == 0.9 and r.robustness_ci is None and s.robustness_ci is not None
+        assert r.overall is not None and r.overall_ci is None and r.rank_by_overall_ci is None
+        assert s.overall_ci is not None and s.rank_by_overall_ci is None  # ranks need every row's resamples
+        notes = ev.reliability.notes  # type: ignore[union-attr]
+        assert any(n.startswith("RR interval unknown for r: robustness run #") for n in notes)
+        assert any(n.startswith("overall 95 % CI unknown for r (robustness)") for n in notes)
+        header, cells = reliability_basis_table(ev.reliability, "classes")  # type: ignore[arg-type]
+        assert {row[0]: dict(zip(header, row))["RR 95 % CI"] for row in cells}["r"] == "—"
+        md = write_report(ev, tmp_path / "out").markdown.read_text()
+        assert "| RR 95 % CI |" in md and "RR interval unknown for r" in md

@@ -19,6 +19,8 @@ from relabel.cli import main
 from relabel.errors import InputError
 from relabel.evaluation import evaluate
 from relabel.evaluation.robustness import BASE_SHORT_SIDE, parse_perturbations, parse_severities, run_robustness
+from relabel.evaluation.robustness_outcomes import RobustnessOutcomes
+from relabel.evaluation.storage import robustness_from_dict
 from relabel.ingest import ingest_dataset, plan_ingest
 from relabel.suggest.types import ImageRef, ModelOutput
 from relabel.vocabulary import load_builtin
@@ -100,6 +102,16 @@ def test_rr_and_latencies_by_hand(sqlite_engine, four: Path) -> None:
     with Session(sqlite_engine) as s:
         row = s.scalars(select(EvaluationRecord)).one()
     assert row.kind == "robustness" and row.id == result.id and row.result["retention"]["imgt"] == 0.625
+    # per-image outcomes, clean first then the grid in order, stored with the run and read back
+    stored = robustness_from_dict(row.result, row.id).outcomes
+    assert stored is not None and result.outcomes is not None
+    assert stored.conditions == ("clean", "gaussian_noise/1", "gaussian_noise/2", "contrast/1", "contrast/2")
+    assert np.array_equal(stored.image_ids, result.outcomes.image_ids) and len(stored.image_ids) == 4
+    assert stored.correct["imgt"].sum(axis=1).tolist() == [4, 3, 1, 4, 2]
+    assert np.array_equal(stored.correct["imgt"], result.outcomes.correct["imgt"])
+    assert stored.scored["imgt"].all() and not stored.errors.any()
+    # the images, not only the counts: image a (the smallest id) is right in every condition
+    assert stored.correct["imgt"][:, 0].all()
 
 
 def test_same_seed_same_pixels_and_base_views(sqlite_engine, four: Path) -> None:
@@ -122,6 +134,10 @@ def test_an_image_that_cannot_be_decoded_is_an_error_in_every_pass(sqlite_engine
                             show_progress=False)  # fmt: skip
 
     assert result.errors == 3 and result.clean["imgt"].n_errors == 1 and result.clean["imgt"].n_scored == 3
+    # the unreadable image is an error in every condition, apart from wrong: never scored
+    outcomes = result.outcomes
+    assert outcomes is not None and outcomes.errors.sum(axis=1).tolist() == [1, 1, 1]
+    assert not (outcomes.errors & outcomes.scored["imgt"]).any() and outcomes.scored["imgt"].sum() == 9
     assert result.retention["imgt"] == 1.0
     passes = [p for p in model.pixels if "f_flops" not in p]  # the FLOPs probe calls once more when torch is loaded
     assert len(passes) == 3 and all(len(p) == 3 for p in passes), [sorted(p) for p in model.pixels]
@@ -179,3 +195,24 @@ def test_efficientnet_lite0_end_to_end(tmp_path: Path, capsys) -> None:
     assert terms["latency_s"] == pytest.approx(0.1 / (0.1 + e["latency_p50_s"]))
     assert row.efficiency == pytest.approx(sum(terms.values()) / 3) and row.efficiency < 1
     assert row.overall is not None and row.rank_by_overall == 1
+    ev = evaluate(engine, n_boot=200, weights={"P": 1, "CDC": 0, "RR": 1, "E": 1}, store=False)
+    row = next(r for r in ev.reliability.rows if r.model == "efficientnet-lite0")  # type: ignore[union-attr]
+    assert row.robustness_ci is not None and row.robustness_ci[0] <= row.robustness <= row.robustness_ci[1]  # type: ignore[operator]
+    assert row.overall_ci is not None and row.rank_by_overall_ci == (1, 1)
+
+
+def test_outcomes_round_trip_as_bits_and_refuse_a_mask_of_other_images() -> None:
+    rng = np.random.default_rng(0)
+    right = rng.random((3, 13)) < 0.5  # 13 images: the last byte is partly padding
+    scored = right | (rng.random((3, 13)) < 0.5)
+    outcomes = RobustnessOutcomes(np.arange(10, 23), ("clean", "jpeg/1", "jpeg/2"), ~scored, {"imgt": scored},
+                                  {"imgt": right})  # fmt: skip
+
+    data = json.loads(json.dumps(outcomes.to_json()))
+    back = RobustnessOutcomes.from_json(data)
+
+    assert np.array_equal(back.correct["imgt"], right) and np.array_equal(back.scored["imgt"], scored)
+    assert np.array_equal(back.errors, ~scored) and back.image_ids.tolist() == list(range(10, 23))
+    data["image_ids"] = data["image_ids"][:5]  # a mask of 13 images read against 5 ids
+    with pytest.raises(InputError, match="robustness outcomes errors, condition 0: does not hold 5 images"):
+        RobustnessOutcomes.from_json(data)

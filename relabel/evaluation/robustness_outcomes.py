@@ -1,0 +1,116 @@
+"""Per-image outcomes of a robustness run: which images each condition got right, kept so RR has an interval.
+
+A robustness run scores the clean pass and every perturbation × severity. Its stored accuracies give RR, but an
+interval of RR needs the images: resampling them, clean and perturbed with the same images, is what
+`evaluator.model_reliability.resampled_retention` does. So a run keeps, per condition (clean first, then the grid
+in `perturbations` × `severities` order):
+
+errors    images whose call failed in the infrastructure or whose file could not be read: never scored
+scored    per reference: images the condition's top-1 counts (not an error, a non-empty reference set)
+correct   per reference: the scored images whose top-1 is in the reference set (ReaL rule)
+
+In JSON each mask is one base64 string of its bits (numpy `packbits`, little bit order: bit i is image i of
+`image_ids`), so 1,000 images × 80 conditions take about 13 kB per mask kind. Results stored before outcomes were
+kept read back with `outcomes = None`: their RR has no interval.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from evaluator.scoring import image_outcomes
+from relabel.errors import InputError
+from relabel.evaluation.references import Reference
+from relabel.evaluation.runs import RunPredictions, align
+from relabel.evaluation.scoring import subset_labels
+
+CLEAN = "clean"
+ENCODING = "base64 of numpy.packbits(mask, bitorder='little'): bit i is image_ids[i]"
+
+
+@dataclass(frozen=True, eq=False)
+class RobustnessOutcomes:
+    """Per image and condition: errors (n_conditions, n_images) bool, and per reference name the scored and
+    correct masks of the same shape. `image_ids` sorted ascending; `conditions` "clean", then "name/severity"."""
+
+    image_ids: np.ndarray
+    conditions: tuple[str, ...]
+    errors: np.ndarray
+    scored: dict[str, np.ndarray]
+    correct: dict[str, np.ndarray]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "image_ids": [int(i) for i in self.image_ids],
+            "conditions": list(self.conditions),
+            "encoding": ENCODING,
+            "errors": _encode(self.errors),
+            "references": {
+                name: {"scored": _encode(self.scored[name]), "correct": _encode(self.correct[name])}
+                for name in self.scored
+            },
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> RobustnessOutcomes:
+        """Outcomes back from `to_json`; InputError naming the part that does not match the image ids."""
+        ids = np.asarray(d["image_ids"], dtype=np.int64)
+        conditions = tuple(d["conditions"])
+        shape = (len(conditions), len(ids))
+        refs = d.get("references") or {}
+        return cls(
+            ids,
+            conditions,
+            _decode(d["errors"], shape, "errors"),
+            {name: _decode(m["scored"], shape, f"{name} scored") for name, m in refs.items()},
+            {name: _decode(m["correct"], shape, f"{name} correct") for name, m in refs.items()},
+        )
+
+
+def condition_names(perturbations: tuple[str, ...], severities: tuple[int, ...]) -> tuple[str, ...]:
+    """ "clean", then "name/severity" for every perturbation × severity, in the grid's order."""
+    return (CLEAN, *(f"{name}/{severity}" for name in perturbations for severity in severities))
+
+
+def robustness_outcomes(
+    passes: list[RunPredictions], conditions: tuple[str, ...], references: list[Reference]
+) -> RobustnessOutcomes:
+    """The outcomes of one run from its passes, one per condition in the order of `conditions`, all on the same
+    sorted image ids; a call that is not ok and not a failed reply is an error (never scored)."""
+    image_ids = passes[0].image_ids
+    shape = (len(conditions), len(image_ids))
+    scored = {ref.name: np.zeros(shape, bool) for ref in references}
+    correct = {ref.name: np.zeros(shape, bool) for ref in references}
+    for ref in references:
+        for row, run in enumerate(passes):
+            aligned = align(run, ref.image_ids)
+            if not len(aligned.rows):
+                continue
+            right, counted = image_outcomes(
+                aligned.classes, subset_labels(ref.labels, aligned.rows), 1, aligned.ok, failed=aligned.failed
+            )
+            at = np.searchsorted(image_ids, ref.image_ids[aligned.rows])
+            scored[ref.name][row, at], correct[ref.name][row, at] = counted, right & counted
+    failed = [np.zeros(shape[1], bool) if run.failed is None else run.failed for run in passes]
+    errors = np.stack([~run.ok & ~f for run, f in zip(passes, failed)])
+    return RobustnessOutcomes(np.asarray(image_ids, np.int64), conditions, errors, scored, correct)
+
+
+def _encode(mask: np.ndarray) -> list[str]:
+    return [base64.b64encode(np.packbits(row, bitorder="little").tobytes()).decode("ascii") for row in mask]
+
+
+def _decode(rows: list[str], shape: tuple[int, int], what: str) -> np.ndarray:
+    if len(rows) != shape[0]:
+        raise InputError(f"robustness outcomes {what}: {len(rows)} conditions, expected {shape[0]}")
+    out = np.zeros(shape, bool)
+    for i, text in enumerate(rows):
+        bits = np.unpackbits(np.frombuffer(base64.b64decode(text), np.uint8), bitorder="little")
+        if len(bits) != 8 * -(-shape[1] // 8) or bits[shape[1] :].any():
+            raise InputError(f"robustness outcomes {what}, condition {i}: does not hold {shape[1]} images")
+        out[i] = bits[: shape[1]].astype(bool)
+    return out
