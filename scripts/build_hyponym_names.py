@@ -10,6 +10,9 @@ words of its synset and of every synset below it (hyponyms and instances, all th
   that everyday words whose rare sense happens to sit there stay out ("drill" the tool, not the baboon; "sausage"
   the food, not the airship).
 
+It also collects the words of the synsets above a class that have no other ImageNet-1k class below them ("sea cow"
+and "sirenian" for *dugong*), under the same first-sense rule.
+
 The names are used by `relabel.suggest.textmap` only, never by `Vocabulary.resolve` or the closed-world protocols.
 WordNet's dictionary files come from Debian's `wordnet-base` package (apt-get install wordnet-base).
 
@@ -67,6 +70,30 @@ def below(synsets: dict[str, tuple[list[str], list[str]]], offset: str) -> set[s
     return out
 
 
+def sole_ancestors(synsets: dict[str, tuple[list[str], list[str]]], classes: list[str]) -> list[set[str]]:
+    """For each class synset, the synsets above it that have no other of `classes` at or below them."""
+    parents: dict[str, list[str]] = defaultdict(list)
+    for offset, (_, hyponyms) in synsets.items():
+        for h in hyponyms:
+            parents[h].append(offset)
+    ancestors = []
+    for c in classes:
+        seen: set[str] = set()
+        stack = list(parents[c])
+        while stack:
+            o = stack.pop()
+            if o not in seen:
+                seen.add(o)
+                stack.extend(parents[o])
+        ancestors.append(seen)
+    count: dict[str, int] = defaultdict(int)
+    for c, seen in zip(classes, ancestors):
+        for o in seen - {c}:
+            count[o] += 1
+    is_class = set(classes)
+    return [{o for o in seen if count[o] == 1 and o not in is_class} for seen in ancestors]
+
+
 def _key(text: str) -> str:
     return " ".join(re.sub(r"[^\w\s'-]+", " ", text.lower()).split())
 
@@ -77,8 +104,12 @@ def hyponym_names(wordnet: Path) -> dict[str, list[str]]:
     synsets, first = read_nouns(wordnet)
     listed = {_key(n) for c in vocab.classes for n in (c.name, *c.synonyms)}
     owners: dict[str, set[str]] = defaultdict(set)
-    for c in vocab.classes:
+    for c, sole in zip(vocab.classes, sole_ancestors(synsets, [c.wnid[1:] for c in vocab.classes])):
         under = {c.wnid[1:], *below(synsets, c.wnid[1:])}  # its own synset's words too, where the vocabulary lacks them
+        for o in sole:
+            for word in synsets[o][0]:
+                if _key(word) not in listed and first.get(word.lower()) == o:
+                    owners[_key(word)].add(c.wnid)
         for o in under:
             for word in synsets[o][0]:
                 if _key(word) not in listed and first.get(word.lower()) in under:
@@ -97,7 +128,8 @@ def main() -> None:
     if not (args.wordnet / "data.noun").is_file():
         raise SystemExit(f"no WordNet data.noun in {args.wordnet}; apt-get install wordnet-base, or pass --wordnet")
     names = hyponym_names(args.wordnet)
-    doc = {"source": "WordNet 3.0 hyponyms (scripts/build_hyponym_names.py)", "license": LICENSE, "names": names}
+    source = "WordNet 3.0 hyponyms and sole hypernyms (scripts/build_hyponym_names.py)"
+    doc = {"source": source, "license": LICENSE, "names": names}
     OUT.write_text(json.dumps(doc, indent=0, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"{sum(map(len, names.values()))} names for {len(names)} classes -> {OUT}")
 

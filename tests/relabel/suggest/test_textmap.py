@@ -10,7 +10,17 @@ import pytest
 
 from relabel.suggest.lexical import Bm25Index, name_key, stem
 from relabel.suggest.phrases import core_phrase, head_phrase, object_phrase
-from relabel.suggest.textmap import MAPPER_VERSION, ClassNameIndex, class_names, normalize_answer
+from relabel.suggest.textmap import (
+    DEFAULT_ENCODER,
+    MAPPER_VERSION,
+    MINILM_HUB_ID,
+    ClassNameIndex,
+    class_descriptions,
+    class_names,
+    embedding_digest,
+    normalize_answer,
+    packaged_embeddings,
+)
 from relabel.vocabulary import UnknownClassError
 from tests.conftest import REPO
 from tests.fakes import TrigramEncoder
@@ -139,14 +149,50 @@ def test_each_distinct_phrase_is_embedded_once_and_names_not_at_all(vocab) -> No
 def test_a_kind_named_in_wordnet_maps_to_its_class_but_listed_names_decide(trigram_index, vocab) -> None:
     m = trigram_index.map(["The image contains a grizzly.", "That's a sieve.", "A woodlouse.", "A drill."])
     assert [vocab.classes[c].name for c in m.classes[:3]] == ["brown bear", "strainer", "isopod"]
-    assert m.classes[3] != vocab.resolve("baboon")  # "drill" is first a tool in WordNet, so no name of the baboon
+    # "drill" is first a tool in WordNet, so no name of the baboon; that tool holds one class, the power drill
+    assert m.classes[3] == vocab.resolve("power drill")
     texts, owners, listed = class_names(vocab)
-    kinds = {t for t, is_listed in zip(texts, listed) if not is_listed}
-    assert {"grizzly", "sieve", "woodlouse"} <= kinds and "drill" not in kinds
-    assert not kinds & {t for t, is_listed in zip(texts, listed) if is_listed}
+    kinds = {t: o for t, o, is_listed in zip(texts, owners, listed) if not is_listed}
+    assert {"grizzly", "sieve", "woodlouse"} <= set(kinds) and kinds["drill"] != vocab.resolve("baboon")
+    assert not set(kinds) & {t for t, is_listed in zip(texts, listed) if is_listed}
     assert owners == sorted(owners) and class_names(vocab, hyponyms=False)[0] == [t for t, k in zip(texts, listed) if k]
     with pytest.raises(UnknownClassError):
         vocab.resolve("grizzly")  # the mapper's names only: the vocabulary and closed-world matching are unchanged
+
+
+def test_other_names_and_sole_groups_map_to_their_class_but_not_a_generic_word(trigram_index, vocab) -> None:
+    answers = ["This is a Japanese Chin.", "It looks like a bullock cart", "A sea cow.", "The image contains a newt."]
+    m = trigram_index.map(answers)
+    assert [vocab.classes[c].name for c in m.classes[:3]] == ["Japanese spaniel", "oxcart", "dugong"]
+    texts, owners, listed = class_names(vocab)
+    other = {t: vocab.classes[o].name for t, o, is_listed in zip(texts, owners, listed) if not is_listed}
+    assert other["japanese chin"] == "Japanese spaniel" and other["sirenian"] == "dugong"
+    # the curated name of *eft* is "newt", the last word of *common newt*: kept out, so "newt" is not taken from it
+    assert "newt" not in other and m.classes[3] != vocab.resolve("eft")
+    assert "mammal" not in other  # a group above many classes names none of them
+
+
+class ShippedMiniLM:
+    """Stands in for MiniLM by id; the class-side texts must come from the package, and any other text is refused."""
+
+    id = f"st:{MINILM_HUB_ID}"
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        raise AssertionError(f"asked to encode {len(texts)} texts: {texts[:3]}")
+
+
+def test_the_default_encoder_reads_the_shipped_class_embeddings(vocab, tmp_path: Path) -> None:
+    assert DEFAULT_ENCODER == "minilm"
+    index = ClassNameIndex(ShippedMiniLM(), vocab, cache_dir=tmp_path)  # no encoder call: the package has them
+    assert index.embeddings.dtype == np.float32 and index.embeddings.shape == (len(index.owners), 384)
+    assert np.allclose(np.linalg.norm(index.descriptions, axis=1), 1.0, atol=1e-5)
+    assert sorted(p.name.split("-")[1] for p in tmp_path.iterdir()) == ["descriptions", "embeddings"]
+    m = index.map(["A tabby cat.", "It looks like a bullock cart"])  # names: their embeddings serve as the cores'
+    assert [vocab.classes[c].name for c in m.classes] == ["tabby", "oxcart"]
+    # another encoder, or other texts, never read them
+    assert packaged_embeddings("class-embeddings", embedding_digest("st:other", class_names(vocab)[0]), 1) is None
+    with pytest.raises(AssertionError, match="asked to encode"):
+        ClassNameIndex(ShippedMiniLM(), vocab, hyponyms=False)
 
 
 def test_settling_by_name_and_reusing_name_embeddings_change_no_result(trigram_index) -> None:
@@ -186,6 +232,19 @@ def test_the_held_out_answers_cover_every_class_and_mostly_avoid_its_names(vocab
 
     share = np.mean([says_a_listed_name(r) for r in rows])
     assert 0.3 < share < 0.65  # the rest: names the vocabulary lacks, or descriptions
+
+
+@pytest.mark.slow
+def test_the_shipped_class_embeddings_are_minilms_own(vocab) -> None:
+    from relabel.suggest.textmap import load_encoder
+
+    encoder = load_encoder("minilm")
+    for kind, texts in (("class-embeddings", class_names(vocab)[0]), ("class-descriptions", class_descriptions(vocab))):
+        shipped = packaged_embeddings(kind, embedding_digest(encoder.id, texts), len(texts))
+        assert shipped is not None, f"{kind}: run scripts/build_class_embeddings.py"
+        sample = list(range(0, len(texts), max(1, len(texts) // 40)))
+        fresh = encoder.encode([texts[i] for i in sample])
+        assert np.min(np.sum(fresh * shipped[sample], axis=1)) > 0.9999  # float16 storage, the same vectors
 
 
 @pytest.mark.slow
