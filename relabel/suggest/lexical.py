@@ -78,9 +78,11 @@ def words(text: str) -> list[str]:
     return [stem(w) for w in _WORD.findall(text.lower()) if w not in STOPWORDS]
 
 
-def name_key(text: str) -> str:
-    """A name for exact look-up: words stemmed and joined without spaces or hyphens ('Gas masks' == 'gasmask')."""
-    return "".join(stem(w) for w in _WORD.findall(text.lower()) if w not in ("a", "an", "the"))
+def name_key(text: str, *, stemmed: bool = True) -> str:
+    """A name for exact look-up: words stemmed and joined without spaces or hyphens ('Gas masks' == 'gasmask');
+    `stemmed=False` keeps the words as written, so that 'moped' is not 'mop'."""
+    found = (w for w in _WORD.findall(text.lower()) if w not in ("a", "an", "the"))
+    return "".join(stem(w) if stemmed else w for w in found)
 
 
 class Bm25Index:

@@ -54,7 +54,7 @@ HYPONYM_NAMES = "imagenet1k_hyponym_names.json"
 ALTERNATIVE_NAMES = "imagenet1k_alternative_names.json"
 PACKAGED_EMBEDDINGS = "embeddings"  # class-side embeddings shipped for the default encoder and vocabulary
 # MAPPER_VERSION is recorded with each run: a change of method is a change of setting
-MAPPER_VERSION = "phrase+names+other-names+kinds+gloss+bm25/4"
+MAPPER_VERSION = "phrase+names+other-names+kinds+gloss+bm25/5"
 _BATCH = 1024  # phrases scored at once: bounds the (batch, names) similarity matrices
 
 
@@ -234,16 +234,18 @@ class ClassNameIndex:
         self.embeddings = encode_cached(encoder, texts, cache_dir, "class-embeddings")
         self.descriptions = encode_cached(encoder, class_descriptions(vocab), cache_dir, "class-descriptions")
         self.bm25 = Bm25Index(vocab)
-        self.exact: dict[str, list[int]] = {}
+        self.exact: dict[str, list[int]] = {}  # by name_key, then by the unstemmed key ("mop" is not "moped")
+        self.exact_as_written: dict[str, list[int]] = {}
         self.name_words = [set(words(t)) for t in texts]
         self.name_heads = [(words(t) or [""])[-1] for t in texts]
         self.names_by_word: dict[str, list[int]] = {}
-        listed_keys = {name_key(t) for t, is_listed in zip(texts, listed) if is_listed}
-        for text, owner, is_listed in zip(texts, owners, listed):
-            key = name_key(text)
-            if is_listed or key not in listed_keys:  # a listed name's key never picks a class by a kind's name
-                hits = self.exact.setdefault(key, [])
-                hits.extend([owner] * (owner not in hits))
+        for table, stemmed in ((self.exact, True), (self.exact_as_written, False)):
+            listed_keys = {name_key(t, stemmed=stemmed) for t, is_listed in zip(texts, listed) if is_listed}
+            for text, owner, is_listed in zip(texts, owners, listed):
+                key = name_key(text, stemmed=stemmed)
+                if is_listed or key not in listed_keys:  # a listed name's key never picks a class by a kind's name
+                    hits = table.setdefault(key, [])
+                    hits.extend([owner] * (owner not in hits))
         for j, name_words in enumerate(self.name_words):
             for w in name_words:
                 self.names_by_word.setdefault(w, []).append(j)
@@ -257,7 +259,7 @@ class ClassNameIndex:
         if not distinct:
             return Mapping(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
         cores = [core_phrase(p) for p in distinct]
-        hits = [self.exact.get(name_key(p)) or self.exact.get(name_key(c)) or [] for p, c in zip(distinct, cores)]
+        hits = [self._named(p) or self._named(c) for p, c in zip(distinct, cores)]
         scored = [i for i, h in enumerate(hits) if len(h) != 1]
         emb = self._embed([*cores, *(distinct[i] for i in scored)])
         core_emb, phrase_emb = emb[: len(cores)], emb[len(cores) :]
@@ -275,6 +277,18 @@ class ClassNameIndex:
         where = {p: i for i, p in enumerate(distinct)}
         rows = np.fromiter((where[p] for p in phrases), dtype=np.int64, count=len(phrases))
         return Mapping(best[rows], best_sim[rows], phrases)
+
+    def _named(self, phrase: str) -> list[int]:
+        """The classes `phrase` names exactly: as written where one class has it ("mop", not "moped"), else by its
+        stemmed key ("gas masks" names *gasmask*), where a class with a name written as that key comes first ("mops"
+        is a *swab*'s "mop", not the "moped" that stems alike); empty when it names none."""
+        as_written = self.exact_as_written.get(name_key(phrase, stemmed=False), [])
+        if len(as_written) == 1:
+            return as_written
+        key = name_key(phrase)
+        stemmed = self.exact.get(key, [])
+        written_so = [c for c in stemmed if c in self.exact_as_written.get(key, ())]
+        return written_so if len(written_so) == 1 else stemmed or as_written
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         """(len(texts), D): each distinct text encoded once; a text that is a class name or synonym (as

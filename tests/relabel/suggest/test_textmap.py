@@ -125,6 +125,12 @@ def test_an_exact_synonym_in_a_sentence_picks_its_class(trigram_index, vocab) ->
     assert all(0 < s <= 1.0001 for s in m.similarity)
 
 
+def test_a_name_as_written_is_not_taken_for_another_that_stems_alike(trigram_index, vocab) -> None:
+    assert name_key("moped") == name_key("mop") and name_key("moped", stemmed=False) != "mop"
+    m = trigram_index.map(["That's a mop.", "A moped.", "Two mops in a bucket.", "It looks like gas masks."])
+    assert [vocab.classes[c].name for c in m.classes] == ["swab", "moped", "swab", "gasmask"]
+
+
 def test_a_name_shared_by_classes_is_settled_among_them(trigram_index, vocab) -> None:
     m = trigram_index.map(["crane", "It looks like a crane."])
     assert set(m.classes) <= {vocab.resolve("crane (bird)"), vocab.resolve("crane (machine)")}
@@ -201,8 +207,7 @@ def test_settling_by_name_and_reusing_name_embeddings_change_no_result(trigram_i
     # the reference: every distinct phrase and core freshly embedded and scored, names settling only among hits
     phrases = list(dict.fromkeys(m.phrases))
     cores = [core_phrase(p) for p in phrases]
-    exact = trigram_index.exact
-    hits = [exact.get(name_key(p)) or exact.get(name_key(c)) or [] for p, c in zip(phrases, cores)]
+    hits = [trigram_index._named(p) or trigram_index._named(c) for p, c in zip(phrases, cores)]
     assert 0 < sum(len(h) == 1 for h in hits) < len(phrases)
     encode = TrigramEncoder().encode
     full = trigram_index._score(phrases, cores, encode(phrases), encode(cores), hits)
