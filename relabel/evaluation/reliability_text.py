@@ -8,7 +8,10 @@ from collections.abc import Sequence
 
 from evaluator.model_reliability import MEASURE_LABELS, robustness_retention
 from relabel.evaluation.cells import NA, Table, columns, num, pct, rank_span
+from relabel.evaluation.reliability_intervals import interval, robustness_resamples
 from relabel.evaluation.results import ReliabilityTable, RobustnessResult
+
+RETENTION_BOOT, RETENTION_SEED = 1000, 0  # `relabel evaluate`'s defaults, so that both show the same interval
 
 
 def reliability_tasks(table: ReliabilityTable) -> list[tuple[str, str]]:
@@ -96,6 +99,15 @@ def render_reliability(table: ReliabilityTable) -> list[str]:
             columns(reliability_basis_table(table, task), "  "),
         ]
     return parts + [f"  note: {n}" for n in table.notes]
+
+
+def retention_line(result: RobustnessResult, reference: str) -> str:
+    """'RR 0.602, 95 % CI 0.570 to 0.633' from the run's per-image outcomes (clean and perturbed resampled with the
+    same images, as the reliability table does); the RR alone for a run stored without them."""
+    rr = f"RR {num(result.retention[reference])}"
+    resampled, _ = robustness_resamples({"run": result}, lambda _: reference, RETENTION_BOOT, RETENTION_SEED)
+    bounds = interval(resampled.get("run"))
+    return rr if bounds is None else f"{rr}, 95 % CI {num(bounds[0])} to {num(bounds[1])}"
 
 
 def robustness_table(result: RobustnessResult, reference: str) -> Table:

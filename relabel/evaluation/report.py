@@ -22,6 +22,7 @@ from relabel.evaluation.reliability_text import (
     reliability_basis_table,
     reliability_table,
     reliability_tasks,
+    retention_line,
     robustness_table,
     weights_line,
 )
@@ -288,7 +289,11 @@ def robustness_markdown(r: RobustnessResult, figures: set[str]) -> str:
         f"- Time: {r.seconds:.1f} s\n- Data: `{ROBUSTNESS_JSON}` beside this file",
     ]
     for ref in r.grid:
-        parts += [f"## Top-1 % against {escape_md(ref)}", md_table(robustness_table(r, ref))]
+        parts += [
+            f"## Top-1 % against {escape_md(ref)}",
+            f"{escape_md(retention_line(r, ref))} (the interval resamples the images, clean and perturbed alike).",
+            md_table(robustness_table(r, ref)),
+        ]
     parts += [
         _figure(figures, "robustness.png", "Robustness curves"),
         "## Efficiency",

@@ -12,7 +12,12 @@ from collections.abc import Sequence
 
 from evaluator.scoring import Score
 from relabel.evaluation.cells import NA, Table, ci, columns, num, pct, points, points_ci, rank_span, span
-from relabel.evaluation.reliability_text import efficiency_table, render_reliability, robustness_table
+from relabel.evaluation.reliability_text import (
+    efficiency_table,
+    render_reliability,
+    retention_line,
+    robustness_table,
+)
 from relabel.evaluation.results import Evaluation, RobustnessResult
 from relabel.evaluation.storage import HistoryEntry
 
@@ -241,7 +246,7 @@ def render_robustness(r: RobustnessResult) -> str:
     parts = [f"{r.model}{asked} on {r.n_images} image(s) of {r.dataset!r} in {r.seconds:.1f} s, {stored}; "
              f"failed outputs {r.errors}"]  # fmt: skip
     for ref in r.grid:
-        parts += [f"top-1 % against {ref} (RR {num(r.retention[ref])})", columns(robustness_table(r, ref), "  ")]
+        parts += [f"top-1 % against {ref} ({retention_line(r, ref)})", columns(robustness_table(r, ref), "  ")]
     parts += ["efficiency", columns(efficiency_table([r]), "  ")]
     if r.efficiency.flops_per_image is None:
         parts.append(f"  FLOPs {r.efficiency.flops_note}")

@@ -199,6 +199,12 @@ def test_efficientnet_lite0_end_to_end(tmp_path: Path, capsys) -> None:
     row = next(r for r in ev.reliability.rows if r.model == "efficientnet-lite0")  # type: ignore[union-attr]
     assert row.robustness_ci is not None and row.robustness_ci[0] <= row.robustness <= row.robustness_ci[1]  # type: ignore[operator]
     assert row.overall_ci is not None and row.rank_by_overall_ci == (1, 1)
+    # the robustness run's own summary shows the interval `relabel evaluate` shows with its default 1,000 resamples
+    ev = evaluate(engine, weights={"P": 1, "CDC": 0, "RR": 1, "E": 1}, store=False)
+    row = next(r for r in ev.reliability.rows if r.model == "efficientnet-lite0")  # type: ignore[union-attr]
+    low, high = row.robustness_ci  # type: ignore[misc]
+    shown = f"RR {data['retention']['imgt']:.3f}, 95 % CI {low:.3f} to {high:.3f}"
+    assert shown in out and shown in (tmp_path / "report" / "report.md").read_text()
 
 
 def test_outcomes_round_trip_as_bits_and_refuse_a_mask_of_other_images() -> None:
