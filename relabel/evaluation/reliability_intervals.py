@@ -12,8 +12,9 @@ Every part that is a sample of images is resampled, and every row of a task sees
 
 Resample b of the overall score is Σ w_j · part_j[b] with each part's resample b; ranks by P and by overall are
 taken within each resample among the task's rows with an overall score, and their 95 % percentile intervals (and
-that of places gained) are read by `evaluator.ranking.rank_intervals`. Images of different datasets, and the
-robustness run's images, are independent samples, so their resamples are independent draws.
+that of places gained) are read by `evaluator.ranking.rank_intervals`. Images of different datasets are independent
+samples, so their resamples are independent draws; the robustness run's images are resampled apart from P's even
+where they are a subset of the same dataset, which leaves out the (small) correlation between P and RR.
 """
 
 from __future__ import annotations
@@ -43,26 +44,33 @@ def robustness_resamples(
         return {}, []
     usable: dict[int, tuple[str, RobustnessOutcomes, str]] = {}  # by result: dataset, outcomes, reference
     old: dict[str, list[str]] = {}
+    other_reference: dict[str, list[str]] = {}
     for run, result in results.items():
         ref, outcomes = reference_of(result), result.outcomes
-        if outcomes is None or ref is None or ref not in outcomes.scored:
-            old.setdefault(f"#{result.id}" if result.id is not None else result.model, []).append(run)
+        label = f"#{result.id}" if result.id is not None else result.model
+        if outcomes is None:
+            old.setdefault(label, []).append(run)
+        elif ref is None or ref not in outcomes.scored:
+            other_reference.setdefault(label, []).append(run)
         else:
             usable[id(result)] = (result.dataset, outcomes, ref)
-    by_images: dict[tuple[str, bytes], list[int]] = {}
-    for key, (dataset, outcomes, _) in usable.items():
-        by_images.setdefault((dataset, outcomes.image_ids.tobytes()), []).append(key)
     resampled: dict[int, np.ndarray] = {}
-    for (dataset, ids), keys in by_images.items():
-        correct = np.stack([usable[k][1].correct[usable[k][2]] for k in keys])
-        scored = np.stack([usable[k][1].scored[usable[k][2]] for k in keys])
-        group_seed = (seed << 32) + zlib.crc32(dataset.encode() + ids)
-        values = resampled_retention(correct, scored, n_boot=n_boot, seed=group_seed)
-        resampled.update({k: values[:, i] for i, k in enumerate(keys)})
+    for key, (dataset, outcomes, ref) in usable.items():
+        # runs on the same images draw the same resamples (JointBootstrap depends on the image count and the seed
+        # only), whatever their grids: a CLIP run with typos beside a classifier without them
+        group_seed = (seed << 32) + zlib.crc32(dataset.encode() + outcomes.image_ids.tobytes())
+        values = resampled_retention(
+            outcomes.correct[ref][None], outcomes.scored[ref][None], n_boot=n_boot, seed=group_seed
+        )
+        resampled[key] = values[:, 0]
     notes = [
         f"RR interval unknown for {', '.join(runs)}: robustness run {label} was stored without per-image outcomes "
         "(before they were kept); running `relabel evaluate robustness` again keeps them"
         for label, runs in old.items()
+    ] + [
+        f"RR interval unknown for {', '.join(runs)}: robustness run {label} kept no per-image outcomes against the "
+        "reference RR is read against"
+        for label, runs in other_reference.items()
     ]
     return {run: resampled[id(r)] for run, r in results.items() if id(r) in resampled}, notes
 

@@ -17,6 +17,7 @@ kept read back with `outcomes = None`: their RR has no interval.
 from __future__ import annotations
 
 import base64
+import binascii
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,19 +57,25 @@ class RobustnessOutcomes:
         }
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> RobustnessOutcomes:
-        """Outcomes back from `to_json`; InputError naming the part that does not match the image ids."""
-        ids = np.asarray(d["image_ids"], dtype=np.int64)
-        conditions = tuple(d["conditions"])
-        shape = (len(conditions), len(ids))
-        refs = d.get("references") or {}
-        return cls(
-            ids,
-            conditions,
-            _decode(d["errors"], shape, "errors"),
-            {name: _decode(m["scored"], shape, f"{name} scored") for name, m in refs.items()},
-            {name: _decode(m["correct"], shape, f"{name} correct") for name, m in refs.items()},
-        )
+    def from_json(cls, d: dict[str, Any], expected: tuple[str, ...] | None = None) -> RobustnessOutcomes:
+        """Outcomes back from `to_json`; InputError naming the part that is missing, unreadable or does not match
+        the image ids, or (with `expected`) the conditions of the run's grid."""
+        try:
+            ids = np.asarray(d["image_ids"], dtype=np.int64)
+            conditions = tuple(str(c) for c in d["conditions"])
+            shape = (len(conditions), len(ids))
+            refs = d.get("references") or {}
+            if expected is not None and conditions != expected:
+                raise InputError(f"robustness outcomes: conditions {list(conditions)} are not the grid's")
+            return cls(
+                ids,
+                conditions,
+                _decode(d["errors"], shape, "errors"),
+                {name: _decode(m["scored"], shape, f"{name} scored") for name, m in refs.items()},
+                {name: _decode(m["correct"], shape, f"{name} correct") for name, m in refs.items()},
+            )
+        except (KeyError, TypeError, ValueError, binascii.Error) as exc:
+            raise InputError(f"robustness outcomes unreadable ({type(exc).__name__}: {exc})") from exc
 
 
 def condition_names(perturbations: tuple[str, ...], severities: tuple[int, ...]) -> tuple[str, ...]:
@@ -109,7 +116,7 @@ def _decode(rows: list[str], shape: tuple[int, int], what: str) -> np.ndarray:
         raise InputError(f"robustness outcomes {what}: {len(rows)} conditions, expected {shape[0]}")
     out = np.zeros(shape, bool)
     for i, text in enumerate(rows):
-        bits = np.unpackbits(np.frombuffer(base64.b64decode(text), np.uint8), bitorder="little")
+        bits = np.unpackbits(np.frombuffer(base64.b64decode(text, validate=True), np.uint8), bitorder="little")
         if len(bits) != 8 * -(-shape[1] // 8) or bits[shape[1] :].any():
             raise InputError(f"robustness outcomes {what}, condition {i}: does not hold {shape[1]} images")
         out[i] = bits[: shape[1]].astype(bool)

@@ -19,9 +19,10 @@ from sqlmodel import Session, col
 from db.engine import session_scope
 from db.models import Dataset, EvaluationRecord, stored_id
 from evaluator.scoring import Score
+from relabel.errors import InputError
 from relabel.evaluation.references import ReferenceInfo
 from relabel.evaluation.results import EfficiencyReport, Evaluation, RobustnessResult
-from relabel.evaluation.robustness_outcomes import RobustnessOutcomes
+from relabel.evaluation.robustness_outcomes import RobustnessOutcomes, condition_names
 from relabel.workspace import get_dataset
 
 SCORES, ROBUSTNESS = "scores", "robustness"
@@ -120,8 +121,19 @@ def robustness_from_dict(d: dict[str, Any], record_id: int | None = None) -> Rob
         protocol=d.get("protocol") or {},
         text_perturbations=tuple(d.get("text_perturbations") or ()),
         id=record_id,
-        outcomes=RobustnessOutcomes.from_json(d["outcomes"]) if d.get("outcomes") else None,  # absent: stored before
+        outcomes=_outcomes(d, record_id),
     )
+
+
+def _outcomes(d: dict[str, Any], record_id: int | None) -> RobustnessOutcomes | None:
+    """The stored per-image outcomes (None for a run stored before they were kept); InputError naming the run."""
+    if not d.get("outcomes"):
+        return None
+    grid = condition_names(tuple(d["perturbations"]), tuple(d["severities"]))
+    try:
+        return RobustnessOutcomes.from_json(d["outcomes"], expected=grid)
+    except InputError as exc:
+        raise InputError(f"robustness run #{record_id}: {exc}") from exc
 
 
 def score_from_dict(d: dict[str, Any]) -> Score:

@@ -345,6 +345,27 @@ class TestIntervals:
         assert s.robustness_ci == t.robustness_ci and s.overall_ci == t.overall_ci
         assert s.rank_by_overall_ci == t.rank_by_overall_ci == (2, 2)  # tied in every resample: both second
 
+    def test_runs_with_different_grids_on_the_same_images(self, sqlite_engine, five) -> None:
+        ws.add_run(sqlite_engine, "t", "T", "topk", answers(S_FIVE), five)
+        self.store_pair(sqlite_engine)
+        # T: S's outcomes, and a second severity that keeps every clean hit (jpeg/1 and jpeg/2; S has jpeg/1 only)
+        s = with_outcomes(robustness("T", 0.5, latency_p50_s=0.1), 36, 18)
+        o = s.outcomes
+        assert o is not None
+        right = np.vstack([o.correct["imgt"], o.correct["imgt"][:1]])
+        scored = np.vstack([o.scored["imgt"], o.scored["imgt"][:1]])
+        two = RobustnessOutcomes(o.image_ids, (*o.conditions, "jpeg/2"), np.vstack([o.errors, o.errors[:1]]),
+                                 {"imgt": scored}, {"imgt": right})  # fmt: skip
+        store(sqlite_engine, replace(s, severities=(1, 2), grid={"imgt": [[0.5, 1.0]]}, retention={"imgt": 0.75},
+                                     outcomes=two))  # fmt: skip
+
+        got = rows(evaluate(sqlite_engine, "five", runs=["r", "s", "t"], weights=NO_CDC, n_boot=200, store=False))
+
+        s_ci, t_ci = got["s"].robustness_ci, got["t"].robustness_ci
+        assert s_ci is not None and t_ci is not None and got["t"].robustness == pytest.approx(0.75)
+        # the same images, the same resamples: T's RR is S's halfway to 1 in every resample, so are its bounds
+        assert t_ci == pytest.approx(((s_ci[0] + 1) / 2, (s_ci[1] + 1) / 2))
+
     def test_deterministic_under_a_seed(self, sqlite_engine, five) -> None:
         self.store_pair(sqlite_engine)
 

@@ -112,6 +112,10 @@ def test_rr_and_latencies_by_hand(sqlite_engine, four: Path) -> None:
     assert stored.scored["imgt"].all() and not stored.errors.any()
     # the images, not only the counts: image a (the smallest id) is right in every condition
     assert stored.correct["imgt"][:, 0].all()
+    # a stored record whose outcomes were damaged is a one-line error naming the run
+    damaged = {**row.result, "outcomes": {**row.result["outcomes"], "conditions": ["clean"]}}
+    with pytest.raises(InputError, match=rf"^robustness run #{row.id}: robustness outcomes: conditions \['clean'\]"):
+        robustness_from_dict(damaged, row.id)
 
 
 def test_same_seed_same_pixels_and_base_views(sqlite_engine, four: Path) -> None:
@@ -222,3 +226,19 @@ def test_outcomes_round_trip_as_bits_and_refuse_a_mask_of_other_images() -> None
     data["image_ids"] = data["image_ids"][:5]  # a mask of 13 images read against 5 ids
     with pytest.raises(InputError, match="robustness outcomes errors, condition 0: does not hold 5 images"):
         RobustnessOutcomes.from_json(data)
+
+
+def test_unreadable_stored_outcomes_are_a_one_line_error_naming_the_part() -> None:
+    mask = np.ones((2, 4), bool)
+    good = RobustnessOutcomes(np.arange(4), ("clean", "jpeg/1"), ~mask, {"imgt": mask}, {"imgt": mask}).to_json()
+    assert RobustnessOutcomes.from_json(good, expected=("clean", "jpeg/1")).conditions == ("clean", "jpeg/1")
+    broken = {
+        "not base64": {**good, "errors": ["!!!!", good["errors"][1]]},
+        "no image ids": {k: v for k, v in good.items() if k != "image_ids"},
+        "a reference without its mask": {**good, "references": {"imgt": {"scored": good["errors"]}}},
+    }
+    for data in broken.values():
+        with pytest.raises(InputError, match=r"^robustness outcomes unreadable \(\w+"):
+            RobustnessOutcomes.from_json(data)
+    with pytest.raises(InputError, match=r"conditions \['clean', 'jpeg/1'\] are not the grid's"):
+        RobustnessOutcomes.from_json(good, expected=("clean", "jpeg/1", "jpeg/2"))
