@@ -10,8 +10,11 @@ words of its synset and of every synset below it (hyponyms and instances, all th
   that everyday words whose rare sense happens to sit there stay out ("drill" the tool, not the baboon; "sausage"
   the food, not the airship).
 
-It also collects the words of the synsets above a class that have no other ImageNet-1k class below them ("sea cow"
-and "sirenian" for *dugong*), under the same first-sense rule.
+It also collects, apart (`groups`), the words of the synsets up to two levels above a class that have no other
+ImageNet-1k class below them and at most 15 synsets in all ("sea cow" and "sirenian" for *dugong*, "eagle" for *bald
+eagle*), under the same first-sense rule. Wider groups name a category, not the class ("plant" the factory is above
+*lumbermill* alone, "location" above *bakery*), so they are left out; and the mapper never takes a group's name as
+the class outright, only as a name to compare the answer with.
 
 The names are used by `relabel.suggest.textmap` only, never by `Vocabulary.resolve` or the closed-world protocols.
 WordNet's dictionary files come from Debian's `wordnet-base` package (apt-get install wordnet-base).
@@ -70,8 +73,11 @@ def below(synsets: dict[str, tuple[list[str], list[str]]], offset: str) -> set[s
     return out
 
 
-def sole_ancestors(synsets: dict[str, tuple[list[str], list[str]]], classes: list[str]) -> list[set[str]]:
-    """For each class synset, the synsets above it that have no other of `classes` at or below them."""
+def sole_ancestors(
+    synsets: dict[str, tuple[list[str], list[str]]], classes: list[str], levels: int = 2, most: int = 15
+) -> list[set[str]]:
+    """For each class synset, the synsets at most `levels` above it that have no other of `classes` at or below
+    them and at most `most` synsets below them."""
     parents: dict[str, list[str]] = defaultdict(list)
     for offset, (_, hyponyms) in synsets.items():
         for h in hyponyms:
@@ -91,34 +97,45 @@ def sole_ancestors(synsets: dict[str, tuple[list[str], list[str]]], classes: lis
         for o in seen - {c}:
             count[o] += 1
     is_class = set(classes)
-    return [{o for o in seen if count[o] == 1 and o not in is_class} for seen in ancestors]
+    out = []
+    for c in classes:
+        near, frontier = set(), {c}
+        for _ in range(levels):
+            frontier = {p for f in frontier for p in parents[f]}
+            near |= frontier
+        out.append({o for o in near if count[o] == 1 and o not in is_class and len(below(synsets, o)) <= most})
+    return out
 
 
 def _key(text: str) -> str:
     return " ".join(re.sub(r"[^\w\s'-]+", " ", text.lower()).split())
 
 
-def hyponym_names(wordnet: Path) -> dict[str, list[str]]:
-    """{wnid: sorted extra names} for the built-in ImageNet-1k classes, by the rules in the module docstring."""
+def hyponym_names(wordnet: Path) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """({wnid: sorted kind names}, {wnid: sorted group names}) for the built-in ImageNet-1k classes, by the rules in
+    the module docstring; a word goes to one class or none."""
     vocab = load_builtin()
     synsets, first = read_nouns(wordnet)
     listed = {_key(n) for c in vocab.classes for n in (c.name, *c.synonyms)}
     owners: dict[str, set[str]] = defaultdict(set)
+    from_group: set[str] = set()
     for c, sole in zip(vocab.classes, sole_ancestors(synsets, [c.wnid[1:] for c in vocab.classes])):
         under = {c.wnid[1:], *below(synsets, c.wnid[1:])}  # its own synset's words too, where the vocabulary lacks them
         for o in sole:
             for word in synsets[o][0]:
                 if _key(word) not in listed and first.get(word.lower()) == o:
                     owners[_key(word)].add(c.wnid)
+                    from_group.add(_key(word))
         for o in under:
             for word in synsets[o][0]:
                 if _key(word) not in listed and first.get(word.lower()) in under:
                     owners[_key(word)].add(c.wnid)
     names: dict[str, list[str]] = defaultdict(list)
+    groups: dict[str, list[str]] = defaultdict(list)
     for word, wnids in sorted(owners.items()):
         if len(wnids) == 1:
-            names[next(iter(wnids))].append(word)
-    return dict(sorted(names.items()))
+            (groups if word in from_group else names)[next(iter(wnids))].append(word)
+    return dict(sorted(names.items())), dict(sorted(groups.items()))
 
 
 def main() -> None:
@@ -127,11 +144,11 @@ def main() -> None:
     args = parser.parse_args()
     if not (args.wordnet / "data.noun").is_file():
         raise SystemExit(f"no WordNet data.noun in {args.wordnet}; apt-get install wordnet-base, or pass --wordnet")
-    names = hyponym_names(args.wordnet)
+    names, groups = hyponym_names(args.wordnet)
     source = "WordNet 3.0 hyponyms and sole hypernyms (scripts/build_hyponym_names.py)"
-    doc = {"source": source, "license": LICENSE, "names": names}
+    doc = {"source": source, "license": LICENSE, "names": names, "groups": groups}
     OUT.write_text(json.dumps(doc, indent=0, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(f"{sum(map(len, names.values()))} names for {len(names)} classes -> {OUT}")
+    print(f"{sum(map(len, names.values()))} kind names, {sum(map(len, groups.values()))} group names -> {OUT}")
 
 
 if __name__ == "__main__":

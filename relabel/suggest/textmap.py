@@ -189,8 +189,19 @@ def _resource_names(resource: str) -> dict[str, list[str]]:
 
 
 def _hyponym_names() -> dict[str, list[str]]:
-    """{wnid: names of the kinds below the class in WordNet, and of the groups above it that hold no other class}."""
-    return _resource_names(HYPONYM_NAMES)
+    """{wnid: names of the kinds below the class in WordNet, and of the close groups above it that hold no other
+    class}."""
+    kinds, groups = _resource_names(HYPONYM_NAMES), _group_names()
+    return {w: [*kinds.get(w, ()), *groups.get(w, ())] for w in dict.fromkeys([*kinds, *groups])}
+
+
+@functools.cache
+def _group_names() -> dict[str, list[str]]:
+    """{wnid: names of the close WordNet groups above the class that hold no other class} ("sea cow" for *dugong*):
+    names to compare an answer with, never taken as the class outright."""
+    text = resources.files("relabel.resources").joinpath(HYPONYM_NAMES).read_text(encoding="utf-8")
+    groups: dict[str, list[str]] = json.loads(text).get("groups", {})
+    return groups
 
 
 def class_names(vocab: Vocabulary, *, hyponyms: bool = True) -> tuple[list[str], list[int], list[bool]]:
@@ -239,10 +250,14 @@ class ClassNameIndex:
         self.name_words = [set(words(t)) for t in texts]
         self.name_heads = [(words(t) or [""])[-1] for t in texts]
         self.names_by_word: dict[str, list[int]] = {}
+        groups = _group_names() if hyponyms else {}
+        grouped = {(normalize_answer(n), c.index) for c in vocab.classes for n in groups.get(c.wnid or "", ())}
         for table, stemmed in ((self.exact, True), (self.exact_as_written, False)):
             listed_keys = {name_key(t, stemmed=stemmed) for t, is_listed in zip(texts, listed) if is_listed}
             for text, owner, is_listed in zip(texts, owners, listed):
                 key = name_key(text, stemmed=stemmed)
+                if (text, owner) in grouped:  # a group's name ("sea cow") is compared with, never taken outright
+                    continue
                 if is_listed or key not in listed_keys:  # a listed name's key never picks a class by a kind's name
                     hits = table.setdefault(key, [])
                     hits.extend([owner] * (owner not in hits))
