@@ -16,6 +16,11 @@ eagle*), under the same first-sense rule. Wider groups name a category, not the 
 *lumbermill* alone, "location" above *bakery*), so they are left out; and the mapper never takes a group's name as
 the class outright, only as a name to compare the answer with.
 
+It also keeps each class's own WordNet definition (`glosses`, up to the first ";"): "burrowing herbivorous Australian
+marsupials about the size of a badger" for *wombat*. Answers that describe an object share its words more often than
+the vocabulary's visual description ("A stocky burrowing marsupial."), so the mapper's word evidence (BM25) reads it
+beside the description.
+
 The names are used by `relabel.suggest.textmap` only, never by `Vocabulary.resolve` or the closed-world protocols.
 WordNet's dictionary files come from Debian's `wordnet-base` package (apt-get install wordnet-base).
 
@@ -107,6 +112,17 @@ def sole_ancestors(
     return out
 
 
+def glosses(wordnet: Path) -> dict[str, str]:
+    """{wnid: its WordNet definition, up to the first ";"} for the built-in ImageNet-1k classes."""
+    wanted = {c.wnid[1:] for c in load_builtin().classes if c.wnid}
+    out = {}
+    for line in (wordnet / "data.noun").read_text(encoding="latin-1").splitlines():
+        offset = line.split(" ", 1)[0]
+        if offset in wanted and " | " in line:
+            out[f"n{offset}"] = line.split(" | ", 1)[1].split(";")[0].strip()
+    return dict(sorted(out.items()))
+
+
 def _key(text: str) -> str:
     return " ".join(re.sub(r"[^\w\s'-]+", " ", text.lower()).split())
 
@@ -145,8 +161,8 @@ def main() -> None:
     if not (args.wordnet / "data.noun").is_file():
         raise SystemExit(f"no WordNet data.noun in {args.wordnet}; apt-get install wordnet-base, or pass --wordnet")
     names, groups = hyponym_names(args.wordnet)
-    source = "WordNet 3.0 hyponyms and sole hypernyms (scripts/build_hyponym_names.py)"
-    doc = {"source": source, "license": LICENSE, "names": names, "groups": groups}
+    source = "WordNet 3.0 hyponyms, sole hypernyms and definitions (scripts/build_hyponym_names.py)"
+    doc = {"source": source, "license": LICENSE, "names": names, "groups": groups, "glosses": glosses(args.wordnet)}
     OUT.write_text(json.dumps(doc, indent=0, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"{sum(map(len, names.values()))} kind names, {sum(map(len, groups.values()))} group names -> {OUT}")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -86,10 +87,12 @@ def name_key(text: str, *, stemmed: bool = True) -> str:
 
 
 class Bm25Index:
-    """Okapi BM25 of queries against one document per class (its names, synonyms and gloss)."""
+    """Okapi BM25 of queries against one document per class (its names, synonyms and gloss, and any `extra` text
+    for the class: its WordNet definition in `relabel.suggest.textmap`)."""
 
-    def __init__(self, vocab: Vocabulary) -> None:
-        docs = [words(" ".join([c.name, *c.synonyms, c.gloss])) for c in vocab.classes]
+    def __init__(self, vocab: Vocabulary, extra: Sequence[str] | None = None) -> None:
+        more = extra if extra is not None else [""] * len(vocab.classes)
+        docs = [words(" ".join([c.name, *c.synonyms, c.gloss, x])) for c, x in zip(vocab.classes, more)]
         terms = sorted({t for d in docs for t in d})
         self.term_ids = {t: i for i, t in enumerate(terms)}
         df = Counter(t for d in docs for t in set(d))

@@ -12,7 +12,8 @@ How an answer is read (`ClassNameIndex.map`):
    their heads differ (the last word of an English compound, before any "with ...", "that ...", "of ..."), so
    "mountain" is not a *mountain bike* nor "bull with horns" a *French horn*;
    `description`: cosine of the phrase to "name: gloss" (the vocabulary's description of the class);
-   `bm25`: the phrase's words against the class's names, synonyms and gloss (`relabel.suggest.lexical`).
+   `bm25`: the phrase's words against the class's names, synonyms, gloss and WordNet definition
+   (`relabel.suggest.lexical`).
 
 Class-side embeddings are computed once per (encoder, vocabulary) and cached on disk; those of the built-in
 ImageNet-1k vocabulary with the default MiniLM encoder ship with the package. Of the answers, only what
@@ -54,7 +55,7 @@ HYPONYM_NAMES = "imagenet1k_hyponym_names.json"
 ALTERNATIVE_NAMES = "imagenet1k_alternative_names.json"
 PACKAGED_EMBEDDINGS = "embeddings"  # class-side embeddings shipped for the default encoder and vocabulary
 # MAPPER_VERSION is recorded with each run: a change of method is a change of setting
-MAPPER_VERSION = "phrase+names+other-names+kinds+gloss+bm25/5"
+MAPPER_VERSION = "phrase+names+other-names+kinds+gloss+bm25+wordnet-definitions/6"
 _BATCH = 1024  # phrases scored at once: bounds the (batch, names) similarity matrices
 
 
@@ -196,6 +197,15 @@ def _hyponym_names() -> dict[str, list[str]]:
 
 
 @functools.cache
+def _wordnet_glosses() -> dict[str, str]:
+    """{wnid: the class's WordNet definition} ("burrowing herbivorous Australian marsupials about the size of a
+    badger" for *wombat*): more words for the BM25 evidence, which descriptive answers share."""
+    text = resources.files("relabel.resources").joinpath(HYPONYM_NAMES).read_text(encoding="utf-8")
+    found: dict[str, str] = json.loads(text).get("glosses", {})
+    return found
+
+
+@functools.cache
 def _group_names() -> dict[str, list[str]]:
     """{wnid: names of the close WordNet groups above the class that hold no other class} ("sea cow" for *dugong*):
     names to compare an answer with, never taken as the class outright."""
@@ -244,7 +254,8 @@ class ClassNameIndex:
         self.n_classes = len(vocab)
         self.embeddings = encode_cached(encoder, texts, cache_dir, "class-embeddings")
         self.descriptions = encode_cached(encoder, class_descriptions(vocab), cache_dir, "class-descriptions")
-        self.bm25 = Bm25Index(vocab)
+        definitions = _wordnet_glosses() if hyponyms else {}
+        self.bm25 = Bm25Index(vocab, [definitions.get(c.wnid or "", "") for c in vocab.classes])
         self.exact: dict[str, list[int]] = {}  # by name_key, then by the unstemmed key ("mop" is not "moped")
         self.exact_as_written: dict[str, list[int]] = {}
         self.name_words = [set(words(t)) for t in texts]

@@ -113,6 +113,17 @@ def test_bm25_ranks_the_class_whose_gloss_holds_the_words(vocab) -> None:
     assert not scores[1].any()
 
 
+def test_word_evidence_reads_the_wordnet_definition_beside_the_description(vocab) -> None:
+    from relabel.suggest.textmap import _wordnet_glosses
+
+    definitions = _wordnet_glosses()
+    assert len(definitions) == 1000 and definitions[vocab.classes[vocab.resolve("wombat")].wnid].startswith("burrowing")
+    plain, read = Bm25Index(vocab), Bm25Index(vocab, [definitions[c.wnid or ""] for c in vocab.classes])
+    queries = ["stocky burrowing marsupial", "one-humped desert animal"]
+    assert [vocab.classes[int(r.argmax())].name for r in read.scores(queries)] == ["wombat", "Arabian camel"]
+    assert [vocab.classes[int(r.argmax())].name for r in plain.scores(queries)] != ["wombat", "Arabian camel"]
+
+
 @pytest.fixture(scope="module")
 def trigram_index(vocab):
     return ClassNameIndex(TrigramEncoder(), vocab)
