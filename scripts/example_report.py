@@ -62,15 +62,15 @@ def build_report(tmp: Path) -> Path:
     return report
 
 
-def publish(report: Path, out: Path) -> Path:
-    """report.md as OUT/example-report.md, its figures in OUT/example-report/ (links rewritten)."""
-    figures = out / "example-report"
+def publish(report: Path, out: Path, name: str = "example-report") -> Path:
+    """report.md as OUT/NAME.md, its figures in OUT/NAME/ (links rewritten)."""
+    figures = out / name
     figures.mkdir(parents=True, exist_ok=True)
     for png in report.glob("*.png"):
         shutil.copyfile(png, figures / png.name)
     markdown = (report / "report.md").read_text()
     markdown = re.sub(r"\]\(([\w.-]+\.png)\)", rf"]({figures.name}/\1)", markdown)
-    target = out / "example-report.md"
+    target = out / f"{name}.md"
     target.write_text(markdown)
     return target
 

@@ -17,10 +17,10 @@ Example:
 from __future__ import annotations
 
 import argparse
-import re
-import shutil
 import tempfile
 from pathlib import Path
+
+from example_report import publish  # scripts/ is on the path when a script runs
 
 from relabel.cli import main as relabel
 
@@ -42,18 +42,6 @@ def build_report(tmp: Path) -> Path:
     return report
 
 
-def publish(report: Path, out: Path) -> Path:
-    """report.md as OUT/NAME.md, its figures in OUT/NAME/ (links rewritten)."""
-    figures = out / NAME
-    figures.mkdir(parents=True, exist_ok=True)
-    for png in report.glob("*.png"):
-        shutil.copyfile(png, figures / png.name)
-    markdown = re.sub(r"\]\(([\w.-]+\.png)\)", rf"]({NAME}/\1)", (report / "report.md").read_text())
-    target = out / f"{NAME}.md"
-    target.write_text(markdown)
-    return target
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path("docs"), help="folder for the Markdown and its figure")
@@ -61,7 +49,7 @@ def main() -> None:
     if not SAMPLE.is_dir():
         parser.error(f"{SAMPLE} not found: the shared data set must sit beside the checkout")
     with tempfile.TemporaryDirectory() as tmp:
-        print(f"wrote {publish(build_report(Path(tmp)), args.out)}")
+        print(f"wrote {publish(build_report(Path(tmp)), args.out, NAME)}")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ from __future__ import annotations
 import io
 import struct
 import zlib
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -90,3 +92,16 @@ def jpeg_bytes(size: tuple[int, int] = (32, 32)) -> bytes:
     buf = io.BytesIO()
     Image.new("RGB", size, (1, 2, 3)).save(buf, "JPEG")
     return buf.getvalue()
+
+
+def ingest_photos(engine: Any, vocab: Any, root: Path, names: Sequence[str], dataset: str = "d") -> Any:
+    """A workspace dataset of one small photo per file name (its class in the name, a colour per position);
+    returns `engine`."""
+    from relabel.ingest import ingest_dataset, plan_ingest
+
+    for i, name in enumerate(names):
+        photo(root / name, color=(i * 50, 20, 20))
+    ingest_dataset(
+        engine, plan_ingest(root, vocab), dataset=dataset, root=root, vocab=vocab, show_progress=False, workers=1
+    )
+    return engine

@@ -182,10 +182,15 @@ def class_descriptions(vocab: Vocabulary) -> list[str]:
 
 
 @functools.cache
+def _resource(resource: str) -> dict[str, Any]:
+    """One of the name resources, parsed once (scripts/build_hyponym_names.py, build_alternative_names.py)."""
+    parsed: dict[str, Any] = json.loads(resources.files("relabel.resources").joinpath(resource).read_text("utf-8"))
+    return parsed
+
+
 def _resource_names(resource: str) -> dict[str, list[str]]:
-    """{wnid: names} from one of the name resources (scripts/build_hyponym_names.py, build_alternative_names.py)."""
-    text = resources.files("relabel.resources").joinpath(resource).read_text(encoding="utf-8")
-    names: dict[str, list[str]] = json.loads(text)["names"]
+    """{wnid: names} from one of the name resources."""
+    names: dict[str, list[str]] = _resource(resource)["names"]
     return names
 
 
@@ -196,21 +201,17 @@ def _hyponym_names() -> dict[str, list[str]]:
     return {w: [*kinds.get(w, ()), *groups.get(w, ())] for w in dict.fromkeys([*kinds, *groups])}
 
 
-@functools.cache
 def _wordnet_glosses() -> dict[str, str]:
     """{wnid: the class's WordNet definition} ("burrowing herbivorous Australian marsupials about the size of a
     badger" for *wombat*): more words for the BM25 evidence, which descriptive answers share."""
-    text = resources.files("relabel.resources").joinpath(HYPONYM_NAMES).read_text(encoding="utf-8")
-    found: dict[str, str] = json.loads(text).get("glosses", {})
+    found: dict[str, str] = _resource(HYPONYM_NAMES).get("glosses", {})
     return found
 
 
-@functools.cache
 def _group_names() -> dict[str, list[str]]:
     """{wnid: names of the close WordNet groups above the class that hold no other class} ("sea cow" for *dugong*):
     names to compare an answer with, never taken as the class outright."""
-    text = resources.files("relabel.resources").joinpath(HYPONYM_NAMES).read_text(encoding="utf-8")
-    groups: dict[str, list[str]] = json.loads(text).get("groups", {})
+    groups: dict[str, list[str]] = _resource(HYPONYM_NAMES).get("groups", {})
     return groups
 
 

@@ -83,13 +83,7 @@ def test_every_listed_name_is_in_prompt_and_every_other_synonym_is_not(vocab) ->
 
 @pytest.fixture
 def ws(engine, vocab, tmp_path: Path):
-    root = tmp_path / "r"
-    for i, name in enumerate(FILES):
-        images.photo(root / name, color=(i * 50, 20, 20))
-    ingest_dataset(
-        engine, plan_ingest(root, vocab), dataset="d", root=root, vocab=vocab, show_progress=False, workers=1
-    )
-    return engine
+    return images.ingest_photos(engine, vocab, tmp_path / "r", FILES)
 
 
 ANSWERS = {"n02012849": "crane (bird)", "n03126707": "crane", "n03710721": "tank suit", "n02123045": "tabby cat"}

@@ -11,7 +11,6 @@ from sqlmodel import Session
 
 from db.models import ModelRun
 from relabel.errors import InputError
-from relabel.ingest import ingest_dataset, plan_ingest
 from relabel.suggest.distractors import (
     DistractorSource,
     Neighbours,
@@ -85,13 +84,7 @@ def test_text_neighbours_are_the_nearest_other_classes_and_cached(vocab, tmp_pat
 
 @pytest.fixture
 def ws(engine, vocab, tmp_path: Path):
-    root = tmp_path / "r"
-    for i, name in enumerate(FILES):
-        images.photo(root / name, color=(i * 50, 20, 20))
-    ingest_dataset(
-        engine, plan_ingest(root, vocab), dataset="d", root=root, vocab=vocab, show_progress=False, workers=1
-    )
-    return engine
+    return images.ingest_photos(engine, vocab, tmp_path / "r", FILES)
 
 
 def pick_a(request) -> str:

@@ -13,7 +13,6 @@ from sqlmodel import Session
 
 from db.models import Image, ModelRun, Prediction
 from relabel.errors import ConflictError, InputError
-from relabel.ingest import ingest_dataset, plan_ingest
 from relabel.suggest.distractors import DistractorSource, confusion_from_predictions, load_confusion
 from relabel.suggest.protocols import ProtocolContext, get_protocol, mc_options, parse_choice, split_lines
 from relabel.suggest.runner import SuggestJob, run_suggestions
@@ -26,13 +25,7 @@ FILES = ["n02123045_cat.jpg", "n07920052_espresso.jpg", "n03773504_missile.jpg",
 
 @pytest.fixture
 def ws(engine, vocab, tmp_path: Path):
-    root = tmp_path / "r"
-    for i, name in enumerate(FILES):
-        images.photo(root / name, color=(i * 50, 20, 20))
-    ingest_dataset(
-        engine, plan_ingest(root, vocab), dataset="d", root=root, vocab=vocab, show_progress=False, workers=1
-    )
-    return engine
+    return images.ingest_photos(engine, vocab, tmp_path / "r", FILES)
 
 
 @pytest.fixture(scope="module")
