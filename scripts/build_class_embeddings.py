@@ -1,12 +1,13 @@
 """Regenerate relabel/resources/embeddings/: the class-side embeddings of the built-in vocabulary with MiniLM.
 
-Answer mapping (`relabel.suggest.textmap`) embeds every class's names and its description once per encoder and
-vocabulary, and caches them in the workspace. Encoding them takes about 20 s on two CPU cores; shipping them for the
-default encoder (all-MiniLM-L6-v2) and the built-in ImageNet-1k vocabulary makes a user's first OW or CW+ run start
+Answer mapping (`relabel.suggest.textmap`) embeds every class's names, its description and its short descriptors
+once per encoder and vocabulary, and caches them in the workspace. Encoding them takes about 30 s on two CPU
+cores; shipping them for the default encoder (all-MiniLM-L6-v2) and the built-in ImageNet-1k vocabulary makes a user's first OW or CW+ run start
 at once. The files are named like the cache (KIND-DIGEST.npy, the digest of the encoder id and the texts) and stored
 as float16; a change of names, descriptions or encoder changes the digest, so a stale file is never read (a test
 checks that the shipped files match the current texts). Run this after scripts/build_hyponym_names.py,
-build_alternative_names.py or build_imagenet_vocabulary.py.
+build_alternative_names.py, build_imagenet_vocabulary.py or an edit of
+relabel/resources/imagenet1k_descriptors.json.
 
 Example:
     HF_HUB_OFFLINE=1 python scripts/build_class_embeddings.py
@@ -22,6 +23,7 @@ import numpy as np
 from relabel.suggest.textmap import (
     DEFAULT_ENCODER,
     class_descriptions,
+    class_descriptors,
     class_names,
     embedding_digest,
     load_encoder,
@@ -38,7 +40,12 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     for stale in OUT.glob("*.npy"):
         stale.unlink()
-    for kind, texts in (("class-embeddings", class_names(vocab)[0]), ("class-descriptions", class_descriptions(vocab))):
+    kinds = (
+        ("class-embeddings", class_names(vocab)[0]),
+        ("class-descriptions", class_descriptions(vocab)),
+        ("class-descriptors", class_descriptors(vocab)[0]),
+    )
+    for kind, texts in kinds:
         path = OUT / f"{kind}-{embedding_digest(encoder.id, texts)}.npy"
         np.save(path, encoder.encode(texts).astype(np.float16), allow_pickle=False)
         print(f"{len(texts)} texts -> {path} ({path.stat().st_size / 1e6:.1f} MB)")

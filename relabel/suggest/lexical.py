@@ -90,9 +90,11 @@ class Bm25Index:
     """Okapi BM25 of queries against one document per class (its names, synonyms and gloss, and any `extra` text
     for the class: its WordNet definition in `relabel.suggest.textmap`)."""
 
-    def __init__(self, vocab: Vocabulary, extra: Sequence[str] | None = None) -> None:
+    def __init__(self, vocab: Vocabulary, extra: Sequence[str] | None = None, *, names: bool = True) -> None:
         more = extra if extra is not None else [""] * len(vocab.classes)
-        docs = [words(" ".join([c.name, *c.synonyms, c.gloss, x])) for c, x in zip(vocab.classes, more)]
+        docs = [
+            words(" ".join([c.name, *c.synonyms, c.gloss, x] if names else [x])) for c, x in zip(vocab.classes, more)
+        ]
         terms = sorted({t for d in docs for t in d})
         self.term_ids = {t: i for i, t in enumerate(terms)}
         df = Counter(t for d in docs for t in set(d))

@@ -15,8 +15,9 @@ bike). `object_phrase` removes, by fixed rules and in this order:
 
 `core_phrase` also cuts the scene the object is in ("a copier on a table" -> "copier", "a puma sitting on a
 rock" -> "puma"): a place preposition followed by an article ("on a", "in the", ...), a comma, or a participle that
-describes a pose from a fixed list ("sitting", "perched", "parked", ...). Words that describe the object itself
-("with a red tail", "living in a snail shell", "for pressing clothes") stay; `head_phrase` cuts those too, for the
+describes a pose from a fixed list ("sitting", "perched", "parked", ...), or any other "-ing" word before an article
+("a rooster crowing on a fence", "a husky pulling a sled"). Words that describe the object itself
+("with a red tail", "for pressing clothes") stay; `head_phrase` cuts those too, for the
 word the phrase is about ("bull with horns" is a bull). The rules are plain regular
 expressions; an answer they do not recognise passes through unchanged but for case and punctuation.
 """
@@ -78,8 +79,11 @@ _SCENE = re.compile(
     r"\s*(?:,|;|\(| - |\b(?:on|in|at|inside|under|beside|near|next to|against|by|behind|over|among|across|along|"
     r"through|into|onto|atop)\s+(?:a|an|the|its|his|her|their|some|this|that|top of)\b|\b(?:sitting|standing|"
     r"lying|laying|perched|resting|parked|placed|displayed|shown|seen|floating|hanging|running|swimming|flying|"
-    r"walking|sleeping|grazing|wading|hovering|gliding|soaring|basking|hiding|looking|posing|waiting)\b)"
+    r"walking|sleeping|grazing|wading|hovering|gliding|soaring|basking|hiding|looking|posing|waiting)\b|"
+    r"\b[a-z]{3,}ing\s+(?:(?:on|in|at|into|onto|over|across|along|around|through|up|down|out of|off|from|under)\s+)?"
+    r"(?:a|an|the|its|his|her|their|some|this|that)\s)"
 )
+_FIRST_WORD = re.compile(r"[\w'-]+")
 _POSTMODIFIER = re.compile(
     r"\s+(?:with|without|that|which|who|whose|for|of|from|like|having|in|on|at|under|near|to|by)\s.*$"
 )
@@ -106,7 +110,8 @@ def object_phrase(text: str) -> str:
 def core_phrase(phrase: str) -> str:
     """`phrase` without the scene after its first word: 'puma sitting on a rock' -> 'puma'; unchanged when it
     names no scene."""
-    m = _SCENE.search(phrase, pos=phrase.find(" ") + 1 if " " in phrase else len(phrase))
+    first = _FIRST_WORD.match(phrase)
+    m = _SCENE.search(phrase, pos=first.end() if first else 0)
     return phrase[: m.start()].strip(_EDGE) if m and m.start() > 0 else phrase
 
 

@@ -13,7 +13,12 @@ How an answer is read (`ClassNameIndex.map`):
    "mountain" is not a *mountain bike* nor "bull with horns" a *French horn*;
    `description`: cosine of the phrase to "name: gloss" (the vocabulary's description of the class);
    `bm25`: the phrase's words against the class's names, synonyms, gloss and WordNet definition
-   (`relabel.suggest.lexical`).
+   (`relabel.suggest.lexical`);
+   `descriptor`: cosine of the phrase to the nearest of the class's short descriptions, phrased as answers are
+   when they describe the object rather than name it ("a woolly South American pack animal with long
+   banana-shaped ears" for *llama*; `imagenet1k_descriptors.json`), and `descriptor_bm25`, the phrase's words
+   against those descriptions. A whole gloss embedded at once is too long to meet a short answer; one short
+   description among several usually says what the answer says.
 
 Class-side embeddings are computed once per (encoder, vocabulary) and cached on disk; those of the built-in
 ImageNet-1k vocabulary with the default MiniLM encoder ship with the package. Of the answers, only what
@@ -21,8 +26,10 @@ step 3 needs meets the encoder, each distinct text once: a phrase settled by ste
 similarity reported with it), and a phrase or core that is itself a class name reuses that name's embedding; most
 answers name their class, so most cost no encoder time.
 
-The weights were chosen on tests/data/mapping_dev.jsonl (1,075 hand-written answers), apart from the 2,018
-held-out answers in tests/data/mapping_paraphrases.jsonl that bench/bench_mapping.py measures.
+The weights were chosen on tests/data/mapping_dev.jsonl (1,075 hand-written answers) and
+tests/data/mapping_dev_descriptions.jsonl (2,000, one description and one naming answer per class, each written
+apart from that class's descriptions), apart from the 2,018 held-out answers in tests/data/mapping_paraphrases.jsonl
+that bench/bench_mapping.py measures.
 """
 
 from __future__ import annotations
@@ -48,14 +55,15 @@ from relabel.vocabulary import Vocabulary
 DEFAULT_ENCODER = "minilm"
 MINILM_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
 _PUNCT = re.compile(r"[^\w\s'-]+")
-WEIGHTS = {"name": 1.0, "description": 1.5, "bm25": 1.0}
+WEIGHTS = {"name": 1.0, "description": 0.0, "bm25": 0.5, "descriptor": 2.0, "descriptor_bm25": 1.0}
 EXTRA_WORD_PENALTY = 0.3
 HEAD_PENALTY = 0.3
 HYPONYM_NAMES = "imagenet1k_hyponym_names.json"
 ALTERNATIVE_NAMES = "imagenet1k_alternative_names.json"
+DESCRIPTORS = "imagenet1k_descriptors.json"
 PACKAGED_EMBEDDINGS = "embeddings"  # class-side embeddings shipped for the default encoder and vocabulary
 # MAPPER_VERSION is recorded with each run: a change of method is a change of setting
-MAPPER_VERSION = "phrase+names+other-names+kinds+gloss+bm25+wordnet-definitions/6"
+MAPPER_VERSION = "phrase+names+other-names+kinds+gloss+bm25+wordnet-definitions+descriptors/7"
 _BATCH = 1024  # phrases scored at once: bounds the (batch, names) similarity matrices
 
 
@@ -194,6 +202,33 @@ def _resource_names(resource: str) -> dict[str, list[str]]:
     return names
 
 
+def _other_names() -> dict[str, list[str]]:
+    """{wnid: other names the class goes by}: the MIT tables (scripts/build_alternative_names.py), then the everyday
+    names of the descriptor resource ("Rottie", "fridge")."""
+    tables, everyday = _resource_names(ALTERNATIVE_NAMES), _descriptor_resource().get("names", {})
+    return {w: [*tables.get(w, ()), *everyday.get(w, ())] for w in dict.fromkeys([*tables, *everyday])}
+
+
+def _descriptor_resource() -> dict[str, Any]:
+    """{"names": {wnid: everyday names}, "descriptions": {wnid: short descriptions}} (imagenet1k_descriptors.json)."""
+    return _resource(DESCRIPTORS)
+
+
+def class_descriptors(vocab: Vocabulary, *, hyponyms: bool = True) -> tuple[list[str], list[int]]:
+    """Each class's display name, then its short descriptions, which avoid its names ("a woolly South American pack
+    animal with long banana-shaped ears" for *llama*), grouped by class in class order, and their classes. The name
+    leads because other classes' descriptions may use it ("a juvenile newt" of *eft*) where the class's own never
+    do: a bare "newt" must still meet *common newt*. A class without descriptions (or `hyponyms` off) has its name
+    alone."""
+    found: dict[str, list[str]] = _descriptor_resource().get("descriptions", {}) if hyponyms else {}
+    texts, owners = [], []
+    for c in vocab.classes:
+        mine = [c.name, *found.get(c.wnid or "", ())]
+        texts += mine
+        owners += [c.index] * len(mine)
+    return texts, owners
+
+
 def _hyponym_names() -> dict[str, list[str]]:
     """{wnid: names of the kinds below the class in WordNet, and of the close groups above it that hold no other
     class}."""
@@ -223,7 +258,7 @@ def class_names(vocab: Vocabulary, *, hyponyms: bool = True) -> tuple[list[str],
     *dugong*), except those that are a listed name of any class."""
     texts, owners, listed = [], [], []
     taken = {normalize_answer(n) for c in vocab.classes for n in (c.name, *c.synonyms)}
-    other, extra = (_resource_names(ALTERNATIVE_NAMES), _hyponym_names()) if hyponyms else ({}, {})
+    other, extra = (_other_names(), _hyponym_names()) if hyponyms else ({}, {})
     for c in vocab.classes:
         mine = dict.fromkeys(normalize_answer(n) for n in (c.name, *c.synonyms))
         more = (*other.get(c.wnid or "", ()), *extra.get(c.wnid or "", ()))
@@ -257,6 +292,14 @@ class ClassNameIndex:
         self.descriptions = encode_cached(encoder, class_descriptions(vocab), cache_dir, "class-descriptions")
         definitions = _wordnet_glosses() if hyponyms else {}
         self.bm25 = Bm25Index(vocab, [definitions.get(c.wnid or "", "") for c in vocab.classes])
+        self.descriptors: np.ndarray | None = None  # (R, D), grouped by class; None when no class has any
+        descriptor_texts, descriptor_owners = class_descriptors(vocab, hyponyms=hyponyms)
+        if len(descriptor_texts) > len(vocab):  # some class has descriptions, not only its display name
+            self.descriptor_first = np.searchsorted(np.asarray(descriptor_owners), np.arange(len(vocab)))
+            self.descriptors = encode_cached(encoder, descriptor_texts, cache_dir, "class-descriptors")
+            ends = [*self.descriptor_first[1:], len(descriptor_texts)]
+            by_class = [" ".join(descriptor_texts[a:b]) for a, b in zip(self.descriptor_first, ends)]
+            self.descriptor_bm25 = Bm25Index(vocab, by_class, names=False)
         self.exact: dict[str, list[int]] = {}  # by name_key, then by the unstemmed key ("mop" is not "moped")
         self.exact_as_written: dict[str, list[int]] = {}
         self.name_words = [set(words(t)) for t in texts]
@@ -264,13 +307,14 @@ class ClassNameIndex:
         self.names_by_word: dict[str, list[int]] = {}
         groups = _group_names() if hyponyms else {}
         grouped = {(normalize_answer(n), c.index) for c in vocab.classes for n in groups.get(c.wnid or "", ())}
+        # a listed name's key never picks a class by another name: "mops" stems as a *swab*'s "mop" does
+        listed_keys = {name_key(t) for t, is_listed in zip(texts, listed) if is_listed}
         for table, stemmed in ((self.exact, True), (self.exact_as_written, False)):
-            listed_keys = {name_key(t, stemmed=stemmed) for t, is_listed in zip(texts, listed) if is_listed}
             for text, owner, is_listed in zip(texts, owners, listed):
                 key = name_key(text, stemmed=stemmed)
                 if (text, owner) in grouped:  # a group's name ("sea cow") is compared with, never taken outright
                     continue
-                if is_listed or key not in listed_keys:  # a listed name's key never picks a class by a kind's name
+                if is_listed or name_key(text) not in listed_keys:
                     hits = table.setdefault(key, [])
                     hits.extend([owner] * (owner not in hits))
         for j, name_words in enumerate(self.name_words):
@@ -343,7 +387,10 @@ class ClassNameIndex:
             "description": phrase_emb @ self.descriptions.T,
             "bm25": self.bm25.scores(phrases),
         }
-        fused = np.sum([WEIGHTS[k] * _standardise(v) for k, v in signals.items()], axis=0)
+        if self.descriptors is not None:  # the nearest of the class's descriptions, and their words
+            signals["descriptor"] = np.maximum.reduceat(phrase_emb @ self.descriptors.T, self.descriptor_first, axis=1)
+            signals["descriptor_bm25"] = self.descriptor_bm25.scores(phrases)
+        fused = np.sum([WEIGHTS[k] * _standardise(v) for k, v in signals.items() if WEIGHTS[k]], axis=0)
         best = fused.argmax(axis=1)
         for i, shared in enumerate(hits):
             if shared:

@@ -16,6 +16,7 @@ from relabel.suggest.textmap import (
     MINILM_HUB_ID,
     ClassNameIndex,
     class_descriptions,
+    class_descriptors,
     class_names,
     embedding_digest,
     normalize_answer,
@@ -67,6 +68,10 @@ def test_object_phrase_removes_the_frames_chat_models_use(answer: str, phrase: s
         ("bird with an enormous colorful beak", "bird with an enormous colorful beak"),
         ("hot appliance for pressing clothes", "hot appliance for pressing clothes"),
         ("in the picture", "in the picture"),
+        ("pekingese, a kind of toy dog", "pekingese"),  # an appositive right after the first word
+        ("husky pulling a sled", "husky"),  # any -ing word before an article starts the scene
+        ("rooster crowing on a fence", "rooster"),
+        ("sewing machine on a table", "sewing machine"),  # an -ing word inside the name stays
     ],
 )
 def test_core_phrase_drops_the_scene_but_keeps_what_describes_the_object(phrase: str, core: str) -> None:
@@ -208,7 +213,7 @@ def test_the_default_encoder_reads_the_shipped_class_embeddings(vocab, tmp_path:
     index = ClassNameIndex(ShippedMiniLM(), vocab, cache_dir=tmp_path)  # no encoder call: the package has them
     assert index.embeddings.dtype == np.float32 and index.embeddings.shape == (len(index.owners), 384)
     assert np.allclose(np.linalg.norm(index.descriptions, axis=1), 1.0, atol=1e-5)
-    assert sorted(p.name.split("-")[1] for p in tmp_path.iterdir()) == ["descriptions", "embeddings"]
+    assert sorted(p.name.split("-")[1] for p in tmp_path.iterdir()) == ["descriptions", "descriptors", "embeddings"]
     m = index.map(["A tabby cat.", "It looks like a bullock cart"])  # names: their embeddings serve as the cores'
     assert [vocab.classes[c].name for c in m.classes] == ["tabby", "oxcart"]
     # another encoder, or other texts, never read them
@@ -238,6 +243,36 @@ def truths(row: dict) -> list[str]:
     return row["truth"] if isinstance(row["truth"], list) else [row["truth"]]
 
 
+def test_every_class_has_short_descriptions_that_avoid_its_names(vocab) -> None:
+    texts, owners = class_descriptors(vocab)
+    assert owners == sorted(owners) and set(owners) == set(range(len(vocab)))
+    first = np.searchsorted(owners, np.arange(len(vocab)))
+    assert [texts[i] for i in first] == [c.name for c in vocab.classes]  # each class's name leads its rows
+    per_class = np.bincount(owners, minlength=len(vocab)) - 1
+    assert per_class.min() >= 8 and len(set(texts)) >= 0.99 * len(texts)
+    named, leads = [], set(first.tolist())
+    for i, (text, owner) in enumerate(zip(texts, owners)):
+        if i in leads:
+            continue
+        c = vocab.classes[owner]
+        if any(f" {normalize_answer(n)} " in f" {normalize_answer(text)} " for n in (c.name, *c.synonyms)):
+            named.append((c.name, text))
+    assert not named  # a description says what the thing is like, never what it is called
+    assert all(4 <= len(t.split()) <= 16 for i, t in enumerate(texts) if i not in leads)
+    # another vocabulary, or the mapper without its extra resources, has the display name alone
+    assert class_descriptors(vocab, hyponyms=False) == ([c.name for c in vocab.classes], list(range(len(vocab))))
+
+
+def test_an_everyday_name_maps_but_never_displaces_a_listed_one(trigram_index, vocab) -> None:
+    texts, owners, listed = class_names(vocab)
+    other = {t: vocab.classes[o].name for t, o, is_listed in zip(texts, owners, listed) if not is_listed}
+    assert other["rottie"] == "Rottweiler" and other["fridge"] == "refrigerator"
+    # "husky" is listed for *Eskimo dog*: an everyday name given to *Siberian husky* does not take it
+    assert "husky" not in other and vocab.resolve("husky") == vocab.resolve("Eskimo dog")
+    m = trigram_index.map(["I think that's a Rottie.", "A fridge in a kitchen."])
+    assert [vocab.classes[c].name for c in m.classes] == ["Rottweiler", "refrigerator"]
+
+
 def test_the_held_out_answers_cover_every_class_and_mostly_avoid_its_names(vocab) -> None:
     rows = read_answers("mapping_paraphrases.jsonl")
     assert len(rows) >= 2000 and len({r["answer"] for r in rows}) == len(rows)
@@ -260,7 +295,12 @@ def test_the_shipped_class_embeddings_are_minilms_own(vocab) -> None:
     from relabel.suggest.textmap import load_encoder
 
     encoder = load_encoder("minilm")
-    for kind, texts in (("class-embeddings", class_names(vocab)[0]), ("class-descriptions", class_descriptions(vocab))):
+    kinds = (
+        ("class-embeddings", class_names(vocab)[0]),
+        ("class-descriptions", class_descriptions(vocab)),
+        ("class-descriptors", class_descriptors(vocab)[0]),
+    )
+    for kind, texts in kinds:
         shipped = packaged_embeddings(kind, embedding_digest(encoder.id, texts), len(texts))
         assert shipped is not None, f"{kind}: run scripts/build_class_embeddings.py"
         sample = list(range(0, len(texts), max(1, len(texts) // 40)))
