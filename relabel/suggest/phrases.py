@@ -14,11 +14,11 @@ bike). `object_phrase` removes, by fixed rules and in this order:
 5. a leading article or count ("a", "the", "two", "some") and a collective ("a group/pair/bunch of").
 
 `core_phrase` also cuts the scene the object is in ("a copier on a table" -> "copier", "a puma sitting on a
-rock" -> "puma"): a place preposition followed by an article ("on a", "in the", ...), a comma, or a participle that
-describes a pose from a fixed list ("sitting", "perched", "parked", ...), or any other "-ing" word before an article
-("a rooster crowing on a fence", "a husky pulling a sled"). Words that describe the object itself
-("with a red tail", "for pressing clothes") stay; `head_phrase` cuts those too, for the
-word the phrase is about ("bull with horns" is a bull). The rules are plain regular
+rock" -> "puma"): a place preposition followed by an article ("on a", "in the", ...), a comma, a participle that
+describes a pose from a fixed list ("sitting", "perched", "parked", ...), any other "-ing" word before an article
+("a rooster crowing on a fence", "a husky pulling a sled"), or what it holds ("a wok full of vegetables"). Words
+that describe the object itself ("with a red tail", "for pressing clothes") stay; `head_phrase` cuts those too, for
+the word the phrase is about ("bull with horns" is a bull). The rules are plain regular
 expressions; an answer they do not recognise passes through unchanged but for case and punctuation.
 """
 
@@ -81,7 +81,7 @@ _SCENE = re.compile(
     r"lying|laying|perched|resting|parked|placed|displayed|shown|seen|floating|hanging|running|swimming|flying|"
     r"walking|sleeping|grazing|wading|hovering|gliding|soaring|basking|hiding|looking|posing|waiting)\b|"
     r"\b[a-z]{3,}ing\s+(?:(?:on|in|at|into|onto|over|across|along|around|through|up|down|out of|off|from|under)\s+)?"
-    r"(?:a|an|the|its|his|her|their|some|this|that)\s)"
+    r"(?:a|an|the|its|his|her|their|some|this|that)\s|\b(?:full of|filled with|loaded with|covered (?:in|with))\s)"
 )
 _FIRST_WORD = re.compile(r"[\w'-]+")
 _POSTMODIFIER = re.compile(

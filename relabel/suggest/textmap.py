@@ -1,4 +1,4 @@
-"""Map free-text answers to classes: the answer's object phrase against each class's names and description.
+"""Map free-text answers to classes: the answer's object phrase against each class's names and descriptions.
 
 How an answer is read (`ClassNameIndex.map`):
 
@@ -6,19 +6,21 @@ How an answer is read (`ClassNameIndex.map`):
    slip-on shoe in the picture." -> "slip-on shoe"), and its core without the scene (`core_phrase`);
 2. a phrase that is exactly one of the vocabulary's names or synonyms (plurals, case, spaces and hyphens aside)
    picks that class; where several classes share it ("crane") the scores below choose among them;
-3. otherwise each class gets three scores, each standardised over the classes (z-score) and summed with `WEIGHTS`:
+3. otherwise each class gets four scores, each standardised over the classes (z-score) and summed with `WEIGHTS`:
    `name`: cosine of the core phrase to the class's nearest name or synonym; a name that shares a word with the
    phrase loses `EXTRA_WORD_PENALTY` times the share of its words the phrase lacks, and `HEAD_PENALTY` more when
    their heads differ (the last word of an English compound, before any "with ...", "that ...", "of ..."), so
    "mountain" is not a *mountain bike* nor "bull with horns" a *French horn*;
-   `description`: cosine of the phrase to "name: gloss" (the vocabulary's description of the class);
    `bm25`: the phrase's words against the class's names, synonyms, gloss and WordNet definition
    (`relabel.suggest.lexical`);
-   `descriptor`: cosine of the phrase to the nearest of the class's short descriptions, phrased as answers are
-   when they describe the object rather than name it ("a woolly South American pack animal with long
-   banana-shaped ears" for *llama*; `imagenet1k_descriptors.json`), and `descriptor_bm25`, the phrase's words
-   against those descriptions. A whole gloss embedded at once is too long to meet a short answer; one short
-   description among several usually says what the answer says.
+   `descriptor`: cosine of the phrase to the nearest of the class's name and short descriptions, written as answers
+   are when they describe the object rather than name it ("a woolly South American pack animal with long
+   banana-shaped ears" for *llama*; `imagenet1k_descriptors.json`, about 24 a class);
+   `descriptor_bm25`: the phrase's words against the class's name and those descriptions.
+   A vocabulary without descriptions (a custom one) scores `description` instead, the cosine of the phrase to
+   "name: gloss", with `WEIGHTS_WITHOUT_DESCRIPTORS`. Where there are short descriptions the gloss embedded whole
+   adds nothing (its weight came out 0 on the tuning sets): a long paragraph is far from a short answer, while one
+   description among many usually says what the answer says.
 
 Class-side embeddings are computed once per (encoder, vocabulary) and cached on disk; those of the built-in
 ImageNet-1k vocabulary with the default MiniLM encoder ship with the package. Of the answers, only what
@@ -27,7 +29,7 @@ similarity reported with it), and a phrase or core that is itself a class name r
 answers name their class, so most cost no encoder time.
 
 The weights were chosen on tests/data/mapping_dev.jsonl (1,075 hand-written answers) and
-tests/data/mapping_dev_descriptions.jsonl (2,000, one description and one naming answer per class, each written
+tests/data/mapping_dev_descriptions.jsonl (1,982: a description and a naming answer per class, each written
 apart from that class's descriptions), apart from the 2,018 held-out answers in tests/data/mapping_paraphrases.jsonl
 that bench/bench_mapping.py measures.
 """
@@ -55,7 +57,9 @@ from relabel.vocabulary import Vocabulary
 DEFAULT_ENCODER = "minilm"
 MINILM_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
 _PUNCT = re.compile(r"[^\w\s'-]+")
-WEIGHTS = {"name": 1.0, "description": 0.0, "bm25": 0.5, "descriptor": 2.0, "descriptor_bm25": 1.0}
+WEIGHTS = {"name": 0.75, "bm25": 0.5, "descriptor": 2.5, "descriptor_bm25": 1.5}
+# a vocabulary without short descriptions (a custom one) compares the phrase with "name: gloss" instead
+WEIGHTS_WITHOUT_DESCRIPTORS = {"name": 1.0, "description": 1.5, "bm25": 1.0}
 EXTRA_WORD_PENALTY = 0.3
 HEAD_PENALTY = 0.3
 HYPONYM_NAMES = "imagenet1k_hyponym_names.json"
@@ -280,8 +284,16 @@ class ClassNameIndex:
     """Nearest-class look-up for free answers; class-side embeddings cached in `cache_dir`."""
 
     def __init__(
-        self, encoder: TextEncoder, vocab: Vocabulary, cache_dir: Path | None = None, *, hyponyms: bool = True
+        self,
+        encoder: TextEncoder,
+        vocab: Vocabulary,
+        cache_dir: Path | None = None,
+        *,
+        hyponyms: bool = True,
+        descriptors: bool = True,
     ) -> None:
+        """`hyponyms` off: the vocabulary's own names only (no other names, WordNet names or descriptions);
+        `descriptors` off: no short descriptions (the gloss is embedded instead)."""
         self.encoder = encoder
         texts, owners, listed = class_names(vocab, hyponyms=hyponyms)
         self.owners = np.asarray(owners, dtype=np.int64)  # ascending: every class has its name, in class order
@@ -289,17 +301,20 @@ class ClassNameIndex:
         self.name_rows = {t: j for j, t in reversed(list(enumerate(texts)))}  # a name's text -> its first row
         self.n_classes = len(vocab)
         self.embeddings = encode_cached(encoder, texts, cache_dir, "class-embeddings")
-        self.descriptions = encode_cached(encoder, class_descriptions(vocab), cache_dir, "class-descriptions")
         definitions = _wordnet_glosses() if hyponyms else {}
         self.bm25 = Bm25Index(vocab, [definitions.get(c.wnid or "", "") for c in vocab.classes])
         self.descriptors: np.ndarray | None = None  # (R, D), grouped by class; None when no class has any
-        descriptor_texts, descriptor_owners = class_descriptors(vocab, hyponyms=hyponyms)
+        descriptor_texts, descriptor_owners = class_descriptors(vocab, hyponyms=hyponyms and descriptors)
         if len(descriptor_texts) > len(vocab):  # some class has descriptions, not only its display name
             self.descriptor_first = np.searchsorted(np.asarray(descriptor_owners), np.arange(len(vocab)))
             self.descriptors = encode_cached(encoder, descriptor_texts, cache_dir, "class-descriptors")
             ends = [*self.descriptor_first[1:], len(descriptor_texts)]
             by_class = [" ".join(descriptor_texts[a:b]) for a, b in zip(self.descriptor_first, ends)]
             self.descriptor_bm25 = Bm25Index(vocab, by_class, names=False)
+        self.weights = WEIGHTS if self.descriptors is not None else WEIGHTS_WITHOUT_DESCRIPTORS
+        self.descriptions: np.ndarray | None = None  # (C, D) "name: gloss", where the weights use it
+        if "description" in self.weights:
+            self.descriptions = encode_cached(encoder, class_descriptions(vocab), cache_dir, "class-descriptions")
         self.exact: dict[str, list[int]] = {}  # by name_key, then by the unstemmed key ("mop" is not "moped")
         self.exact_as_written: dict[str, list[int]] = {}
         self.name_words = [set(words(t)) for t in texts]
@@ -382,15 +397,13 @@ class ClassNameIndex:
         """(U,) the class with the best fused score (step 3); among `hits` where a phrase names several classes."""
         name_sims = core_emb @ self.embeddings.T  # (U, S)
         names = self._best_per_class(name_sims - EXTRA_WORD_PENALTY * self._extra_words(cores))
-        signals = {
-            "name": names,
-            "description": phrase_emb @ self.descriptions.T,
-            "bm25": self.bm25.scores(phrases),
-        }
+        signals = {"name": names, "bm25": self.bm25.scores(phrases)}
+        if self.descriptions is not None:
+            signals["description"] = phrase_emb @ self.descriptions.T
         if self.descriptors is not None:  # the nearest of the class's descriptions, and their words
             signals["descriptor"] = np.maximum.reduceat(phrase_emb @ self.descriptors.T, self.descriptor_first, axis=1)
             signals["descriptor_bm25"] = self.descriptor_bm25.scores(phrases)
-        fused = np.sum([WEIGHTS[k] * _standardise(v) for k, v in signals.items() if WEIGHTS[k]], axis=0)
+        fused = np.sum([self.weights[k] * _standardise(v) for k, v in signals.items()], axis=0)
         best = fused.argmax(axis=1)
         for i, shared in enumerate(hits):
             if shared:

@@ -72,6 +72,7 @@ def test_object_phrase_removes_the_frames_chat_models_use(answer: str, phrase: s
         ("husky pulling a sled", "husky"),  # any -ing word before an article starts the scene
         ("rooster crowing on a fence", "rooster"),
         ("sewing machine on a table", "sewing machine"),  # an -ing word inside the name stays
+        ("wok full of stir-fried vegetables", "wok"),  # what it holds
     ],
 )
 def test_core_phrase_drops_the_scene_but_keeps_what_describes_the_object(phrase: str, core: str) -> None:
@@ -212,8 +213,9 @@ def test_the_default_encoder_reads_the_shipped_class_embeddings(vocab, tmp_path:
     assert DEFAULT_ENCODER == "minilm"
     index = ClassNameIndex(ShippedMiniLM(), vocab, cache_dir=tmp_path)  # no encoder call: the package has them
     assert index.embeddings.dtype == np.float32 and index.embeddings.shape == (len(index.owners), 384)
-    assert np.allclose(np.linalg.norm(index.descriptions, axis=1), 1.0, atol=1e-5)
-    assert sorted(p.name.split("-")[1] for p in tmp_path.iterdir()) == ["descriptions", "descriptors", "embeddings"]
+    assert index.descriptors is not None and np.allclose(np.linalg.norm(index.descriptors, axis=1), 1.0, atol=1e-3)
+    assert index.descriptions is None  # the gloss embedded whole is scored only without short descriptions
+    assert sorted(p.name.split("-")[1] for p in tmp_path.iterdir()) == ["descriptors", "embeddings"]
     m = index.map(["A tabby cat.", "It looks like a bullock cart"])  # names: their embeddings serve as the cores'
     assert [vocab.classes[c].name for c in m.classes] == ["tabby", "oxcart"]
     # another encoder, or other texts, never read them
@@ -318,6 +320,6 @@ def test_minilm_maps_held_out_answers(vocab, tmp_path: Path) -> None:
     rows = read_answers("mapping_paraphrases.jsonl")[::5]  # 404 answers, both kinds of each class alternately
     mapping = index.map([r["answer"] for r in rows])
     hits = [vocab.classes[c].wnid in truths(r) for c, r in zip(mapping.classes, rows)]
-    # bench/bench_mapping.py measures all 2,018; this fixed fifth scored 84.7 % when the mapper was written and
-    # 86.9 % with the WordNet kinds and phrase heads
-    assert np.mean(hits) >= 0.85
+    # bench/bench_mapping.py measures all 2,018; this fixed fifth scored 84.7 % when the mapper was written,
+    # 86.9 % with the WordNet kinds and phrase heads, and 97.0 % with the classes' short descriptions
+    assert np.mean(hits) >= 0.95
