@@ -225,7 +225,7 @@ synonyms ("It looks like a tabby cat."); the others use a name the vocabulary la
 small orange fish swimming in a glass bowl."). "Without short descriptions": the {described:,} descriptions of
 relabel/resources/imagenet1k_descriptors.json left out (the gloss embedded whole instead, as for a custom
 vocabulary). "Listed names only": also without the {extra:,} other names of the classes ("Japanese Chin" for
-*Japanese spaniel*, "Rottie" for *Rottweiler*) and of their kinds and sole groups in WordNet ("grizzly" for *brown
+*Japanese spaniel*, "clicker" for *remote control*) and of their kinds and sole groups in WordNet ("grizzly" for *brown
 bear*, "sea cow" for *dugong*). "Before": the whole answer against names and synonyms only.
 
 {accuracy_table(scores)}

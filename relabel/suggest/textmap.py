@@ -14,8 +14,8 @@ How an answer is read (`ClassNameIndex.map`):
    `bm25`: the phrase's words against the class's names, synonyms, gloss and WordNet definition
    (`relabel.suggest.lexical`);
    `descriptor`: cosine of the phrase to the nearest of the class's name and short descriptions, written as answers
-   are when they describe the object rather than name it ("a woolly South American pack animal with long
-   banana-shaped ears" for *llama*; `imagenet1k_descriptors.json`, about 24 a class);
+   are when they describe the object rather than name it ("a huge grey barrel-shaped animal wallowing in a river"
+   for *hippopotamus*; `imagenet1k_descriptors.json`, about 24 a class);
    `descriptor_bm25`: the phrase's words against the class's name and those descriptions.
    A vocabulary without descriptions (a custom one) scores `description` instead, the cosine of the phrase to
    "name: gloss", with `WEIGHTS_WITHOUT_DESCRIPTORS`. Where there are short descriptions the gloss embedded whole
@@ -40,6 +40,7 @@ import functools
 import hashlib
 import json
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
@@ -50,6 +51,7 @@ import numpy as np
 
 from relabel.atomic import atomic_writer
 from relabel.errors import InputError, RelabelError
+from relabel.progress import progress_bar
 from relabel.suggest.lexical import Bm25Index, name_key, words
 from relabel.suggest.phrases import core_phrase, head_phrase, object_phrase
 from relabel.vocabulary import Vocabulary
@@ -69,6 +71,7 @@ PACKAGED_EMBEDDINGS = "embeddings"  # class-side embeddings shipped for the defa
 # MAPPER_VERSION is recorded with each run: a change of method is a change of setting
 MAPPER_VERSION = "phrase+names+other-names+kinds+gloss+bm25+wordnet-definitions+descriptors/7"
 _BATCH = 1024  # phrases scored at once: bounds the (batch, names) similarity matrices
+_ENCODE_PART = 2048  # class texts encoded at once when they are not cached: a progress bar counts the parts
 
 
 class TextEncoder(Protocol):
@@ -165,11 +168,29 @@ def encode_cached(encoder: TextEncoder, texts: list[str], cache_dir: Path | None
             path.unlink(missing_ok=True)
     emb = packaged_embeddings(kind, digest, len(texts))
     if emb is None:
-        emb = encoder.encode(texts)
+        emb = _encode_with_progress(encoder, texts, kind)
     if path is not None:
         with atomic_writer(path, private=True) as f:  # two runs writing at once never mix bytes
             np.save(f, emb)
     return emb
+
+
+def _encode_with_progress(encoder: TextEncoder, texts: list[str], kind: str) -> np.ndarray:
+    """`encoder.encode(texts)` in parts, with a progress bar on a terminal: the ~25,000 class descriptions take
+    about a minute on two CPU cores, once per encoder."""
+    if len(texts) <= _ENCODE_PART:
+        return encoder.encode(texts)
+    bar = progress_bar(
+        len(texts), f"embedding {kind} with {encoder.id} (once)", enabled=sys.stderr.isatty(), unit="text"
+    )
+    parts = []
+    try:
+        for start in range(0, len(texts), _ENCODE_PART):
+            parts.append(encoder.encode(texts[start : start + _ENCODE_PART]))
+            bar.update(len(parts[-1]))
+    finally:
+        bar.close()
+    return np.concatenate(parts)
 
 
 def embedding_digest(encoder_id: str, texts: list[str]) -> str:
@@ -208,7 +229,7 @@ def _resource_names(resource: str) -> dict[str, list[str]]:
 
 def _other_names() -> dict[str, list[str]]:
     """{wnid: other names the class goes by}: the MIT tables (scripts/build_alternative_names.py), then the everyday
-    names of the descriptor resource ("Rottie", "fridge")."""
+    names of the descriptor resource ("clicker", "fridge")."""
     tables, everyday = _resource_names(ALTERNATIVE_NAMES), _descriptor_resource().get("names", {})
     return {w: [*tables.get(w, ()), *everyday.get(w, ())] for w in dict.fromkeys([*tables, *everyday])}
 
@@ -219,8 +240,8 @@ def _descriptor_resource() -> dict[str, Any]:
 
 
 def class_descriptors(vocab: Vocabulary, *, hyponyms: bool = True) -> tuple[list[str], list[int]]:
-    """Each class's display name, then its short descriptions, which avoid its names ("a woolly South American pack
-    animal with long banana-shaped ears" for *llama*), grouped by class in class order, and their classes. The name
+    """Each class's display name, then its short descriptions, which avoid its names ("a huge grey barrel-shaped
+    animal wallowing in a river" for *hippopotamus*), grouped by class in class order, and their classes. The name
     leads because other classes' descriptions may use it ("a juvenile newt" of *eft*) where the class's own never
     do: a bare "newt" must still meet *common newt*. A class without descriptions (or `hyponyms` off) has its name
     alone."""

@@ -245,6 +245,16 @@ def truths(row: dict) -> list[str]:
     return row["truth"] if isinstance(row["truth"], list) else [row["truth"]]
 
 
+def test_class_texts_encoded_in_parts_equal_one_call(monkeypatch, tmp_path: Path) -> None:
+    from relabel.suggest import textmap
+
+    texts = [f"text number {i}" for i in range(25)]
+    monkeypatch.setattr(textmap, "_ENCODE_PART", 4)
+    parts = textmap.encode_cached(TrigramEncoder(), texts, tmp_path, "class-descriptors")
+    assert np.array_equal(parts, TrigramEncoder().encode(texts))
+    assert np.array_equal(np.load(next(tmp_path.glob("class-descriptors-*.npy"))), parts)  # and cached
+
+
 def test_every_class_has_short_descriptions_that_avoid_its_names(vocab) -> None:
     texts, owners = class_descriptors(vocab)
     assert owners == sorted(owners) and set(owners) == set(range(len(vocab)))
@@ -268,11 +278,11 @@ def test_every_class_has_short_descriptions_that_avoid_its_names(vocab) -> None:
 def test_an_everyday_name_maps_but_never_displaces_a_listed_one(trigram_index, vocab) -> None:
     texts, owners, listed = class_names(vocab)
     other = {t: vocab.classes[o].name for t, o, is_listed in zip(texts, owners, listed) if not is_listed}
-    assert other["rottie"] == "Rottweiler" and other["fridge"] == "refrigerator"
+    assert other["clicker"] == "remote control" and other["fridge"] == "refrigerator"
     # "husky" is listed for *Eskimo dog*: an everyday name given to *Siberian husky* does not take it
     assert "husky" not in other and vocab.resolve("husky") == vocab.resolve("Eskimo dog")
-    m = trigram_index.map(["I think that's a Rottie.", "A fridge in a kitchen."])
-    assert [vocab.classes[c].name for c in m.classes] == ["Rottweiler", "refrigerator"]
+    m = trigram_index.map(["I think that's a clicker.", "A fridge in a kitchen."])
+    assert [vocab.classes[c].name for c in m.classes] == ["remote control", "refrigerator"]
 
 
 def test_the_held_out_answers_cover_every_class_and_mostly_avoid_its_names(vocab) -> None:
@@ -280,8 +290,11 @@ def test_the_held_out_answers_cover_every_class_and_mostly_avoid_its_names(vocab
     assert len(rows) >= 2000 and len({r["answer"] for r in rows}) == len(rows)
     wnids = {c.wnid: c for c in vocab.classes}
     assert {w for r in rows for w in truths(r)} == set(wnids)
-    dev = {r["answer"] for r in read_answers("mapping_dev.jsonl")}
+    dev = {r["answer"] for name in ("mapping_dev.jsonl", "mapping_dev_descriptions.jsonl") for r in read_answers(name)}
     assert not dev & {r["answer"] for r in rows}
+    # the classes' short descriptions were written apart from the answers: no answer's object phrase is one of them
+    described = set(class_descriptors(vocab)[0]) - set(class_descriptors(vocab, hyponyms=False)[0])  # less names
+    assert not {object_phrase(r["answer"]) for r in rows} & described
 
     def says_a_listed_name(row: dict) -> bool:
         text = f" {normalize_answer(row['answer'])} "
