@@ -6,8 +6,9 @@ names it goes by, the names WordNet gives its kinds and its sole groups, and its
 
 Accuracy: the share of tests/data/mapping_paraphrases.jsonl (2,018 hand-written held-out answers, two or more per
 class) mapped to their class, per encoder, overall and split by whether the answer says one of the class's
-listed names; "without short descriptions" is the mapper without relabel/resources/imagenet1k_descriptors.json,
-"listed names only" also without the other names and WordNet's names, "before" the first method (the whole answer
+listed names; "without short descriptions" is the mapper without the descriptions of
+relabel/resources/imagenet1k_descriptors.json (its everyday names kept), "listed names only" also without the
+other names and WordNet's names, "before" the first method (the whole answer
 against names and synonyms only). The two tuning sets the rules, weights and resources were chosen on
 (tests/data/mapping_dev.jsonl, mapping_dev_descriptions.jsonl) are reported beside it.
 
@@ -223,10 +224,11 @@ Accuracy: share of hand-written answers mapped to their class (tests/data; the h
 choose rules, weights or descriptions). "Says a listed name": the answer contains one of the class's names or
 synonyms ("It looks like a tabby cat."); the others use a name the vocabulary lacks or describe the object ("A
 small orange fish swimming in a glass bowl."). "Without short descriptions": the {described:,} descriptions of
-relabel/resources/imagenet1k_descriptors.json left out (the gloss embedded whole instead, as for a custom
-vocabulary). "Listed names only": also without the {extra:,} other names of the classes ("Japanese Chin" for
-*Japanese spaniel*, "clicker" for *remote control*) and of their kinds and sole groups in WordNet ("grizzly" for *brown
-bear*, "sea cow" for *dugong*). "Before": the whole answer against names and synonyms only.
+relabel/resources/imagenet1k_descriptors.json left out, its everyday names kept (the gloss embedded whole
+instead, as for a custom vocabulary). "Listed names only": also without the {extra:,} other names of the classes
+("Japanese Chin" for *Japanese spaniel*, "clicker" for *remote control*) and of their kinds and sole groups in
+WordNet ("grizzly" for *brown bear*, "sea cow" for *dugong*). "Before": the whole answer against names and
+synonyms only.
 
 {accuracy_table(scores)}
 

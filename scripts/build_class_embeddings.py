@@ -1,7 +1,7 @@
 """Regenerate relabel/resources/embeddings/: the class-side embeddings of the built-in vocabulary with MiniLM.
 
 Answer mapping (`relabel.suggest.textmap`) embeds every class's names, its description and its short descriptions
-once per encoder and vocabulary, and caches them in the workspace. Encoding them takes about 45 s on two CPU
+once per encoder and vocabulary, and caches them in the workspace. Encoding them takes about 100 s on two CPU
 cores; shipping them for the default encoder (all-MiniLM-L6-v2) and the built-in ImageNet-1k vocabulary makes a
 user's first OW or CW+ run start at once. The files are named like the cache (KIND-DIGEST.npy, the digest of the
 encoder id and the texts) and stored as float16; a change of names, descriptions or encoder changes the digest, so

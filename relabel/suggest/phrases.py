@@ -15,16 +15,18 @@ bike). `object_phrase` removes, by fixed rules and in this order:
 
 `core_phrase` also cuts the scene the object is in ("a copier on a table" -> "copier", "a puma sitting on a
 rock" -> "puma"): a place preposition followed by an article ("on a", "in the", ...), a comma, a participle that
-describes a pose from a fixed list ("sitting", "perched", "parked", ...), any other "-ing" word before an article
-("a rooster crowing on a fence", "a husky pulling a sled"), or what it holds ("a wok full of vegetables"). Words
-that describe the object itself ("with a red tail", "for pressing clothes") stay; `head_phrase` cuts those too, for
-the word the phrase is about ("bull with horns" is a bull). The rules are plain regular
-expressions; an answer they do not recognise passes through unchanged but for case and punctuation.
+describes a pose from a fixed list ("sitting", "perched", "parked", ...), or any other "-ing" word before an
+article ("a rooster crowing on a fence", "a husky pulling a sled") unless that word ends a name the caller knows
+("a cliff dwelling in the canyon", "an indigo bunting on a branch"). Words that describe the object itself ("with a
+red tail", "for pressing clothes") stay; `head_phrase` cuts those too, for the word the phrase is about ("bull with
+horns" is a bull). The rules are plain regular expressions; an answer they do not recognise passes through
+unchanged but for case and punctuation.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 _FILLERS = r"(?:sure|certainly|okay|ok|of course|yes|absolutely|great question|here you go)"
 _MEDIA = r"(?:image|photo|photograph|picture|pic|scene|shot|snapshot|frame|illustration|drawing|painting)"
@@ -80,8 +82,9 @@ _SCENE = re.compile(
     r"through|into|onto|atop)\s+(?:a|an|the|its|his|her|their|some|this|that|top of)\b|\b(?:sitting|standing|"
     r"lying|laying|perched|resting|parked|placed|displayed|shown|seen|floating|hanging|running|swimming|flying|"
     r"walking|sleeping|grazing|wading|hovering|gliding|soaring|basking|hiding|looking|posing|waiting)\b|"
-    r"\b[a-z]{3,}ing\s+(?:(?:on|in|at|into|onto|over|across|along|around|through|up|down|out of|off|from|under)\s+)?"
-    r"(?:a|an|the|its|his|her|their|some|this|that)\s|\b(?:full of|filled with|loaded with|covered (?:in|with))\s)"
+    r"\b(?P<ing>[a-z]{3,}ing)\s+"
+    r"(?:(?:on|in|at|into|onto|over|across|along|around|through|up|down|out of|off|from|under)\s+)?"
+    r"(?:a|an|the|its|his|her|their|some|this|that)\s)"
 )
 _FIRST_WORD = re.compile(r"[\w'-]+")
 _POSTMODIFIER = re.compile(
@@ -107,11 +110,17 @@ def object_phrase(text: str) -> str:
     return t or cleaned
 
 
-def core_phrase(phrase: str) -> str:
+def core_phrase(phrase: str, is_name: Callable[[str], bool] | None = None) -> str:
     """`phrase` without the scene after its first word: 'puma sitting on a rock' -> 'puma'; unchanged when it
-    names no scene."""
+    names no scene. An "-ing" word that ends a name (`is_name` of the last one to four words up to it) is part of
+    the object, not a scene: 'cliff dwelling in the canyon' -> 'cliff dwelling'."""
     first = _FIRST_WORD.match(phrase)
-    m = _SCENE.search(phrase, pos=first.end() if first else 0)
+    pos = first.end() if first else 0
+    while (m := _SCENE.search(phrase, pos)) and m.group("ing") and is_name is not None:
+        said = phrase[: m.end("ing")].split()
+        if not any(is_name(" ".join(said[-k:])) for k in range(1, min(len(said), 4) + 1)):
+            break
+        pos = m.end("ing")
     return phrase[: m.start()].strip(_EDGE) if m and m.start() > 0 else phrase
 
 

@@ -70,7 +70,7 @@ DESCRIPTORS = "imagenet1k_descriptors.json"
 PACKAGED_EMBEDDINGS = "embeddings"  # class-side embeddings shipped for the default encoder and vocabulary
 # MAPPER_VERSION is recorded with each run: a change of method is a change of setting
 MAPPER_VERSION = "phrase+names+other-names+kinds+gloss+bm25+wordnet-definitions+descriptors/7"
-_BATCH = 1024  # phrases scored at once: bounds the (batch, names) similarity matrices
+_BATCH = 1024  # phrases scored at once: bounds the (batch, descriptions) similarity matrix, ~100 MB for ImageNet
 _ENCODE_PART = 2048  # class texts encoded at once when they are not cached: a progress bar counts the parts
 
 
@@ -177,7 +177,7 @@ def encode_cached(encoder: TextEncoder, texts: list[str], cache_dir: Path | None
 
 def _encode_with_progress(encoder: TextEncoder, texts: list[str], kind: str) -> np.ndarray:
     """`encoder.encode(texts)` in parts, with a progress bar on a terminal: the ~25,000 class descriptions take
-    about a minute on two CPU cores, once per encoder."""
+    about 80 s on two CPU cores, once per encoder."""
     if len(texts) <= _ENCODE_PART:
         return encoder.encode(texts)
     bar = progress_bar(
@@ -243,12 +243,17 @@ def class_descriptors(vocab: Vocabulary, *, hyponyms: bool = True) -> tuple[list
     """Each class's display name, then its short descriptions, which avoid its names ("a huge grey barrel-shaped
     animal wallowing in a river" for *hippopotamus*), grouped by class in class order, and their classes. The name
     leads because other classes' descriptions may use it ("a juvenile newt" of *eft*) where the class's own never
-    do: a bare "newt" must still meet *common newt*. A class without descriptions (or `hyponyms` off) has its name
-    alone."""
+    do: a bare "newt" must still meet *common newt*. Where some classes have descriptions and others not (a custom
+    vocabulary that reuses ImageNet wnids), one without has "name: gloss" after its name, so that it is not
+    measured by its name alone against the others' many descriptions. Where no class has any (or `hyponyms` is
+    off), every class has its name alone."""
     found: dict[str, list[str]] = _descriptor_resource().get("descriptions", {}) if hyponyms else {}
+    described = any(found.get(c.wnid or "") for c in vocab.classes)
     texts, owners = [], []
     for c in vocab.classes:
         mine = [c.name, *found.get(c.wnid or "", ())]
+        if described and len(mine) == 1 and c.gloss:
+            mine.append(f"{c.name}: {c.gloss}")
         texts += mine
         owners += [c.index] * len(mine)
     return texts, owners
@@ -269,18 +274,21 @@ def _wordnet_glosses() -> dict[str, str]:
 
 
 def _group_names() -> dict[str, list[str]]:
-    """{wnid: names of the close WordNet groups above the class that hold no other class} ("sea cow" for *dugong*):
-    names to compare an answer with, never taken as the class outright."""
+    """{wnid: names to compare an answer with, never taken as the class outright}: the close WordNet groups above
+    the class that hold no other class ("sea cow" for *dugong*), and the everyday names whose most frequent sense
+    is another thing ("biscuit" for *puck*; scripts/tidy_descriptors.py)."""
     groups: dict[str, list[str]] = _resource(HYPONYM_NAMES).get("groups", {})
-    return groups
+    compared: dict[str, list[str]] = _descriptor_resource().get("compared", {})
+    return {w: [*groups.get(w, ()), *compared.get(w, ())] for w in dict.fromkeys([*groups, *compared])}
 
 
 def class_names(vocab: Vocabulary, *, hyponyms: bool = True) -> tuple[list[str], list[int], list[bool]]:
     """Normalised names, their classes and whether each is listed in `vocab`, grouped by class in class order: a
     class's name and synonyms, then (`hyponyms`, for classes with a WordNet id) the other names it goes by
-    ("Japanese Chin" for *Japanese spaniel*; scripts/build_alternative_names.py) and the names of the kinds below it
-    in WordNet ("grizzly" for *brown bear*) and of the groups above it that hold no other class ("sea cow" for
-    *dugong*), except those that are a listed name of any class."""
+    ("Japanese Chin" for *Japanese spaniel*, scripts/build_alternative_names.py; "fridge" for *refrigerator*,
+    imagenet1k_descriptors.json) and the names of the kinds below it in WordNet ("grizzly" for *brown bear*), of the
+    groups above it that hold no other class ("sea cow" for *dugong*) and its everyday names whose first sense is
+    another thing ("biscuit" for *puck*), except those that are a listed name of any class."""
     texts, owners, listed = [], [], []
     taken = {normalize_answer(n) for c in vocab.classes for n in (c.name, *c.synonyms)}
     other, extra = (_other_names(), _hyponym_names()) if hyponyms else ({}, {})
@@ -313,8 +321,9 @@ class ClassNameIndex:
         hyponyms: bool = True,
         descriptors: bool = True,
     ) -> None:
-        """`hyponyms` off: the vocabulary's own names only (no other names, WordNet names or descriptions);
-        `descriptors` off: no short descriptions (the gloss is embedded instead)."""
+        """`hyponyms` off: the vocabulary's own names only (no other names, WordNet names or short descriptions;
+        the phrase meets each class's "name: gloss" instead); `descriptors` off: no short descriptions, the other
+        names kept."""
         self.encoder = encoder
         texts, owners, listed = class_names(vocab, hyponyms=hyponyms)
         self.owners = np.asarray(owners, dtype=np.int64)  # ascending: every class has its name, in class order
@@ -326,7 +335,7 @@ class ClassNameIndex:
         self.bm25 = Bm25Index(vocab, [definitions.get(c.wnid or "", "") for c in vocab.classes])
         self.descriptors: np.ndarray | None = None  # (R, D), grouped by class; None when no class has any
         descriptor_texts, descriptor_owners = class_descriptors(vocab, hyponyms=hyponyms and descriptors)
-        if len(descriptor_texts) > len(vocab):  # some class has descriptions, not only its display name
+        if len(descriptor_texts) > len(vocab):  # some class has short descriptions (and the others their gloss)
             self.descriptor_first = np.searchsorted(np.asarray(descriptor_owners), np.arange(len(vocab)))
             self.descriptors = encode_cached(encoder, descriptor_texts, cache_dir, "class-descriptors")
             ends = [*self.descriptor_first[1:], len(descriptor_texts)]
@@ -343,14 +352,13 @@ class ClassNameIndex:
         self.names_by_word: dict[str, list[int]] = {}
         groups = _group_names() if hyponyms else {}
         grouped = {(normalize_answer(n), c.index) for c in vocab.classes for n in groups.get(c.wnid or "", ())}
-        # a listed name's key never picks a class by another name: "mops" stems as a *swab*'s "mop" does
-        listed_keys = {name_key(t) for t, is_listed in zip(texts, listed) if is_listed}
         for table, stemmed in ((self.exact, True), (self.exact_as_written, False)):
+            listed_keys = {name_key(t, stemmed=stemmed) for t, is_listed in zip(texts, listed) if is_listed}
             for text, owner, is_listed in zip(texts, owners, listed):
                 key = name_key(text, stemmed=stemmed)
                 if (text, owner) in grouped:  # a group's name ("sea cow") is compared with, never taken outright
                     continue
-                if is_listed or name_key(text) not in listed_keys:
+                if is_listed or key not in listed_keys:  # a listed name's key never picks a class by a kind's name
                     hits = table.setdefault(key, [])
                     hits.extend([owner] * (owner not in hits))
         for j, name_words in enumerate(self.name_words):
@@ -365,7 +373,7 @@ class ClassNameIndex:
         distinct = list(dict.fromkeys(phrases))
         if not distinct:
             return Mapping(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
-        cores = [core_phrase(p) for p in distinct]
+        cores = [core_phrase(p, is_name=self._is_name) for p in distinct]
         hits = [self._named(p) or self._named(c) for p, c in zip(distinct, cores)]
         scored = [i for i, h in enumerate(hits) if len(h) != 1]
         emb = self._embed([*cores, *(distinct[i] for i in scored)])
@@ -384,6 +392,10 @@ class ClassNameIndex:
         where = {p: i for i, p in enumerate(distinct)}
         rows = np.fromiter((where[p] for p in phrases), dtype=np.int64, count=len(phrases))
         return Mapping(best[rows], best_sim[rows], phrases)
+
+    def _is_name(self, text: str) -> bool:
+        """Whether `text` is a name of some class, listed or not ("cliff dwelling", "brambling")."""
+        return bool(self.exact_as_written.get(name_key(text, stemmed=False)) or self.exact.get(name_key(text)))
 
     def _named(self, phrase: str) -> list[int]:
         """The classes `phrase` names exactly: as written where one class has it ("mop", not "moped"), else by its
