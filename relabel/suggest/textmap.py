@@ -17,7 +17,7 @@ How an answer is read (`ClassNameIndex.map`):
    are when they describe the object rather than name it ("a huge grey barrel-shaped animal wallowing in a river"
    for *hippopotamus*; `imagenet1k_descriptors.json`, about 24 a class);
    `descriptor_bm25`: the phrase's words against the class's name and those descriptions.
-   A vocabulary without descriptions (a custom one) scores `description` instead, the cosine of the phrase to
+   A vocabulary not described class by class (a custom one) scores `description` instead, the cosine of the phrase to
    "name: gloss", with `WEIGHTS_WITHOUT_DESCRIPTORS`. Where there are short descriptions the gloss embedded whole
    adds nothing (its weight came out 0 on the tuning sets): a long paragraph is far from a short answer, while one
    description among many usually says what the answer says.
@@ -243,17 +243,15 @@ def class_descriptors(vocab: Vocabulary, *, hyponyms: bool = True) -> tuple[list
     """Each class's display name, then its short descriptions, which avoid its names ("a huge grey barrel-shaped
     animal wallowing in a river" for *hippopotamus*), grouped by class in class order, and their classes. The name
     leads because other classes' descriptions may use it ("a juvenile newt" of *eft*) where the class's own never
-    do: a bare "newt" must still meet *common newt*. Where some classes have descriptions and others not (a custom
-    vocabulary that reuses ImageNet wnids), one without has "name: gloss" after its name, so that it is not
-    measured by its name alone against the others' many descriptions. Where no class has any (or `hyponyms` is
-    off), every class has its name alone."""
+    do: a bare "newt" must still meet *common newt*. Only a vocabulary whose every class has descriptions gets
+    them; elsewhere (a custom vocabulary, even one that reuses some ImageNet wnids, or `hyponyms` off) every class
+    has its name alone, for a class measured by its name against others' many descriptions would lose."""
     found: dict[str, list[str]] = _descriptor_resource().get("descriptions", {}) if hyponyms else {}
-    described = any(found.get(c.wnid or "") for c in vocab.classes)
+    if not all(found.get(c.wnid or "") for c in vocab.classes):
+        found = {}
     texts, owners = [], []
     for c in vocab.classes:
         mine = [c.name, *found.get(c.wnid or "", ())]
-        if described and len(mine) == 1 and c.gloss:
-            mine.append(f"{c.name}: {c.gloss}")
         texts += mine
         owners += [c.index] * len(mine)
     return texts, owners
@@ -335,7 +333,7 @@ class ClassNameIndex:
         self.bm25 = Bm25Index(vocab, [definitions.get(c.wnid or "", "") for c in vocab.classes])
         self.descriptors: np.ndarray | None = None  # (R, D), grouped by class; None when no class has any
         descriptor_texts, descriptor_owners = class_descriptors(vocab, hyponyms=hyponyms and descriptors)
-        if len(descriptor_texts) > len(vocab):  # some class has short descriptions (and the others their gloss)
+        if len(descriptor_texts) > len(vocab):  # every class has short descriptions
             self.descriptor_first = np.searchsorted(np.asarray(descriptor_owners), np.arange(len(vocab)))
             self.descriptors = encode_cached(encoder, descriptor_texts, cache_dir, "class-descriptors")
             ends = [*self.descriptor_first[1:], len(descriptor_texts)]

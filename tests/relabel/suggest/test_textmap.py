@@ -295,18 +295,17 @@ def test_an_everyday_name_maps_but_never_displaces_a_listed_one(trigram_index, v
     assert [vocab.classes[c].name for c in m.classes] == ["remote control", "refrigerator"]
 
 
-def test_a_class_without_descriptions_beside_described_ones_is_measured_by_its_gloss(vocab) -> None:
+def test_descriptions_only_where_every_class_has_them(vocab) -> None:
     imagenet = [vocab.classes[vocab.resolve(n)] for n in ("porcupine", "llama", "tabby", "goldfish")]
+    described = Vocabulary("four", [replace(c, index=i) for i, c in enumerate(imagenet)])
+    texts, owners = class_descriptors(described)
+    assert len(texts) > 4 * 15 and ClassNameIndex(TrigramEncoder(), described).weights == WEIGHTS
+    # a class of its own beside them: measured by its name against the others' many descriptions, it would lose
     own = ClassInfo(4, "hedgehog", gloss="a small nocturnal mammal covered in spines that rolls into a ball")
-    mixed = Vocabulary("mixed", [*(replace(c, index=i) for i, c in enumerate(imagenet)), own])
-    texts, owners = class_descriptors(mixed)
-    assert texts[owners.index(4) :] == ["hedgehog", f"hedgehog: {own.gloss}"]
-    assert len(texts) > 5 * 15  # the ImageNet classes keep their short descriptions
-    bare = Vocabulary("bare", [replace(c, index=i, wnid=None) for i, c in enumerate(mixed.classes)])
-    assert class_descriptors(bare)[0] == [c.name for c in bare.classes]  # none has any: names alone
-    index = ClassNameIndex(TrigramEncoder(), bare)
+    mixed = Vocabulary("mixed", [*described.classes, own])
+    assert class_descriptors(mixed)[0] == [c.name for c in mixed.classes]
+    index = ClassNameIndex(TrigramEncoder(), mixed)
     assert index.descriptors is None and index.weights == WEIGHTS_WITHOUT_DESCRIPTORS
-    assert ClassNameIndex(TrigramEncoder(), mixed).weights == WEIGHTS
 
 
 def test_the_held_out_answers_cover_every_class_and_mostly_avoid_its_names(vocab) -> None:
