@@ -23,6 +23,9 @@ Everyday names are kept only when
   whose first sense is something else ("robot" for *traffic light*, "bone" for *trombone*, "mac" for *trench
   coat*) is moved to `compared`: the mapper compares answers with it but never takes it as the class outright.
 
+WordNet's dictionary files come from Debian's `wordnet-base` package (apt-get install wordnet-base). Run
+scripts/build_class_embeddings.py afterwards.
+
 Example:
     python scripts/tidy_descriptors.py --wordnet /usr/share/wordnet
 """
