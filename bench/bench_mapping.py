@@ -35,14 +35,8 @@ from pathlib import Path
 import numpy as np
 from benchlib import MET, command_line, machine_line, write_section
 
-from relabel.suggest.textmap import (
-    ClassNameIndex,
-    TextEncoder,
-    class_descriptors,
-    class_names,
-    load_encoder,
-    normalize_answer,
-)
+from relabel.suggest.class_texts import class_descriptors, class_names, normalize_answer
+from relabel.suggest.textmap import ClassNameIndex, TextEncoder, load_encoder
 from relabel.vocabulary import Vocabulary, load_builtin
 
 SECTION = "## Suggestions: mapping answers to classes"

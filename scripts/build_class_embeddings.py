@@ -20,14 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from relabel.suggest.textmap import (
-    DEFAULT_ENCODER,
-    class_descriptions,
-    class_descriptors,
-    class_names,
-    embedding_digest,
-    load_encoder,
-)
+from relabel.suggest.class_texts import class_descriptions, class_descriptors, class_names
+from relabel.suggest.textmap import DEFAULT_ENCODER, embedding_digest, load_encoder
 from relabel.vocabulary import load_builtin
 
 OUT = Path(__file__).resolve().parent.parent / "relabel" / "resources" / "embeddings"

@@ -39,8 +39,8 @@ from pathlib import Path
 
 from build_hyponym_names import read_nouns
 
+from relabel.suggest.class_texts import normalize_answer
 from relabel.suggest.phrases import object_phrase
-from relabel.suggest.textmap import normalize_answer
 from relabel.vocabulary import load_builtin
 
 RESOURCES = Path(__file__).resolve().parent.parent / "relabel" / "resources"
@@ -138,7 +138,7 @@ def main() -> None:
     data = json.loads(OUT.read_text("utf-8"))
     own = {c.wnid or "": [c.name, *c.synonyms] for c in load_builtin().classes}
     descriptions = tidy_descriptions(data["descriptions"], own)
-    names, compared = tidy_names({**data["names"], **_merge(data["names"], data.get("compared", {}))}, args.wordnet)
+    names, compared = tidy_names(_merge(data["names"], data.get("compared", {})), args.wordnet)
     data |= {"names": names, "compared": compared, "descriptions": descriptions}
     OUT.write_text(json.dumps(data, ensure_ascii=False, indent=0) + "\n", encoding="utf-8")
     print(

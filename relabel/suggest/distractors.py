@@ -30,7 +30,8 @@ import numpy as np
 
 from relabel.arrays import load_array
 from relabel.errors import InputError
-from relabel.suggest.textmap import TextEncoder, class_descriptions, encode_cached
+from relabel.suggest.class_texts import class_descriptions
+from relabel.suggest.textmap import TextEncoder, encode_cached
 from relabel.textfiles import read_json
 from relabel.vocabulary import Vocabulary
 

@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 
 from relabel.errors import InputError, unknown_name
+from relabel.suggest.class_texts import normalize_answer
 from relabel.suggest.distractors import RANDOM, REFERENCE, DistractorSource, summarize_distractors
-from relabel.suggest.textmap import DEFAULT_ENCODER, ClassNameIndex, normalize_answer
+from relabel.suggest.textmap import DEFAULT_ENCODER, ClassNameIndex
 from relabel.suggest.types import ChatRequest, ImageRef, ModelOutput
 from relabel.vocabulary import INDEX, Vocabulary
 

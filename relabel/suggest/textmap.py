@@ -36,10 +36,8 @@ that bench/bench_mapping.py measures.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
-import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -52,21 +50,25 @@ import numpy as np
 from relabel.atomic import atomic_writer
 from relabel.errors import InputError, RelabelError
 from relabel.progress import progress_bar
+from relabel.suggest.class_texts import (
+    class_descriptions,
+    class_descriptors,
+    class_names,
+    group_names,
+    normalize_answer,
+    wordnet_glosses,
+)
 from relabel.suggest.lexical import Bm25Index, name_key, words
 from relabel.suggest.phrases import core_phrase, head_phrase, object_phrase
 from relabel.vocabulary import Vocabulary
 
 DEFAULT_ENCODER = "minilm"
 MINILM_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
-_PUNCT = re.compile(r"[^\w\s'-]+")
 WEIGHTS = {"name": 0.75, "bm25": 0.5, "descriptor": 2.5, "descriptor_bm25": 1.5}
 # a vocabulary without short descriptions (a custom one) compares the phrase with "name: gloss" instead
 WEIGHTS_WITHOUT_DESCRIPTORS = {"name": 1.0, "description": 1.5, "bm25": 1.0}
 EXTRA_WORD_PENALTY = 0.3
 HEAD_PENALTY = 0.3
-HYPONYM_NAMES = "imagenet1k_hyponym_names.json"
-ALTERNATIVE_NAMES = "imagenet1k_alternative_names.json"
-DESCRIPTORS = "imagenet1k_descriptors.json"
 PACKAGED_EMBEDDINGS = "embeddings"  # class-side embeddings shipped for the default encoder and vocabulary
 # MAPPER_VERSION is recorded with each run: a change of method is a change of setting
 MAPPER_VERSION = "phrase+names+other-names+kinds+gloss+bm25+wordnet-definitions+descriptors/7"
@@ -78,13 +80,6 @@ class TextEncoder(Protocol):
     id: str  # stable name: part of the embedding cache key
 
     def encode(self, texts: list[str]) -> np.ndarray: ...  # (N, D) float32, L2-normalised rows
-
-
-def normalize_answer(text: str) -> str:
-    """Lower-case, without surrounding punctuation, articles or a trailing period: 'A Tabby cat.' -> 'tabby cat'."""
-    t = _PUNCT.sub(" ", text.strip().lower())
-    t = re.sub(r"^(a|an|the|this is an?|it is an?|it's an?)\s+", "", t.strip())
-    return re.sub(r"\s+", " ", t).strip()
 
 
 class SentenceTransformerEncoder:
@@ -209,97 +204,6 @@ def packaged_embeddings(kind: str, digest: str, rows: int) -> np.ndarray | None:
     return emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
 
 
-def class_descriptions(vocab: Vocabulary) -> list[str]:
-    """ "display name: gloss" of every class, in class order (the name alone where there is no gloss)."""
-    return [f"{c.name}: {c.gloss}" if c.gloss else c.name for c in vocab.classes]
-
-
-@functools.cache
-def _resource(resource: str) -> dict[str, Any]:
-    """One of the name resources, parsed once (scripts/build_hyponym_names.py, build_alternative_names.py)."""
-    parsed: dict[str, Any] = json.loads(resources.files("relabel.resources").joinpath(resource).read_text("utf-8"))
-    return parsed
-
-
-def _resource_names(resource: str) -> dict[str, list[str]]:
-    """{wnid: names} from one of the name resources."""
-    names: dict[str, list[str]] = _resource(resource)["names"]
-    return names
-
-
-def _other_names() -> dict[str, list[str]]:
-    """{wnid: other names the class goes by}: the MIT tables (scripts/build_alternative_names.py), then the everyday
-    names of the descriptor resource ("clicker", "fridge")."""
-    tables, everyday = _resource_names(ALTERNATIVE_NAMES), _descriptor_resource().get("names", {})
-    return {w: [*tables.get(w, ()), *everyday.get(w, ())] for w in dict.fromkeys([*tables, *everyday])}
-
-
-def _descriptor_resource() -> dict[str, Any]:
-    """{"names": {wnid: everyday names}, "descriptions": {wnid: short descriptions}} (imagenet1k_descriptors.json)."""
-    return _resource(DESCRIPTORS)
-
-
-def class_descriptors(vocab: Vocabulary, *, hyponyms: bool = True) -> tuple[list[str], list[int]]:
-    """Each class's display name, then its short descriptions, which avoid its names ("a huge grey barrel-shaped
-    animal wallowing in a river" for *hippopotamus*), grouped by class in class order, and their classes. The name
-    leads because other classes' descriptions may use it ("a juvenile newt" of *eft*) where the class's own never
-    do: a bare "newt" must still meet *common newt*. Only a vocabulary whose every class has descriptions gets
-    them; elsewhere (a custom vocabulary, even one that reuses some ImageNet wnids, or `hyponyms` off) every class
-    has its name alone, for a class measured by its name against others' many descriptions would lose."""
-    found: dict[str, list[str]] = _descriptor_resource().get("descriptions", {}) if hyponyms else {}
-    if not all(found.get(c.wnid or "") for c in vocab.classes):
-        found = {}
-    texts, owners = [], []
-    for c in vocab.classes:
-        mine = [c.name, *found.get(c.wnid or "", ())]
-        texts += mine
-        owners += [c.index] * len(mine)
-    return texts, owners
-
-
-def _hyponym_names() -> dict[str, list[str]]:
-    """{wnid: names of the kinds below the class in WordNet, and of the close groups above it that hold no other
-    class}."""
-    kinds, groups = _resource_names(HYPONYM_NAMES), _group_names()
-    return {w: [*kinds.get(w, ()), *groups.get(w, ())] for w in dict.fromkeys([*kinds, *groups])}
-
-
-def _wordnet_glosses() -> dict[str, str]:
-    """{wnid: the class's WordNet definition} ("burrowing herbivorous Australian marsupials about the size of a
-    badger" for *wombat*): more words for the BM25 evidence, which descriptive answers share."""
-    found: dict[str, str] = _resource(HYPONYM_NAMES).get("glosses", {})
-    return found
-
-
-def _group_names() -> dict[str, list[str]]:
-    """{wnid: names to compare an answer with, never taken as the class outright}: the close WordNet groups above
-    the class that hold no other class ("sea cow" for *dugong*), and the everyday names whose most frequent sense
-    is another thing ("biscuit" for *puck*; scripts/tidy_descriptors.py)."""
-    groups: dict[str, list[str]] = _resource(HYPONYM_NAMES).get("groups", {})
-    compared: dict[str, list[str]] = _descriptor_resource().get("compared", {})
-    return {w: [*groups.get(w, ()), *compared.get(w, ())] for w in dict.fromkeys([*groups, *compared])}
-
-
-def class_names(vocab: Vocabulary, *, hyponyms: bool = True) -> tuple[list[str], list[int], list[bool]]:
-    """Normalised names, their classes and whether each is listed in `vocab`, grouped by class in class order: a
-    class's name and synonyms, then (`hyponyms`, for classes with a WordNet id) the other names it goes by
-    ("Japanese Chin" for *Japanese spaniel*, scripts/build_alternative_names.py; "fridge" for *refrigerator*,
-    imagenet1k_descriptors.json) and the names of the kinds below it in WordNet ("grizzly" for *brown bear*), of the
-    groups above it that hold no other class ("sea cow" for *dugong*) and its everyday names whose first sense is
-    another thing ("biscuit" for *puck*), except those that are a listed name of any class."""
-    texts, owners, listed = [], [], []
-    taken = {normalize_answer(n) for c in vocab.classes for n in (c.name, *c.synonyms)}
-    other, extra = (_other_names(), _hyponym_names()) if hyponyms else ({}, {})
-    for c in vocab.classes:
-        mine = dict.fromkeys(normalize_answer(n) for n in (c.name, *c.synonyms))
-        more = (*other.get(c.wnid or "", ()), *extra.get(c.wnid or "", ()))
-        kinds = [k for k in dict.fromkeys(normalize_answer(n) for n in more) if k not in taken]
-        texts += [*mine, *kinds]
-        owners += [c.index] * (len(mine) + len(kinds))
-        listed += [True] * len(mine) + [False] * len(kinds)
-    return texts, owners, listed
-
-
 @dataclass
 class Mapping:
     classes: np.ndarray  # (N,) int class index per answer
@@ -329,7 +233,7 @@ class ClassNameIndex:
         self.name_rows = {t: j for j, t in reversed(list(enumerate(texts)))}  # a name's text -> its first row
         self.n_classes = len(vocab)
         self.embeddings = encode_cached(encoder, texts, cache_dir, "class-embeddings")
-        definitions = _wordnet_glosses() if hyponyms else {}
+        definitions = wordnet_glosses() if hyponyms else {}
         self.bm25 = Bm25Index(vocab, [definitions.get(c.wnid or "", "") for c in vocab.classes])
         self.descriptors: np.ndarray | None = None  # (R, D), grouped by class; None when no class has any
         descriptor_texts, descriptor_owners = class_descriptors(vocab, hyponyms=hyponyms and descriptors)
@@ -348,7 +252,7 @@ class ClassNameIndex:
         self.name_words = [set(words(t)) for t in texts]
         self.name_heads = [(words(t) or [""])[-1] for t in texts]
         self.names_by_word: dict[str, list[int]] = {}
-        groups = _group_names() if hyponyms else {}
+        groups = group_names() if hyponyms else {}
         grouped = {(normalize_answer(n), c.index) for c in vocab.classes for n in groups.get(c.wnid or "", ())}
         for table, stemmed in ((self.exact, True), (self.exact_as_written, False)):
             listed_keys = {name_key(t, stemmed=stemmed) for t, is_listed in zip(texts, listed) if is_listed}

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from relabel.suggest.class_texts import class_descriptions, class_descriptors, class_names, normalize_answer
 from relabel.suggest.lexical import Bm25Index, name_key, stem
 from relabel.suggest.phrases import core_phrase, head_phrase, object_phrase
 from relabel.suggest.textmap import (
@@ -18,11 +19,7 @@ from relabel.suggest.textmap import (
     WEIGHTS,
     WEIGHTS_WITHOUT_DESCRIPTORS,
     ClassNameIndex,
-    class_descriptions,
-    class_descriptors,
-    class_names,
     embedding_digest,
-    normalize_answer,
     packaged_embeddings,
 )
 from relabel.vocabulary import ClassInfo, UnknownClassError, Vocabulary
@@ -130,9 +127,9 @@ def test_bm25_ranks_the_class_whose_gloss_holds_the_words(vocab) -> None:
 
 
 def test_word_evidence_reads_the_wordnet_definition_beside_the_description(vocab) -> None:
-    from relabel.suggest.textmap import _wordnet_glosses
+    from relabel.suggest.class_texts import wordnet_glosses
 
-    definitions = _wordnet_glosses()
+    definitions = wordnet_glosses()
     assert len(definitions) == 1000 and definitions[vocab.classes[vocab.resolve("wombat")].wnid].startswith("burrowing")
     plain, read = Bm25Index(vocab), Bm25Index(vocab, [definitions[c.wnid or ""] for c in vocab.classes])
     queries = ["stocky burrowing marsupial", "one-humped desert animal"]
