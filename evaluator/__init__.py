@@ -9,10 +9,13 @@ Modules, in the order a result is built:
 - `references`: `LabelSets`, the multi-label reference (padded int array, -1 padding), and input checks;
 - `scoring`: top-k and ReaL-rule accuracy (failed replies scored as wrong, infrastructure errors apart),
   per-category breakdown, per-image outcomes, OOP rate, and `score_many` for rescoring many models at once;
-- `per_class`: mean per-class accuracy, by reference set or by a class per image;
+- `per_class`: mean per-class accuracy, by reference set or by a class per image, and one model's top-1 per class
+  under two references on the same images (`per_class_shift`, paired intervals per class);
 - `intervals`: Wilson and Clopper–Pearson intervals of one accuracy (never degenerate at 0 or 1);
 - `paired`: differences of two accuracies on the same images (paired bootstrap), and `JointBootstrap`, one set
   of image resamples shared by every model and reference;
+- `decomposition`: a paired difference between the original labels and another reference split into multi-label
+  leniency, images the original label gets wrong, and images whose original label the reference drops;
 - `label_uncertainty`: top-1 against probabilistic labels (posteriors of a consensus): thresholded, expected over
   sampled label sets, and an interval combining label draws with the image bootstrap (after Stutz et al. 2023);
 - `published`: metrics as their authors define them (Shankar et al. 2020);

@@ -5,6 +5,9 @@ correctness); `class_mean_accuracy` takes one class per image from the caller, w
 (2020) average: by the image's original ImageNet label. Classes without a scored image are left out of the mean.
 The interval is a percentile bootstrap over `n_boot` resamples of the scored images (seeded, in chunks), since a
 mean of class accuracies is not one proportion.
+
+`per_class_shift` sets one model's top-1 per class under two references side by side on the same images, with a
+paired bootstrap interval of each class's difference (which classes gain and which lose when the labels change).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import sparse
 
-from evaluator.intervals import LEVEL
+from evaluator.intervals import LEVEL, wilson_interval
 from evaluator.references import (
     LabelSets,
     as_label_sets,
@@ -140,3 +143,88 @@ def _per_class_ci(
             means.append(np.nanmean(np.where(seen > 0, hits / seen, np.nan), axis=0))
     low, high = np.quantile(np.concatenate(means), [(1 - level) / 2, (1 + level) / 2])
     return float(low), float(high)
+
+
+@dataclass(frozen=True, eq=False)
+class ClassShift:
+    """Top-1 of one model per class under two references on the same images (the class of each image given, e.g.
+    its original label). Every array is (n_classes,): `n_images` images of the class in common, right under a
+    only (`n_only_a`), under b only (`n_only_b`), under a and under b; `ci_low`/`ci_high` bound the difference
+    b − a (NaN where the class has no image, or no interval was computed)."""
+
+    n_images: np.ndarray
+    n_correct_a: np.ndarray
+    n_correct_b: np.ndarray
+    n_only_a: np.ndarray
+    n_only_b: np.ndarray
+    ci_low: np.ndarray
+    ci_high: np.ndarray
+
+    @property
+    def accuracy_a(self) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(self.n_images > 0, self.n_correct_a / np.maximum(self.n_images, 1), np.nan)
+
+    @property
+    def accuracy_b(self) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(self.n_images > 0, self.n_correct_b / np.maximum(self.n_images, 1), np.nan)
+
+    @property
+    def difference(self) -> np.ndarray:
+        """b − a per class, in [−1, 1]; NaN for a class without images."""
+        return self.accuracy_b - self.accuracy_a
+
+
+def per_class_shift(
+    correct_a: ArrayLike,
+    correct_b: ArrayLike,
+    classes: ArrayLike,
+    common: ArrayLike | None = None,
+    *,
+    n_classes: int = 1000,
+    n_boot: int = N_BOOT,
+    level: float = LEVEL,
+    seed: int = 0,
+) -> ClassShift:
+    """Per class, top-1 under reference a and under b on the images in `common` whose class is that class.
+
+    `correct_a`, `correct_b`, `common` bool (n_images,); `classes` int (n_images,) in 0..n_classes-1 (-1: in no
+    class). The interval of each class's difference is a paired bootstrap within the class: its images are
+    resampled with replacement, so its (only a, only b, rest) counts are Multinomial(n_c, observed shares), drawn
+    for every class at once; a class with no image right under one reference only gets ± the Wilson upper bound
+    of 0 in n_c. `n_boot` = 0 leaves the intervals NaN.
+    """
+    labels = LabelSets.from_single(classes, n_classes)
+    a = check_mask(correct_a, "correct_a", (labels.n_images,))
+    b = check_mask(correct_b, "correct_b", (labels.n_images,))
+    keep = np.ones(labels.n_images, bool) if common is None else check_mask(common, "common", (labels.n_images,))
+    check_boot(n_boot)
+    cls = labels.labels[:, 0].astype(np.int64)
+    keep = keep & (cls >= 0)
+
+    def count(mask: np.ndarray) -> np.ndarray:
+        return np.bincount(cls[keep & mask], minlength=labels.n_classes)
+
+    n = count(np.ones_like(keep))
+    only_a, only_b = count(a & ~b), count(b & ~a)
+    low, high = _shift_interval(n, only_a, only_b, n_boot, level, seed)
+    return ClassShift(n, count(a), count(b), only_a, only_b, low, high)
+
+
+def _shift_interval(
+    n: np.ndarray, only_a: np.ndarray, only_b: np.ndarray, n_boot: int, level: float, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile interval of (only_b − only_a) / n per class over multinomial resamples (`per_class_shift`)."""
+    nan = np.full(len(n), np.nan)
+    if not n_boot:
+        return nan, nan.copy()
+    safe = np.maximum(n, 1)
+    shares = np.stack([only_a, only_b, n - only_a - only_b], axis=1) / safe[:, None]
+    shares[n == 0] = (0.0, 0.0, 1.0)
+    draws = np.random.default_rng(seed).multinomial(safe, shares, size=(n_boot, len(n)))  # (n_boot, C, 3)
+    low, high = np.quantile((draws[..., 1] - draws[..., 0]) / safe, [(1 - level) / 2, (1 + level) / 2], axis=0)
+    flat = (only_a + only_b) == 0
+    bound = wilson_interval(np.zeros_like(n), safe, level)[1]
+    low, high = np.where(flat, -bound, low), np.where(flat, bound, high)
+    return np.where(n == 0, np.nan, low), np.where(n == 0, np.nan, high)
