@@ -1,11 +1,15 @@
 """The ImageNet-C image corruptions as pure functions: `apply(pixels, parameter, seed)` → (H, W, 3) values.
 
 `pixels` is uint8 (H, W, 3); the result is float (or uint8) on the 0..255 scale, before the rounding, clipping and
-JPEG save step of `evaluator.perturbations`, which also holds the severity tables. Each function follows
+JPEG save step of `evaluator.perturbations`, which also holds the severity tables. Thirteen functions follow
 `imagecorruptions` (Michaelis et al. 2019, the maintained form of Hendrycks & Dietterich's `make_imagenet_c.py` for
 images of any size) operation by operation, so that with the same seed the pixels agree with it to ±1 grey level.
-Only numpy, scipy and Pillow are used; what the reference takes from OpenCV (`filter2D`, `GaussianBlur`,
-`resize(INTER_CUBIC)`, `cvtColor`) and its re-implementation of ImageMagick's `MotionBlurImage` are written out here.
+Frost and elastic transform follow `make_imagenet_c.py` itself, where `imagecorruptions` departs from it: frost draws
+from five photos, not six, and crops them unscaled; elastic transform takes ImageNet-C's per-severity (alpha, sigma,
+affine shift) in pixels and its random affine warp, where `imagecorruptions` scales σ with the image and drops the
+warp. Only numpy, scipy and Pillow are used; what the references take from OpenCV (`filter2D`, `GaussianBlur`,
+`resize(INTER_CUBIC)`, `cvtColor`, `getAffineTransform`, `warpAffine`) and the re-implementation of ImageMagick's
+`MotionBlurImage` are written out here.
 
 Random draws repeat the reference's, in its order, given the same seed:
 
@@ -15,7 +19,8 @@ Random draws repeat the reference's, in its order, given the same seed:
   masked rejection. Seeds of 2**32 and above seed it with their 32-bit words (low word first);
 - `numpy.random.default_rng(seed)` for impulse noise (scikit-image's `random_noise(..., rng=seed)`).
 
-The frost textures under `resources/frost` are those `imagecorruptions` ships (Apache-2.0; see the NOTICE there).
+The frost textures under `resources/frost` are those `imagecorruptions` ships (Apache-2.0; see the NOTICE there);
+ImageNet-C's own are the same six photos, of which its code draws the first five.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from PIL import Image
 from scipy import ndimage, signal
 
 FROST_TEXTURES = ("frost1.png", "frost2.png", "frost3.png", "frost4.jpg", "frost5.jpg", "frost6.jpg")
+FROST_DRAWN = 5  # make_imagenet_c.py lists six photos but draws np.random.randint(5): frost6.jpg never appears
 _GREY = (0.299, 0.587, 0.114)  # OpenCV's RGB → grey weights
 
 
@@ -235,11 +241,20 @@ def snow(pixels: np.ndarray, param: tuple[float, ...], seed: int) -> np.ndarray:
 
 
 def frost(pixels: np.ndarray, param: tuple[float, float], seed: int) -> np.ndarray:
-    """A random crop of one of six frost photos, scaled (bicubic) to 1.1× at least the image, blended in."""
+    """ImageNet-C's frost: a random crop of one of the first five frost photos, blended in.
+
+    As `make_imagenet_c.py`: `np.random.randint(5)` picks frost1.png … frost5.jpg (frost6.jpg is listed there but
+    never drawn), then a crop the image's size starts at `randint(0, H_t − H)`, `randint(0, W_t − W)`, unscaled.
+    Deviation: an image as tall or as wide as the photo (which the 224-px original never meets) has the photo scaled
+    up first, as `imagecorruptions` does (bicubic, to 1.1× the size that covers the image).
+    """
     keep, weight = param
     rng = legacy_rng(seed)
-    texture = frost_texture(FROST_TEXTURES[rng.randint(len(FROST_TEXTURES))])
+    texture = frost_texture(FROST_TEXTURES[rng.randint(FROST_DRAWN)])
     (h, w), (th, tw) = pixels.shape[:2], texture.shape[:2]
+    if th > h and tw > w:
+        top, left = rng.randint(0, th - h), rng.randint(0, tw - w)
+        return keep * pixels + weight * texture[top : top + h, left : left + w]
     scale = max(1, h / th, w / tw) * 1.1
     size = (int(np.ceil(th * scale)), int(np.ceil(tw * scale)))
     top, left = rng.randint(0, size[0] - h), rng.randint(0, size[1] - w)
@@ -332,22 +347,88 @@ def _plasma_fractal(size: int, decay: float, rng: np.random.RandomState) -> np.n
 # ---------------------------------------------------------------------------------------------------- digital
 
 
-def elastic_transform(pixels: np.ndarray, alpha: float, seed: int) -> np.ndarray:
-    """Pixels moved by smoothed uniform noise: σ = 1 % of each side, noise ±0.5 % of the height, times `alpha`."""
+def elastic_transform(pixels: np.ndarray, param: tuple[float, float, float], seed: int) -> np.ndarray:
+    """ImageNet-C's elastic transform: a random affine warp, then pixels moved by smoothed noise.
+
+    `param` is (alpha, sigma, shift) in pixels, as `make_imagenet_c.py` gives them for its 224-px images: three
+    points around the centre move by U(±shift) each and the affine map that moves them warps the image (bilinear,
+    reflect-101 borders); then each pixel reads the warped image at its place plus (dy, dx), each U(±1) noise
+    Gaussian-smoothed with `sigma` (reflect borders, 3 σ) and times `alpha` (bilinear, reflect borders).
+    """
+    alpha, sigma, shift = param
     rng = legacy_rng(seed)
     h, w = pixels.shape[:2]
-    image = pixels.astype(np.float32) / 255.0
-    dx = _displacement(rng, h, w, alpha)[..., np.newaxis]
-    dy = _displacement(rng, h, w, alpha)[..., np.newaxis]
+    image = _warp_affine(pixels.astype(np.float32) / 255.0, _random_affine(h, w, shift, rng))
+    dx = _displacement(rng, h, w, alpha, sigma)[..., np.newaxis]
+    dy = _displacement(rng, h, w, alpha, sigma)[..., np.newaxis]
     rows, cols, channels = np.meshgrid(np.arange(h), np.arange(w), np.arange(3), indexing="ij")
     return ndimage.map_coordinates(image, [rows + dy, cols + dx, channels], order=1, mode="reflect") * 255
 
 
-def _displacement(rng: np.random.RandomState, h: int, w: int, alpha: float) -> np.ndarray:
-    """(H, W) float32 shifts in pixels: U(±0.5 % of h), Gaussian-smoothed (σ = 1 % of each side, 3 σ), × alpha."""
-    noise = rng.uniform(-h * 0.005, h * 0.005, size=(h, w))
-    smoothed = ndimage.gaussian_filter(noise, np.array((h, w)) * 0.01, mode="reflect", truncate=3)
-    return (smoothed * alpha).astype(np.float32)
+def _random_affine(h: int, w: int, shift: float, rng: np.random.RandomState) -> np.ndarray:
+    """The (2, 3) map of `cv2.getAffineTransform` that moves three points by U(±shift) each.
+
+    The points are make_imagenet_c.py's, written in (x, y) order from the (row, column) centre as it writes them
+    (the same point for its square images). Fewer than 3 rows or columns leave no triangle: no warp.
+    """
+    centre = np.array((h, w), dtype=np.float32) // 2
+    half = min(h, w) // 3
+    source = np.array([centre + half, [centre[0] + half, centre[1] - half], centre - half], dtype=np.float32)
+    target = source + rng.uniform(-shift, shift, size=source.shape).astype(np.float32)
+    if half == 0:
+        return np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    corners = np.column_stack([source.astype(np.float64), np.ones(3)])
+    return np.linalg.solve(corners, target.astype(np.float64)).T
+
+
+def _warp_affine(image: np.ndarray, matrix: np.ndarray) -> np.ndarray:
+    """OpenCV's `warpAffine(image, matrix, (W, H), INTER_LINEAR, BORDER_REFLECT_101)` for float32 (H, W, C).
+
+    Each output pixel reads the input at the inverse map of its place; as in OpenCV's fixed point, the point is
+    rounded to 1/32 pixel (10-bit products, then 5 bits kept) and the four neighbours are weighted bilinearly.
+    """
+    h, w = image.shape[:2]
+    inverse = _invert_affine(matrix)
+    x, y = np.arange(w, dtype=np.float64), np.arange(h, dtype=np.float64)
+    fixed = [
+        (
+            np.rint(m[0] * x * 1024).astype(np.int64)[None, :]
+            + np.rint((m[1] * y + m[2]) * 1024).astype(np.int64)[:, None]
+            + 16
+        )
+        >> 5
+        for m in inverse
+    ]
+    (col, row), (fc, fr) = ([f >> 5 for f in fixed]), ([(f & 31).astype(np.float32) / 32 for f in fixed])
+    fc, fr = fc[..., np.newaxis], fr[..., np.newaxis]
+    r0, r1, c0, c1 = _reflect101(row, h), _reflect101(row + 1, h), _reflect101(col, w), _reflect101(col + 1, w)
+    top = image[r0, c0] * ((1 - fr) * (1 - fc)) + image[r0, c1] * ((1 - fr) * fc)
+    return top + image[r1, c0] * (fr * (1 - fc)) + image[r1, c1] * (fr * fc)
+
+
+def _invert_affine(m: np.ndarray) -> np.ndarray:
+    """`cv2.invertAffineTransform`, in its arithmetic."""
+    det = m[0, 0] * m[1, 1] - m[0, 1] * m[1, 0]
+    d = 1.0 / det if det != 0 else 0.0
+    a11, a22, a12, a21 = m[1, 1] * d, m[0, 0] * d, -m[0, 1] * d, -m[1, 0] * d
+    return np.array(
+        [[a11, a12, -a11 * m[0, 2] - a12 * m[1, 2]], [a21, a22, -a21 * m[0, 2] - a22 * m[1, 2]]], dtype=np.float64
+    )
+
+
+def _reflect101(index: np.ndarray, n: int) -> np.ndarray:
+    """OpenCV's BORDER_REFLECT_101 index: … 2 1 | 0 1 2 … n−1 | n−2 …"""
+    if n == 1:
+        return np.zeros_like(index)
+    period = 2 * n - 2
+    folded = np.abs(index) % period
+    return np.where(folded >= n, period - folded, folded)
+
+
+def _displacement(rng: np.random.RandomState, h: int, w: int, alpha: float, sigma: float) -> np.ndarray:
+    """(H, W) float32 shifts in pixels: U(±1) noise, Gaussian-smoothed (σ = `sigma`, reflect, 3 σ), × `alpha`."""
+    noise = rng.uniform(-1, 1, size=(h, w))
+    return (ndimage.gaussian_filter(noise, sigma, mode="reflect", truncate=3) * alpha).astype(np.float32)
 
 
 def jpeg(pixels: np.ndarray, quality: int, seed: int) -> np.ndarray:

@@ -5,7 +5,8 @@ and size. The same seed gives identical pixels. The corruptions themselves live 
 (numpy, scipy and Pillow only); this module holds their registry and severity tables, and the steps around them:
 
 1. the corruption, at the parameter of its severity (tables below, from Hendrycks & Dietterich, ICLR 2019,
-   `make_imagenet_c.py`, as `imagecorruptions` generalises them to any image size);
+   `make_imagenet_c.py`, as `imagecorruptions` generalises them to any image size, except elastic transform, whose
+   table is `make_imagenet_c.py`'s own, in pixels);
 2. rounding to the nearest integer and clipping to 0..255 (ImageNet-C truncates; the two differ by at most 1);
 3. the benchmark's JPEG step: the released ImageNet-C files were written by Pillow as JPEG at quality 85
    (`optimize=True`), so every corrupted image is saved and decoded that way too, Gaussian noise as much as JPEG
@@ -25,14 +26,15 @@ and size. The same seed gives identical pixels. The corruptions themselves live 
 | fog               | haze strength, fractal decay: 1.5,2  2,2  2.5,1.7  2.5,1.5  3,1.4               |
 | brightness        | added to HSV value V: .1 .2 .3 .4 .5                                            |
 | contrast          | factor towards the channel mean: .4 .3 .2 .1 .05                                |
-| elastic_transform | displacement gain α = 250 × .05 .065 .085 .1 .12 (σ 1 % of each side)           |
+| elastic_transform | 244 px × α,σ,shift: 2,.7,.1  2,.08,.2  .05,.01,.02  .07,.01,.02  .12,.01,.02    |
 | pixelate          | box down-sampling to this share of each side (nearest back up): .6 .5 .4 .3 .25 |
 | jpeg              | JPEG quality: 25 18 15 10 7 (ImageNet-C's jpeg_compression)                     |
 | gaussian_blur     | σ in pixels: 1 2 3 4 6 (one of ImageNet-C's 4 extra corruptions, not of the 15) |
 
 The random ones (gaussian, shot and impulse noise, glass and motion blur, snow, frost, fog, elastic transform)
 draw as `imagecorruptions` does after `np.random.seed(seed)` (impulse noise and glass blur: its `seed=`), so with
-seeds below 2**32 the pixels match it to ±1 grey level; see `evaluator.corruptions`. The others ignore the seed.
+seeds below 2**32 the pixels match it to ±1 grey level; frost and elastic transform draw as `make_imagenet_c.py`
+does (frost from five photos). See `evaluator.corruptions`. The others ignore the seed.
 
 `perturb_text(text, severity, seed)` makes keyboard typos for text-conditioned models: each letter is hit with
 probability TYPO_RATES[severity − 1] by one of swap (with the next letter), drop, insert (a QWERTY neighbour
@@ -90,6 +92,15 @@ _SNOW = (
     (0.55, 0.3, 2.5, 0.85, 12, 12, 0.55),
 )
 
+# make_imagenet_c.py's (alpha, sigma, affine shift) in pixels, with its "244 should have been 224" kept as written
+_ELASTIC = (
+    (244 * 2, 244 * 0.7, 244 * 0.1),
+    (244 * 2, 244 * 0.08, 244 * 0.2),
+    (244 * 0.05, 244 * 0.01, 244 * 0.02),
+    (244 * 0.07, 244 * 0.01, 244 * 0.02),
+    (244 * 0.12, 244 * 0.01, 244 * 0.02),
+)
+
 PERTURBATIONS: dict[str, Corruption] = {
     k.name: k
     for k in (
@@ -112,12 +123,7 @@ PERTURBATIONS: dict[str, Corruption] = {
         Corruption("fog", ((1.5, 2), (2.0, 2), (2.5, 1.7), (2.5, 1.5), (3.0, 1.4)), c.fog, seeded=True),
         Corruption("brightness", (0.1, 0.2, 0.3, 0.4, 0.5), c.brightness, seeded=False),
         Corruption("contrast", (0.4, 0.3, 0.2, 0.1, 0.05), c.contrast, seeded=False),
-        Corruption(
-            "elastic_transform",
-            (250 * 0.05, 250 * 0.065, 250 * 0.085, 250 * 0.1, 250 * 0.12),
-            c.elastic_transform,
-            seeded=True,
-        ),
+        Corruption("elastic_transform", _ELASTIC, c.elastic_transform, seeded=True),
         Corruption("pixelate", (0.6, 0.5, 0.4, 0.3, 0.25), c.pixelate, seeded=False),
         Corruption("jpeg", (25, 18, 15, 10, 7), c.jpeg, seeded=False),
         Corruption("gaussian_blur", (1, 2, 3, 4, 6), c.gaussian_blur, seeded=False, benchmark=False),
