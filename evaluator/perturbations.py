@@ -73,6 +73,11 @@ class Corruption:
     apply: Apply
     seeded: bool  # whether the result depends on the seed
     benchmark: bool = True  # one of ImageNet-C's 15 (False: one of its extra corruptions)
+    imagenet_c: str = ""  # its name in ImageNet-C where that differs (its folders, AlexNet's published errors)
+
+    @property
+    def imagenet_c_name(self) -> str:
+        return self.imagenet_c or self.name
 
 
 @dataclass(frozen=True)
@@ -125,7 +130,7 @@ PERTURBATIONS: dict[str, Corruption] = {
         Corruption("contrast", (0.4, 0.3, 0.2, 0.1, 0.05), c.contrast, seeded=False),
         Corruption("elastic_transform", _ELASTIC, c.elastic_transform, seeded=True),
         Corruption("pixelate", (0.6, 0.5, 0.4, 0.3, 0.25), c.pixelate, seeded=False),
-        Corruption("jpeg", (25, 18, 15, 10, 7), c.jpeg, seeded=False),
+        Corruption("jpeg", (25, 18, 15, 10, 7), c.jpeg, seeded=False, imagenet_c="jpeg_compression"),
         Corruption("gaussian_blur", (1, 2, 3, 4, 6), c.gaussian_blur, seeded=False, benchmark=False),
     )
 }
