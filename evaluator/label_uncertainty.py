@@ -21,6 +21,17 @@ interval         draw b resamples the images with replacement (the b-th resample
                  0 or 1 nothing is drawn for the labels and this is, number for number, the percentile bootstrap
                  `percentile_interval(JointBootstrap(...).means(correct, scored))`.
 
+unrated images   images whose label set rests on one unverified source (a snapshot's base labels, ImGT by
+                 default, where nobody rated the image). By default (`unrated_noise` None) they are left out of
+                 every number, thresholded top-1 included, as if the reference did not hold them, and counted in
+                 `n_unrated`: that source's error rate can only be estimated on the rated images
+                 (`base_error_rate`), which are rarely a random sample (ReaL rated the images some model doubted:
+                 by Dawid-Skene ImGT's label is absent from 30 % of them; Shankar et al. give a different label or
+                 none to under 1 % of the never-rated images they labelled). With a rate ε in [0, 1] they are
+                 drawn: each labelled class present with 1 − ε; drawn absent, the image holds another class and
+                 stays scored; a prediction outside its labels stays wrong (a lower bound given ε). ε = 0 is,
+                 number for number, the result without `unrated`.
+
 Only the top-1 prediction matters, so an image's draw reduces to two independent coins: "the predicted class is
 drawn" (probability q, the posterior of the predicted class) and "another class is drawn" (r = 1 − Π(1 − p_c)
 over the other listed classes). The image is right when the first lands, and scored when either does. Images
@@ -113,7 +124,8 @@ class UncertainScore:
 
     `n_uncertain` of the counted images (answered or failed) have a posterior that settles nothing, strictly
     between 1 − threshold and threshold (a consensus sends such images to review, category U);
-    `expected_scored` is the mean number of scored images per label draw.
+    `expected_scored` is the mean number of scored images per label draw. `n_unrated` counted images rest on an
+    unverified source (module docstring): left out when `unrated_noise` is None, else drawn at that rate.
     """
 
     threshold: float
@@ -127,6 +139,8 @@ class UncertainScore:
     n_uncertain: int
     n_draws: int
     seed: int
+    n_unrated: int = 0
+    unrated_noise: float | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -160,6 +174,8 @@ def uncertain_accuracy(
     level: float = LEVEL,
     interval: str | None = INTERVAL,
     decided: LabelSets | None = None,
+    unrated: ArrayLike | None = None,
+    unrated_noise: float | None = None,
 ) -> UncertainScore:
     """Top-1 of `pred` against `posteriors`: thresholded, expected over label draws, and the intervals.
 
@@ -168,6 +184,8 @@ def uncertain_accuracy(
     `n_draws` ≥ 1 label draws, each paired with one image resample; `interval` is the thresholded top-1's.
     `decided`: the label sets the consensus settled on, when its rule is more than the threshold (an original
     class kept at a lower posterior, say); the thresholded top-1 is scored against them. Default: {p ≥ threshold}.
+    `unrated` (n_images,) bool: images whose labels rest on an unverified source; `unrated_noise` None leaves them
+    out, a rate in [0, 1] draws them (module docstring).
     """
     if not isinstance(posteriors, Posteriors):
         raise EvaluationError(f"posteriors must be Posteriors, got {type(posteriors).__name__}")
@@ -175,20 +193,88 @@ def uncertain_accuracy(
     support = posteriors.label_sets(threshold=float(np.nextafter(0.0, 1.0)))  # every class that can be drawn
     arr, answered, wrong = check_predictions(pred, support, 1, ok, failed, batched=False)
     sets = posteriors.label_sets(threshold) if decided is None else _check_decided(decided, posteriors)
+    aside = _check_unrated(unrated, unrated_noise, posteriors.n_images)
+    n_unrated = int((aside & (answered | wrong)).sum())
+    if unrated_noise is None and aside.any():  # left out: as if the reference did not hold them
+        keep = np.flatnonzero(~aside)
+        posteriors, sets = posteriors.subset(keep), LabelSets(sets.labels[keep], sets.n_classes)
+        arr, answered, wrong, aside = arr[keep], answered[keep], wrong[keep], aside[keep]
     thresholded = _thresholded(arr[:, :1], sets, answered, wrong, interval, level)
     coins = _coins(arr[:, 0], posteriors, answered, wrong)
+    if unrated_noise is not None:
+        coins = _with_noise(coins, aside & coins.counted, float(unrated_noise))
     label_acc, boot_acc, scored = _draw_accuracies(coins, n_draws, seed)
     label_low, label_high = percentile_interval(label_acc, level)
     low, high = percentile_interval(boot_acc, level)
     with np.errstate(invalid="ignore"):
         expected = float(np.nanmean(label_acc)) if np.isfinite(label_acc).any() else float("nan")
-    unsettled = (posteriors.probs > min(threshold, 1 - threshold)) & (posteriors.probs < max(threshold, 1 - threshold))
-    uncertain = np.zeros(posteriors.n_images, bool)
-    uncertain[posteriors.rows[unsettled]] = True
     return UncertainScore(
         float(threshold), thresholded, expected, float(low), float(high), float(label_low), float(label_high),
-        float(scored.mean()), int((uncertain & coins.counted).sum()), int(n_draws), int(seed),
+        float(scored.mean()), _n_uncertain(posteriors, coins.counted, threshold), int(n_draws), int(seed),
+        n_unrated, None if unrated_noise is None else float(unrated_noise),
     )  # fmt: skip
+
+
+def _n_uncertain(posteriors: Posteriors, counted: np.ndarray, threshold: float) -> int:
+    """Counted images with a posterior strictly between 1 − threshold and threshold."""
+    low, high = min(threshold, 1 - threshold), max(threshold, 1 - threshold)
+    unsettled = (posteriors.probs > low) & (posteriors.probs < high)
+    uncertain = np.zeros(posteriors.n_images, bool)
+    uncertain[posteriors.rows[unsettled]] = True
+    return int((uncertain & counted).sum())
+
+
+def base_error_rate(posteriors: Posteriors, base: LabelSets, rated: ArrayLike) -> float:
+    """How often the `base` labels are wrong on the `rated` images ((n_images,) bool), by the posteriors: the
+    mean over the rated images with a base label of P(none of its base classes is present), classes independent
+    (for a single base label, 1 − its posterior). NaN when no rated image has a base label.
+
+    It estimates the error rate of the base source on *unrated* images only when the rated images are a random
+    sample of all of them. They seldom are: raters are sent where someone doubted the label (ReaL rated the
+    images whose model proposals differed from ImGT), so on unrated images the rate is usually lower, and drawing
+    them at this rate gives a lower bound of the expected top-1, not an estimate."""
+    shape = (posteriors.n_images, posteriors.n_classes)
+    if not isinstance(base, LabelSets) or (base.n_images, base.n_classes) != shape:
+        raise EvaluationError(f"base must be LabelSets of {shape[0]} images of {shape[1]} classes, got {base!r}")
+    mask = np.asarray(rated, dtype=bool)
+    if mask.shape != (posteriors.n_images,):
+        raise EvaluationError(f"rated must be ({posteriors.n_images},) bool, got shape {mask.shape}")
+    n_classes = posteriors.n_classes
+    listed = posteriors.rows * n_classes + posteriors.classes
+    order = np.argsort(listed)
+    listed, probs = listed[order], posteriors.probs[order]
+    rows, cols = np.nonzero(base.labels >= 0)
+    keys = rows * n_classes + base.labels[rows, cols]
+    at = np.searchsorted(listed, keys)
+    found = at < len(listed)
+    found[found] = listed[at[found]] == keys[found]
+    p = np.zeros(len(keys))
+    p[found] = probs[at[found]]
+    with np.errstate(divide="ignore"):  # log 0 = -inf where a base class is certain
+        log_absent = np.bincount(rows, np.log1p(-np.minimum(p, 1.0)), minlength=base.n_images)
+    use = mask & (base.counts > 0)
+    return float(np.exp(log_absent[use]).mean()) if use.any() else float("nan")
+
+
+def _check_unrated(unrated: ArrayLike | None, noise: float | None, n_images: int) -> np.ndarray:
+    if noise is not None and (isinstance(noise, bool) or not isinstance(noise, float | int) or not 0 <= noise <= 1):
+        raise EvaluationError(f"unrated_noise must be a rate in [0, 1] or None, got {noise!r}")
+    if unrated is None:
+        return np.zeros(n_images, bool)
+    mask = np.asarray(unrated)
+    if mask.shape != (n_images,) or mask.dtype != bool:
+        raise EvaluationError(f"unrated must be a ({n_images},) bool array, got {mask.dtype} of shape {mask.shape}")
+    return mask
+
+
+def _with_noise(coins: _Coins, unrated: np.ndarray, noise: float) -> _Coins:
+    """The unrated images' labelled classes present with 1 − noise; an image with a label always holds some
+    class (r = 1), so it stays scored when its label is drawn absent."""
+    labelled = unrated & ((coins.q > 0) | (coins.r > 0))
+    q = np.where(labelled, coins.q * (1.0 - noise), coins.q)
+    r = np.where(labelled, 1.0, coins.r)
+    draw = coins.counted & (((q > 0) & (q < 1)) | ((r > 0) & (r < 1)))
+    return _Coins(coins.counted, q, r, draw)
 
 
 def _check_decided(decided: object, posteriors: Posteriors) -> LabelSets:
