@@ -62,16 +62,21 @@ model_option = registry_option(
 @click.option("--images-per-request", type=int, default=1, show_default=True, help="Images in one prompt (ow, cw).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the image order and MC options.")
 @click.option("--mc-options", type=int, default=4, show_default=True, help="Options per MC question.")
-@click.option(
+@registry_option(
     "--distractors",
-    type=click.Choice(["random", "hard"]),
+    entries="relabel.suggest.distractor_sources:distractor_summaries",
+    choose=False,
     default="random",
     show_default=True,
-    help="MC: hard ones come from --confusion, then from the classes nearest in the text space (--encoder).",
+    help="MC distractors: {entries}. Join sources with + to try them in order, e.g. "
+    "imagenet-confusions+wordnet; a run: of the model under test is refused.",
 )
 @click.option(
-    "--confusion",
-    help="Hard MC distractors from run:NAME (its top-5 mistakes), FILE.json (class groups) or FILE.npy (matrix).",
+    "--distractor-spread",
+    type=int,
+    default=1,
+    show_default=True,
+    help="MC: each source picks among its best N × free slots classes (1: always its most confusable ones).",
 )
 @click.option(
     "--accept-synonyms",
@@ -111,9 +116,10 @@ def suggest(
       relabel suggest --model openai:gpt-4o --protocol cwplus --images suspect --concurrency 16 --retry-errors
       relabel suggest --model openai:qwen2.5-vl --base-url http://localhost:8000/v1 --protocol ow
       relabel suggest --model openai:gpt-4o --protocol cw --accept-synonyms    # synonyms/wnids still count as OOP
-      relabel suggest --model hf-vlm:Qwen/Qwen2.5-VL-3B-Instruct --protocol mc --distractors hard \\
-          --confusion run:efficientnet-lite0@topk
+      relabel suggest --model hf-vlm:Qwen/Qwen2.5-VL-3B-Instruct --protocol mc --distractors hard
+      relabel suggest --model openai:gpt-4o --protocol mc --distractors run:efficientnet-lite0@topk+wordnet
     """
+    from relabel.suggest.distractor_sources import distractors_line
     from relabel.suggest.failures import OutageError
     from relabel.suggest.runner import run_suggestions
     from relabel.suggest.setup import SuggestSettings, build_job, default_protocol
@@ -131,6 +137,8 @@ def suggest(
         show_progress=not quiet,
     )
     click.echo(r.line())
+    if job.ctx.distractors is not None and (line := distractors_line(job.ctx.distractors.describe())):
+        click.echo(f"  {line}")
     if r.usage:
         click.echo(f"  tokens: {r.usage}" + (f", estimated cost ${r.cost:.4f}" if r.cost is not None else ""))
     if r.stopped:

@@ -1,21 +1,14 @@
 """Distractors for multiple choice: the classes offered beside an image's reference class.
 
-Definition: a distractor `d` offered for an image whose reference class is `t` is **hard** when one of these
-sources links `d` to `t`, and **random** otherwise. Sources are tried in this order:
+A question's distractors come from an ordered list of sources (relabel.suggest.distractor_sources holds the
+registry: a shipped confusion table, WordNet siblings and cousins, a stored run of another model, a file, text
+neighbours). Each source gives, per class, its linked classes, most confusable first; the sources in turn fill the
+question's slots, and random classes (uniform over the rest) fill only the slots left when every source has run out
+of classes for the reference class `t`. A reference label of the image is never a distractor.
 
-1. ``confusion`` (``--confusion``), one of
-   - ``run:NAME``: a stored model run put `d` in its top-5 for an image labelled `t`, or `t` in its top-5 for an
-     image labelled `d`; linked classes are ranked by the summed score of those predictions (1/rank where the run
-     stored no scores), so a top-1 mistake outranks a fifth guess;
-   - class groups (``.json``, like confusion_clusters.json): `d` and `t` are in one group;
-   - a confusion matrix (``.npy``): ``M[t, d] + M[d, t] > 0``, ranked by that count;
-2. ``text``: `d` is one of the `TEXT_NEIGHBOURS` classes nearest to `t` in the text-embedding space, by cosine
-   similarity of "display name: gloss" (the vocabulary's description of the class; the display name alone where
-   it has none) under the mapping encoder (default all-MiniLM-L6-v2, offline).
-
-Random distractors (uniform over the remaining classes) fill only the slots left when both sources have run out
-of classes for `t`. A reference label of the image is never a distractor. Each question records the source of
-every option (`details["option_sources"]`) and the run records the share of hard distractors
+Definition: a distractor is **hard** when a source chose it, **random** otherwise. Each question records the source
+of every option (`details["option_sources"]`: the source's name, `random` or `reference`), the run records its
+sources (`params["distractor_sources"]`, see `DistractorSource.describe`) and the share of hard distractors
 (`params["measured"]["hard_distractor_share"]`, see `summarize_distractors`).
 """
 
@@ -37,51 +30,60 @@ from relabel.vocabulary import Vocabulary
 
 TEXT_NEIGHBOURS = 10  # per class: enough to fill any question of up to 11 options from text alone
 MAX_NEIGHBOURS = 20  # per class, kept from a confusion source
-CONFUSION, TEXT, RANDOM, REFERENCE = "confusion", "text", "random", "reference"
-HARD_SOURCES = (CONFUSION, TEXT)
+RANDOM, REFERENCE = "random", "reference"
 
 
 @dataclass(frozen=True)
 class Neighbours:
-    """For each class index, its linked classes, most confusable first; `origin` names where they came from."""
+    """For each class index, its linked classes, most confusable first. `origin` says where they came from, in
+    words; `record` is what a run stores about the source (its name, and e.g. the run and model it read)."""
 
     by_class: dict[int, list[int]]
     origin: str
+    record: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class DistractorSource:
-    """Hard distractors: confusion neighbours first, then text neighbours (either may be absent)."""
+    """Hard distractors from `sources`, an ordered tuple of (source name, neighbours). `spread`: each source picks
+    its slots at random among its best `spread × slots` candidates (1: always the most confusable ones)."""
 
-    confusion: Neighbours | None = None
-    text: Neighbours | None = None
-    sources: tuple[tuple[str, Neighbours], ...] = field(init=False, repr=False)
+    sources: tuple[tuple[str, Neighbours], ...]
+    spread: int = 1
+    label: str = ""  # how the sources were asked for (`--distractors`); default: their names joined by "+"
 
     def __post_init__(self) -> None:
-        pairs = ((CONFUSION, self.confusion), (TEXT, self.text))
-        object.__setattr__(self, "sources", tuple((kind, n) for kind, n in pairs if n is not None))
+        if self.spread < 1:
+            raise InputError(f"the distractor spread must be at least 1, got {self.spread}")
+        names = [name for name, _ in self.sources]
+        if RANDOM in names or REFERENCE in names:
+            raise InputError(f"{RANDOM!r} and {REFERENCE!r} name no source of hard distractors")
+
+    @property
+    def names(self) -> list[str]:
+        return [name for name, _ in self.sources]
 
     def describe(self) -> dict[str, Any]:
-        """The settings recorded with a run: `confusion` and `text_neighbours` origins (None when unused)."""
-        return {
-            "confusion": self.confusion.origin if self.confusion else None,
-            "text_neighbours": self.text.origin if self.text else None,
-        }
+        """The settings recorded with a run: the sources as asked for, each source's record (name, origin, and e.g.
+        the run and model it read) in order, and the spread."""
+        records = [{"source": name, "origin": n.origin, **n.record} for name, n in self.sources]
+        label = self.label or "+".join(self.names)
+        return {"distractors": label, "distractor_sources": records, "distractor_spread": self.spread}
 
     def hard(self, true: int, k: int, exclude: set[int], rng: np.random.Generator) -> list[tuple[int, str]]:
-        """Up to `k` (class, source) pairs linked to `true`, none in `exclude`. Each source in turn fills the slots
-        left, choosing at random among its best `2 × slots` candidates so that repeated questions about one
-        class vary (the caller's generator is seeded per image)."""
+        """Up to `k` (class, source name) pairs linked to `true`, none in `exclude`, all distinct. Each source in
+        turn fills the slots left, from its best `spread × slots` candidates (the generator is seeded per image)."""
         chosen: list[tuple[int, str]] = []
         taken = set(exclude)
-        for kind, neighbours in self.sources:
+        for name, neighbours in self.sources:
             slots = k - len(chosen)
             if slots <= 0:
                 break
-            candidates = [c for c in neighbours.by_class.get(true, []) if c not in taken][: 2 * slots]
+            candidates = [c for c in dict.fromkeys(neighbours.by_class.get(true, [])) if c not in taken]
+            candidates = candidates[: self.spread * slots]
             if len(candidates) > slots:
                 candidates = [int(c) for c in rng.permutation(candidates)[:slots]]
-            chosen += [(int(c), kind) for c in candidates]
+            chosen += [(int(c), name) for c in candidates]
             taken.update(candidates)
         return chosen
 
@@ -92,7 +94,7 @@ def load_confusion(path: Path, n_classes: int) -> Neighbours:
     if not path.is_file():
         raise InputError(f"confusion source {str(path)!r} does not exist")
     if path.suffix.lower() == ".npy":
-        return _from_matrix(load_array(path), n_classes, path.name)
+        return neighbours_from_matrix(load_array(path), n_classes, path.name)
     try:
         groups = read_json(path)
         neighbours: dict[int, list[int]] = {}
@@ -109,13 +111,21 @@ def load_confusion(path: Path, n_classes: int) -> Neighbours:
     return Neighbours(neighbours, path.name)
 
 
-def _from_matrix(matrix: np.ndarray, n_classes: int, origin: str) -> Neighbours:
+def neighbours_from_matrix(
+    matrix: np.ndarray, n_classes: int, origin: str, tie_break: np.ndarray | None = None
+) -> Neighbours:
+    """Each class's linked classes from a (C, C) confusion matrix (rows: true, columns: predicted), both ways:
+    `M[t, d] + M[d, t] > 0`, ranked by that sum; equal sums by `tie_break[t, d]` (lower first, e.g. a tree
+    distance), then by class index."""
     if matrix.shape != (n_classes, n_classes):
         raise InputError(f"{origin}: a confusion matrix must be {n_classes}×{n_classes}, got {matrix.shape}")
     sym = matrix + matrix.T
     np.fill_diagonal(sym, 0)
-    order = np.argsort(-sym, axis=1, kind="stable")
-    by_class = {c: [int(j) for j in order[c, :MAX_NEIGHBOURS] if sym[c, j] > 0] for c in range(n_classes)}
+    by_class = {}
+    for c in range(n_classes):
+        keys = (tie_break[c],) if tie_break is not None else ()
+        order = np.lexsort((*keys, -sym[c]))[:MAX_NEIGHBOURS]
+        by_class[c] = [int(j) for j in order if sym[c, j] > 0]
     return Neighbours(by_class, origin)
 
 
@@ -131,7 +141,7 @@ def confusion_from_predictions(
         for c, w in zip(ranked, weights):
             if c != true and 0 <= c < n_classes:
                 matrix[true, c] += max(float(w), 1e-9)  # a zero score still records the pair
-    return _from_matrix(matrix, n_classes, origin)
+    return neighbours_from_matrix(matrix, n_classes, origin)
 
 
 def text_neighbours(
@@ -149,18 +159,18 @@ def text_neighbours(
 def summarize_distractors(option_sources: Iterable[Sequence[str]]) -> dict[str, Any]:
     """Counts over a run's questions, from each question's option sources (one per option, `reference` for the
     reference class): `hard_distractor_share` = hard distractors / all distractors (None without any)."""
-    counts = {CONFUSION: 0, TEXT: 0, RANDOM: 0}
+    counts: dict[str, int] = {}
     questions = 0
     for sources in option_sources:
         questions += 1
         for s in sources:
-            if s in counts:
-                counts[s] += 1
+            if s != REFERENCE:
+                counts[s] = counts.get(s, 0) + 1
     total = sum(counts.values())
-    hard = counts[CONFUSION] + counts[TEXT]
+    hard = total - counts.get(RANDOM, 0)
     return {
         "questions": questions,
         "distractors": total,
-        "distractors_by_source": counts,
+        "distractors_by_source": dict(sorted(counts.items())),
         "hard_distractor_share": round(hard / total, 4) if total else None,
     }

@@ -97,7 +97,7 @@ class Protocol:
     needs_mapper = False
     default_encoder = DEFAULT_ENCODER  # maps answers (needs_mapper) and finds MC's hard distractors
     needs_reference = False  # MC builds its options around the reference label: an evaluation protocol
-    uses_distractors = False  # MC: reads --distractors and --confusion
+    uses_distractors = False  # MC: reads --distractors
     reads_synonyms = False  # CW, CW+: read --accept-synonyms
 
     def version(self, ctx: ProtocolContext) -> str:
@@ -214,15 +214,16 @@ class ClosedWorldPlus(ClosedWorld):
 
 
 class MultipleChoice(Protocol):
-    """k options: the reference class and k-1 distractors (random or hard), shuffled with a per-image seed."""
+    """k options: the reference class and k-1 distractors (random, or hard ones from the sources that
+    relabel.suggest.distractor_sources names), shuffled with a per-image seed. The run records its distractor
+    sources (`params["distractors"]`, `params["distractor_sources"]`)."""
 
     name, summary, needs_reference, uses_distractors = "mc", "multiple choice", True, True
     template = load_prompt("mc")
 
     def describe(self, ctx: ProtocolContext) -> dict[str, Any]:
-        hard = ctx.distractors.describe() if ctx.distractors else {}
-        kind = "hard" if ctx.distractors else "random"
-        return {**super().describe(ctx), "options": ctx.mc_options, "distractors": kind, **hard, "seed": ctx.seed}
+        sources = ctx.distractors.describe() if ctx.distractors else {"distractors": RANDOM}
+        return {**super().describe(ctx), "options": ctx.mc_options, **sources, "seed": ctx.seed}
 
     def build(self, images: list[ImageRef], ctx: ProtocolContext) -> list[Pending]:
         if ctx.images_per_request != 1:
@@ -342,8 +343,8 @@ def parse_choice(text: str, option_names: list[str]) -> int | None:
 
 @dataclass(frozen=True)
 class McOptions:
-    """One question's options in the order shown, and where each came from (`reference`, or a distractor source:
-    `confusion`, `text`, `random`; see relabel.suggest.distractors)."""
+    """One question's options in the order shown, and where each came from (`reference`, `random`, or the name of
+    the distractor source that chose it; see relabel.suggest.distractors)."""
 
     classes: list[int]
     sources: list[str]

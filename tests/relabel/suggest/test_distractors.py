@@ -1,4 +1,4 @@
-"""Hard MC distractors: confusions from a run's top-5, topped up from text neighbours, and the recorded share."""
+"""Hard MC distractors: the registry of sources, what each builds, what a run records, and what is refused."""
 
 from __future__ import annotations
 
@@ -10,7 +10,16 @@ from sqlalchemy import select
 from sqlmodel import Session
 
 from db.models import ModelRun
-from relabel.errors import InputError
+from relabel.errors import InputError, NotFoundError
+from relabel.suggest.distractor_sources import (
+    DEFAULT_HARD,
+    DISTRACTOR_SOURCES,
+    SourceInputs,
+    build_distractors,
+    distractor_summaries,
+    distractors_line,
+    parse_distractors,
+)
 from relabel.suggest.distractors import (
     DistractorSource,
     Neighbours,
@@ -20,11 +29,166 @@ from relabel.suggest.distractors import (
 )
 from relabel.suggest.protocols import ProtocolContext, get_protocol, mc_options
 from relabel.suggest.runner import SuggestJob, run_suggestions
-from relabel.suggest.setup import SuggestSettings, _confusion
+from relabel.suggest.setup import SuggestSettings, build_job
+from relabel.vocabulary import ClassInfo, Vocabulary
 from tests import images
 from tests.fakes import ScriptedChatModel, ScriptedScorer, TrigramEncoder
 
 FILES = ["n02123045_cat.jpg", "n07920052_espresso.jpg", "n03773504_missile.jpg", "n01440764_tench.jpg"]
+CAT_WNIDS = {  # tabby, tiger cat, Persian cat and Egyptian cat are domestic cats; lynx a wild one; tench a fish
+    "tabby": "n02123045",
+    "tench": "n01440764",
+    "lynx": "n02127052",
+    "tiger cat": "n02123159",
+    "Persian cat": "n02123394",
+    "Egyptian cat": "n02124075",
+}
+
+
+@pytest.fixture
+def ws(engine, vocab, tmp_path: Path):
+    return images.ingest_photos(engine, vocab, tmp_path / "r", FILES)
+
+
+def tiny_vocab() -> Vocabulary:
+    return Vocabulary("cats", [ClassInfo(i, name, wnid) for i, (name, wnid) in enumerate(CAT_WNIDS.items())])
+
+
+def stored_run(ws, vocab, model: str) -> None:
+    """A top-5 run named `model` in which each photo's top-1 is a wrong class (the cat is taken for an Egyptian)."""
+    wrong = {"n02123045": 285, "n07920052": 967, "n03773504": 744, "n01440764": 0}
+    scorer = ScriptedScorer(lambda im: wrong[im.key[:9]], name=model)
+    job = SuggestJob(ws, scorer, get_protocol("topk"), ProtocolContext(vocab))
+    run_suggestions(job, dataset=None, run_name=f"{model}@topk", show_progress=False)
+
+
+def test_every_source_builds_distinct_distractors_without_the_reference(ws, vocab, tmp_path: Path) -> None:
+    stored_run(ws, vocab, "other-model")
+    (tmp_path / "m.npy").write_bytes(b"")
+    np.save(tmp_path / "m.npy", np.eye(1000, k=1) * 3)
+    specs = {"imagenet-confusions", "wordnet", "run:other-model@topk", f"file:{tmp_path / 'm.npy'}", "text"}
+    assert {s.partition(":")[0] for s in specs} == set(DISTRACTOR_SOURCES)  # a new source needs a line here
+    inputs = SourceInputs(vocab, "model-under-test", ws, encoder=TrigramEncoder, cache_dir=tmp_path)
+    references = {1: [281], 2: [0], 3: [817, 511], 4: [999]}
+    for spec in sorted(specs):
+        ctx = ProtocolContext(vocab, reference=references, mc_options=5, distractors=build_distractors(spec, inputs))
+        hard = 0
+        for image, ref in references.items():
+            q = mc_options(image, ctx)
+            assert q is not None and len(set(q.classes)) == 5 and q.classes.count(ref[0]) == 1, spec
+            assert not set(ref[1:]) & set(q.classes), spec
+            hard += sum(s == spec.partition(":")[0] for s in q.sources)
+        assert hard > 0, spec
+
+
+def test_wordnet_source_picks_siblings_first() -> None:
+    source = build_distractors("wordnet", SourceInputs(tiny_vocab(), "m"))
+    assert source is not None
+    names = list(CAT_WNIDS)
+    linked = [names[c] for c in source.sources[0][1].by_class[0]]  # tabby
+    assert sorted(linked[:3]) == ["Egyptian cat", "Persian cat", "tiger cat"]  # siblings under domestic cat
+    assert linked[3] == "lynx" and linked[4] == "tench"  # then the cousin, then the fish
+
+
+def test_imagenet_confusions_rank_the_cat_family_first(vocab) -> None:
+    source = build_distractors("imagenet-confusions", SourceInputs(vocab, "m"))
+    assert source is not None
+    tabby = source.sources[0][1].by_class[vocab.resolve("tabby")]
+    assert {vocab.classes[c].name for c in tabby[:2]} == {"tiger cat", "Egyptian cat"}
+    assert "cleanlab" in source.describe()["distractor_sources"][0]["origin"]
+
+
+def test_a_run_of_the_model_under_test_is_refused(ws, vocab) -> None:
+    stored_run(ws, vocab, "efficientnet-lite0")
+    inputs = SourceInputs(vocab, "EfficientNet-Lite0", ws)
+    with pytest.raises(InputError, match="the model under test"):
+        build_distractors("run:efficientnet-lite0@topk+wordnet", inputs)
+    settings = SuggestSettings(model="efficientnet-lite0", protocol="mc", distractors="run:efficientnet-lite0@topk")
+    with pytest.raises(InputError, match="'efficientnet-lite0', the model under test"):
+        build_job(settings, ws, None)
+    with pytest.raises(InputError, match="no model run 'nope'"):
+        build_distractors("run:nope", inputs)
+
+
+def test_unknown_source_lists_the_known_ones() -> None:
+    with pytest.raises(NotFoundError) as err:
+        parse_distractors("wordnet+confusables")
+    assert "unknown distractor source 'confusables'; known: " in str(err.value)
+    for name in distractor_summaries():
+        assert name in str(err.value)
+    with pytest.raises(InputError, match="write it as run:NAME"):
+        parse_distractors("run")
+    assert parse_distractors("hard") == parse_distractors(DEFAULT_HARD) == [("imagenet-confusions", ""), ("wordnet", "")]
+    assert parse_distractors("random") == []
+    assert set(distractor_summaries()) == {"random", "hard", "run:NAME", "file:PATH", *DISTRACTOR_SOURCES} - {
+        "run",
+        "file",
+    }
+
+
+def pick_a(request) -> str:
+    return "A"
+
+
+def params(engine, run: str) -> dict:
+    with Session(engine) as s:
+        return s.scalars(select(ModelRun.params).where(ModelRun.name == run)).one()
+
+
+def test_the_run_records_its_sources_and_their_share(ws, vocab) -> None:
+    stored_run(ws, vocab, "other-model")
+    inputs = SourceInputs(vocab, ScriptedChatModel(pick_a).name, ws)
+    for name, spec in [("random", "random"), ("hard", "run:other-model@topk+wordnet")]:
+        ctx = ProtocolContext(vocab, mc_options=4, distractors=build_distractors(spec, inputs))
+        job = SuggestJob(ws, ScriptedChatModel(pick_a), get_protocol("mc"), ctx)
+        summary = run_suggestions(job, dataset=None, run_name=name, show_progress=False)
+        assert summary.measured["questions"] == 4
+    hard, random = params(ws, "hard"), params(ws, "random")
+    assert hard["distractors"] == "run:other-model@topk+wordnet"
+    assert [r["source"] for r in hard["distractor_sources"]] == ["run", "wordnet"]
+    assert hard["distractor_sources"][0] | {"origin": ""} == {
+        "source": "run",
+        "origin": "",
+        "run": "other-model@topk",
+        "model": "other-model",
+    }
+    assert hard["measured"]["hard_distractor_share"] == 1.0
+    assert set(hard["measured"]["distractors_by_source"]) <= {"run", "wordnet"}
+    assert distractors_line(hard) == "distractors: run:other-model@topk (a run of other-model), then wordnet"
+    assert random["distractors"] == "random" and random["measured"]["hard_distractor_share"] == 0.0
+    assert distractors_line(random) == "distractors: random"
+
+
+def test_sources_fill_in_order_then_random(vocab) -> None:
+    source = DistractorSource((("a", Neighbours({1: [2]}, "c")), ("b", Neighbours({1: [2, 3, 4]}, "t"))))
+    ctx = ProtocolContext(vocab, reference={10: [1]}, mc_options=4, distractors=source)
+    question = mc_options(10, ctx)
+    assert question is not None
+    assert dict(zip(question.classes, question.sources)) == {1: "reference", 2: "a", 3: "b", 4: "b"}
+    ctx.mc_options = 6  # both sources run out after three classes: the last two slots are random
+    question = mc_options(10, ctx)
+    assert question is not None and sorted(question.sources).count("random") == 2
+    assert summarize_distractors([question.sources]) == {
+        "questions": 1,
+        "distractors": 5,
+        "distractors_by_source": {"a": 1, "b": 2, "random": 2},
+        "hard_distractor_share": 0.6,
+    }
+    with pytest.raises(InputError, match="name no source"):
+        DistractorSource((("random", Neighbours({}, "x")),))
+
+
+def test_spread_one_always_takes_the_most_confusable(vocab) -> None:
+    ranked = Neighbours({1: [5, 6, 7, 8, 9, 10]}, "c")
+    for spread, expected in [(1, {5, 6, 7}), (2, {5, 6, 7, 8, 9, 10})]:
+        ctx = ProtocolContext(vocab, reference={}, mc_options=4, distractors=DistractorSource((("c", ranked),), spread))
+        seen: set[int] = set()
+        for image in range(30):
+            ctx.reference[image] = [1]
+            q = mc_options(image, ctx)
+            assert q is not None
+            seen |= set(q.classes) - {1}
+        assert seen == expected
 
 
 def test_confusions_use_the_whole_top5_ranked_by_score() -> None:
@@ -36,42 +200,6 @@ def test_confusions_use_the_whole_top5_ranked_by_score() -> None:
     assert 5 not in src.by_class[5] and src.by_class[0] == []
 
 
-def test_hard_distractors_come_from_confusion_then_text_then_random(vocab) -> None:
-    source = DistractorSource(Neighbours({1: [2]}, "c"), Neighbours({1: [2, 3, 4]}, "t"))
-    ctx = ProtocolContext(vocab, reference={10: [1]}, mc_options=4, distractors=source)
-    question = mc_options(10, ctx)
-    assert question is not None
-    by_class = dict(zip(question.classes, question.sources))
-    assert by_class == {1: "reference", 2: "confusion", 3: "text", 4: "text"}
-    ctx.mc_options = 6  # both sources run out after three classes: the last two slots are random
-    question = mc_options(10, ctx)
-    assert question is not None and sorted(question.sources).count("random") == 2
-    assert summarize_distractors([question.sources]) == {
-        "questions": 1,
-        "distractors": 5,
-        "distractors_by_source": {"confusion": 1, "text": 2, "random": 2},
-        "hard_distractor_share": 0.6,
-    }
-
-
-def test_reference_labels_are_never_hard_distractors(vocab) -> None:
-    source = DistractorSource(Neighbours({1: [2, 3]}, "c"), Neighbours({1: [3, 4, 5, 6]}, "t"))
-    ctx = ProtocolContext(vocab, reference={10: [1, 3]}, mc_options=4, distractors=source)
-    for seed in range(10):
-        ctx.seed = seed
-        question = mc_options(10, ctx)
-        assert (
-            question is not None
-            and 3 not in question.classes
-            and set(question.sources)
-            <= {
-                "reference",
-                "confusion",
-                "text",
-            }
-        )
-
-
 def test_text_neighbours_are_the_nearest_other_classes_and_cached(vocab, tmp_path: Path) -> None:
     encoder = TrigramEncoder()
     found = text_neighbours(encoder, vocab, tmp_path, k=5)
@@ -80,48 +208,6 @@ def test_text_neighbours_are_the_nearest_other_classes_and_cached(vocab, tmp_pat
     again = text_neighbours(encoder, vocab, tmp_path, k=5)
     assert len(encoder.calls) == 1 and again.by_class == found.by_class
     assert found.origin == "test:trigram, 5 per class"
-
-
-@pytest.fixture
-def ws(engine, vocab, tmp_path: Path):
-    return images.ingest_photos(engine, vocab, tmp_path / "r", FILES)
-
-
-def pick_a(request) -> str:
-    return "A"
-
-
-def measured(engine, run: str) -> dict:
-    with Session(engine) as s:
-        return s.scalars(select(ModelRun.params).where(ModelRun.name == run)).one()
-
-
-def test_runs_record_their_hard_distractor_share(ws, vocab) -> None:
-    text = Neighbours({c: [(c + d) % 1000 for d in range(1, 11)] for c in range(1000)}, "toy, 10 per class")
-    for name, source in [("random", None), ("hard", DistractorSource(None, text))]:
-        ctx = ProtocolContext(vocab, mc_options=4, distractors=source)
-        job = SuggestJob(ws, ScriptedChatModel(pick_a), get_protocol("mc"), ctx)
-        summary = run_suggestions(job, dataset=None, run_name=name, show_progress=False)
-        assert summary.measured["questions"] == 4
-    hard, random = measured(ws, "hard"), measured(ws, "random")
-    assert hard["distractors"] == "hard" and hard["text_neighbours"] == "toy, 10 per class"
-    assert hard["measured"]["hard_distractor_share"] == 1.0
-    assert hard["measured"]["distractors_by_source"] == {"confusion": 0, "text": 12, "random": 0}
-    assert random["distractors"] == "random" and random["measured"]["hard_distractor_share"] == 0.0
-
-
-def test_run_confusion_reads_the_top5_of_a_stored_run(ws, vocab) -> None:
-    wrong = {"n02123045": 285, "n07920052": 967, "n03773504": 744, "n01440764": 0}  # cat -> Egyptian cat
-    scorer = ScriptedScorer(lambda im: wrong[im.key[:9]])
-    run_suggestions(SuggestJob(ws, scorer, get_protocol("topk"), ProtocolContext(vocab)), dataset=None, run_name="cls")
-    found = _confusion(SuggestSettings(model="x", distractors="hard", confusion="run:cls"), ws, 1000)
-    assert found is not None and found.origin == "run:cls"
-    assert found.by_class[281][0] == 285 and len(found.by_class[281]) == 5  # the top-5, best first
-    assert all(len(found.by_class[vocab.resolve(w)]) >= 4 for w in wrong)
-    with pytest.raises(InputError, match="only with --distractors hard"):
-        _confusion(SuggestSettings(model="x", confusion="run:cls"), ws, 1000)
-    with pytest.raises(InputError, match="no model run 'nope'"):
-        _confusion(SuggestSettings(model="x", distractors="hard", confusion="run:nope"), ws, 1000)
 
 
 def test_summary_of_no_questions_has_no_share() -> None:

@@ -127,11 +127,11 @@ def test_hard_distractors_from_clusters_and_confusion(vocab, tmp_path: Path) -> 
             [{"category": [1], "classes": {"281": "tabby", "282": "tiger cat", "285": "Egyptian cat", "287": "lynx"}}]
         )
     )
-    source = DistractorSource(load_confusion(tmp_path / "c.json", 1000))
+    source = DistractorSource((("file", load_confusion(tmp_path / "c.json", 1000)),))
     ctx = ProtocolContext(vocab, reference={1: [281]}, mc_options=4, distractors=source)
     question = mc_options(1, ctx)
     assert question is not None and sorted(question.classes) == [281, 282, 285, 287]
-    assert sorted(question.sources) == ["confusion", "confusion", "confusion", "reference"]
+    assert sorted(question.sources) == ["file", "file", "file", "reference"]
     src = confusion_from_predictions([(5, [6], None), (5, [7], None), (5, [6], None), (6, [5], None)], 1000, "run:x")
     assert src.by_class[5][:2] == [6, 7]
     with pytest.raises(InputError, match="1000×1000"):
