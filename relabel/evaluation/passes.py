@@ -16,6 +16,11 @@ A text perturbation (`typo`) keeps the clean view and changes what the model rea
 
 The seed does not depend on the severity, so a letter misspelt at one severity stays misspelt at every higher one.
 Image-only classifiers read no text and take no text perturbation.
+
+A failed call is scored by its cause, as `evaluate` scores stored runs (`relabel.evaluation.failure_causes`): the
+model's failures (an unparseable or empty reply, a refusal, a final HTTP 400/413/422) are wrong in every pass;
+infrastructure and set-up failures (timeouts, HTTP 429/5xx after the adapter's retries, an unreadable image, HTTP
+401/403/404) are left out of the pass and counted in `Passes.excluded`.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import re
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -33,6 +39,7 @@ from PIL import Image
 
 from evaluator.perturbations import TEXT_PERTURBATIONS, perturb, perturb_text
 from relabel.errors import RelabelError
+from relabel.evaluation.failure_causes import FailureCause, failure_cause
 from relabel.evaluation.runs import MAX_K
 from relabel.imaging import load_rgb
 from relabel.progress import progress_bar
@@ -42,15 +49,18 @@ from relabel.suggest.types import Adapter, ChatRequest, ImageRef, ModelOutput, r
 BASE_SHORT_SIDE = 256
 CHUNK = 32  # images decoded and perturbed together; each chunk goes through the adapter once per condition
 Condition = tuple[str, int] | None  # (perturbation, severity); None is the clean pass
-Prediction = tuple[list[int] | None, float | None]  # ranked classes (None: the call failed), latency in seconds
+Prediction = tuple[list[int] | FailureCause, float | None]  # ranked classes or why the call failed; latency (s)
 
 
 @dataclass
 class Passes:
-    """Ranked classes (n, MAX_K), -1 padded, and ok (n,) per condition, and what the model calls took."""
+    """Per condition: ranked classes (n, MAX_K), -1 padded, ok (n,) (answered) and failed (n,) (the model's failure,
+    scored as wrong); the failures left out, by cause, over all passes; and what the model calls took."""
 
     classes: dict[Condition, np.ndarray]
     ok: dict[Condition, np.ndarray]
+    failed: dict[Condition, np.ndarray] = field(default_factory=dict)
+    excluded: Counter[FailureCause] = field(default_factory=Counter)
     latencies: list[float] = field(default_factory=list)
     score_seconds: float = 0.0
     n_inputs: int = 0
@@ -100,7 +110,7 @@ class ScoringModel:
 
 def _ranked(out: ModelOutput) -> Prediction:
     if out.error is not None or out.scores is None:
-        return None, None
+        return failure_cause(out.error or "no scores returned", retryable=out.retryable), None
     return [int(c) for c in np.argsort(-np.asarray(out.scores), kind="stable")[:MAX_K]], float(out.latency_s)
 
 
@@ -108,7 +118,7 @@ class AskingModel:
     """A generative model asked through a suggestion protocol (`job`); a text condition perturbs each prompt.
 
     The prediction is the parsed answer's class (none for an out-of-prompt answer: wrong); a failed call or an
-    unparseable reply is an error. Latency is each request's own time from its output, when it has one.
+    unparseable reply is a failure with its cause. Latency is each request's own time from its output, if any.
     """
 
     def __init__(self, job: SuggestJob, seed: int) -> None:
@@ -121,9 +131,11 @@ class AskingModel:
         latency = {im.image_id: out.latency_s for r, out in model.seen for im in r.images if _timed(out)}
         predictions: list[Prediction] = []
         for ref in refs:
-            answer = answers[ref.image_id]
-            failed = answer.error is not None
-            predictions.append((None, None) if failed else (answer.classes[:MAX_K], latency.get(ref.image_id)))
+            a = answers[ref.image_id]
+            if a.error is not None:
+                predictions.append((failure_cause(a.error, raw_output=a.raw, retryable=a.retryable), None))
+            else:
+                predictions.append((a.classes[:MAX_K], latency.get(ref.image_id)))
         return predictions
 
     def _typos(self, condition: Condition) -> Callable[[ChatRequest], str] | None:
@@ -193,7 +205,9 @@ def run_passes(
     """Every condition over every image, chunk by chunk (each chunk decoded once)."""
     n = len(images)
     passes = Passes(
-        {c: np.full((n, MAX_K), -1, np.int64) for c in conditions}, {c: np.zeros(n, bool) for c in conditions}
+        {c: np.full((n, MAX_K), -1, np.int64) for c in conditions},
+        {c: np.zeros(n, bool) for c in conditions},
+        {c: np.zeros(n, bool) for c in conditions},
     )
     bar = progress_bar(n * len(conditions), "robustness", enabled=show_progress)
     try:
@@ -240,7 +254,8 @@ def _run_condition(
     refs, rows = [], []
     for offset, (ref, view) in enumerate(zip(chunk, views)):
         if view is None:
-            continue  # undecodable: stays ok=False (an error) in every pass
+            passes.excluded[FailureCause.infrastructure] += 1  # undecodable: left out of every pass
+            continue
         img = view
         if condition is not None and not is_text(condition):
             img = perturb(view, condition[0], condition[1], (seed << 32) + ref.image_id)
@@ -253,7 +268,9 @@ def _run_condition(
     passes.score_seconds += time.perf_counter() - began
     passes.n_inputs += len(refs)
     for row, (classes, latency) in zip(rows, predictions):
-        if classes is None:
+        if isinstance(classes, FailureCause):
+            passes.failed[condition][row] = classes.scored
+            passes.excluded[classes] += not classes.scored
             continue
         passes.classes[condition][row, : len(classes)] = classes
         passes.ok[condition][row] = True

@@ -153,9 +153,10 @@ def scores_markdown(ev: Evaluation, figures: set[str]) -> str:
 SCORES_NOTE = (
     "Accuracies in %, each on the images the run has scored under that reference (column *scored*): the images "
     "of the reference that the run predicted, less those the reference excludes (an empty label set) and those "
-    "lost to infrastructure errors. Top-1 counts a failed reply (the model answered, the answer could not be used) "
-    "as wrong; *excl. failures* leaves failed replies out. Infrastructure errors (HTTP, timeouts, unreadable "
-    "images) are never scored: re-running the command asks again. The interval is the 95 % Wilson score interval "
+    "lost to infrastructure errors. Top-1 counts the model's failures (a reply that could not be used, a refusal, "
+    "a final HTTP 400/413/422) as wrong; *excl. failures* leaves them out. Infrastructure and set-up errors "
+    "(timeouts, HTTP 429/5xx, unreadable images; HTTP 401/403/404) are never scored; a warning gives each run's "
+    "count and what asks them again. The interval is the 95 % Wilson score interval "
     "of top-1. Rows of different references are on different images: compare references in the paired table."
 )
 PUBLISHED_NOTE = (
@@ -167,9 +168,10 @@ PUBLISHED_NOTE = (
 )
 FAILURES_NOTE = (
     "A failed reply (the model answered, but not in a usable form, e.g. a multi-image reply that broke the "
-    "numbered format, or a refusal) is the model's failure and counts as wrong. An infrastructure error (HTTP "
-    "errors, timeouts, connection failures, unreadable images, calls marked retryable) is not an answer: it is "
-    "left out of every accuracy, and the next run of the same command asks again."
+    "numbered format, or a refusal) or a final HTTP 4xx about the request (400, 413, 422) is the model's failure "
+    "and counts as wrong. An infrastructure or set-up error (timeouts, connection failures, HTTP 429/5xx after "
+    "retries, unreadable images; HTTP 401/403/404) is not an answer: it is left out of every accuracy, with a "
+    "warning; running `relabel suggest` again asks the retryable ones again, `--retry-errors` all of them."
 )
 
 
@@ -284,10 +286,13 @@ def robustness_markdown(r: RobustnessResult, figures: set[str]) -> str:
         f"# Robustness of {escape_md(r.model)} on dataset {escape_md(r.dataset)}",
         f"- Date: {r.created_at:%Y-%m-%d %H:%M:%S} UTC\n- Tool: relabel {escape_md(r.tool_version)} "
         f"({'robustness run #' + str(r.id) if r.id is not None else 'not stored'})\n"
-        f"- Images: {r.n_images} (seed {r.seed}); failed outputs over all passes: {r.errors}\n"
+        f"- Images: {r.n_images} (seed {r.seed}); over all passes, model failures (scored as wrong): {r.failed}, "
+        f"failures left out: {r.errors}\n"
         f"- Read through: {escape_md(_protocol_line(r))}\n"
         f"- Time: {r.seconds:.1f} s\n- Data: `{ROBUSTNESS_JSON}` beside this file",
     ]
+    if r.warnings:
+        parts += ["## Warnings", "\n".join(f"- {escape_md(w)}" for w in r.warnings)]
     for ref in r.grid:
         parts += [
             f"## Top-1 % against {escape_md(ref)}",

@@ -32,11 +32,12 @@ DEFINITIONS = {
     "top5": "share of scored images with any of the first 5 predictions in the set; only for runs that rank 5",
     "scored": "images of the reference that the run predicted, whose set is non-empty and whose call was answered "
     "or ended in a failed reply",
-    "failed": "n_failed: failed replies (the model answered, but the reply could not be used: a broken numbered "
-    "format, a refusal): scored as wrong, and counted here",
+    "failed": "n_failed: the model's failures (a reply that could not be used: a broken numbered format, a "
+    "refusal; or a final HTTP 4xx about the request: 400, 413, 422): scored as wrong, and counted here",
     "excluding_failures": "top-1 over the answered scored images only: n_correct / (n_scored - n_failed)",
-    "errors": "n_errors: infrastructure errors (no answer: HTTP errors, timeouts, connection failures, unreadable "
-    "images, calls marked retryable): counted apart, never scored; re-running the command asks again",
+    "errors": "n_errors: infrastructure and set-up errors (no answer: timeouts, connection failures, HTTP 429/5xx, "
+    "unreadable images; HTTP 401/403/404): counted apart, never scored, each run's count in a warning; which of them "
+    "running `relabel suggest` again asks again: the retryable ones (--retry-errors: all)",
     "excluded": "images whose reference set is empty (ReaL's excluded images, snapshot categories Z and X)",
     "ci": "95 % Wilson score interval of top-1 (ci_low, ci_high): never degenerate, also at 0 and 100 %",
     "paired": "top-1 under the first reference (a, imgt by default) and under this one (b) on the images the run "
@@ -236,7 +237,7 @@ class RobustnessResult:
     clean: dict[str, Score]
     grid: dict[str, list[list[float]]]
     retention: dict[str, float]  # RR per reference
-    errors: int  # failed model outputs over all passes (unreadable images count once per pass)
+    errors: int  # failures left out of every score over all passes: infrastructure and set-up (failure_causes)
     efficiency: EfficiencyReport
     seconds: float
     created_at: datetime
@@ -245,6 +246,8 @@ class RobustnessResult:
     protocol: dict[str, Any] = field(default_factory=dict)  # how the model was read: topk, or a generative protocol
     text_perturbations: tuple[str, ...] = ()  # those of `perturbations` that change text (class names, prompts)
     id: int | None = None
+    failed: int = 0  # the model's failures over all passes (unparseable, refused, final HTTP 4xx): scored as wrong
+    warnings: tuple[str, ...] = ()  # one line per cause of the failures left out, with its count
     # per image and condition; None for results stored before they were kept. Stored with the run (to_dict), not
     # repeated in an evaluation's JSON
     outcomes: RobustnessOutcomes | None = field(default=None, compare=False, repr=False, metadata={JSON: False})
@@ -267,7 +270,8 @@ ROBUSTNESS_DEFINITIONS = {
     "(seeded per class) or in the instructions of each prompt of a generative model (seeded per request; the "
     "lines listing the classes or options stay as written); the images stay clean",
     "protocol": "how the model was read: topk (ranked scores) or a generative protocol (cw, cwplus, ow, mc) whose "
-    "parsed answer is the top-1; an out-of-prompt answer is wrong, a failed or unparseable reply an error",
+    "parsed answer is the top-1; an out-of-prompt answer is wrong, and so is the model's failure (failed: an "
+    "unparseable reply, a refusal, a final HTTP 4xx); errors: failures left out (infrastructure, set-up), warned",
     "retention": "RR: mean over the grid of min(perturbed / clean, 1)",
     "outcomes": "per image (image_ids) and condition (conditions: clean, then perturbation/severity in the grid's "
     "order): errors (infrastructure errors, never scored) and, per reference, scored and correct; each mask a "

@@ -14,7 +14,11 @@ Which models take which perturbations:
 - image-only classifiers read no text: `all` means the image perturbations, and naming a text one is an error;
 - generative models (`hf-vlm:...`, `openai:...`) are asked through a suggestion protocol, `cw` by default (`ow` and
   `cwplus` map free answers with `--encoder`, `mc` builds options around the ImGT label); the top-1 is the parsed
-  answer's class, an out-of-prompt answer is wrong and a failed call or unparseable reply is an error.
+  answer's class, and an out-of-prompt answer is wrong.
+
+A failed call is scored as `evaluate` scores one (`relabel.evaluation.failure_causes`): the model's failures (an
+unparseable reply, a refusal, a final HTTP 400/413/422) are wrong in the clean and every perturbed pass, so in RR
+too; infrastructure and set-up failures are left out, and the result says how many in a warning line.
 
 Two runs with the same seed see the same pixels and the same typos.
 """
@@ -38,6 +42,7 @@ from evaluator.model_reliability import robustness_retention, summarize_latencie
 from evaluator.perturbations import PERTURBATIONS, SEVERITIES, TEXT_PERTURBATIONS
 from relabel import __version__
 from relabel.errors import InputError
+from relabel.evaluation.failure_causes import exclusion_warnings
 from relabel.evaluation.measure import PeakMemory, cost_per_1k_images, count_flops, describe_adapter
 from relabel.evaluation.passes import (
     BASE_SHORT_SIDE,
@@ -260,11 +265,7 @@ def _result(
 ) -> RobustnessResult:
     ids = np.array([im.image_id for im in images], dtype=np.int64)
     conditions: list[Condition] = [None, *((n, v) for n in names for v in sevs)]
-    runs = {
-        c: RunPredictions(RunInfo(0, str(c or "clean"), adapter.name, "robustness", len(ids), 0, MAX_K, None), ids,
-                          passes.classes[c], passes.ok[c], None)
-        for c in conditions
-    }  # fmt: skip
+    runs = {c: _condition_run(adapter.name, c, ids, passes) for c in conditions}
     clean, grid, retention = {}, {}, {}
     for ref in refs:
 
@@ -288,7 +289,9 @@ def _result(
         clean=clean,
         grid=grid,
         retention=retention,
-        errors=int(sum((~ok).sum() for ok in passes.ok.values())),
+        errors=sum(passes.excluded.values()),
+        failed=int(sum(f.sum() for f in passes.failed.values())),
+        warnings=tuple(exclusion_warnings(f"robustness run of {adapter.name!r}", passes.excluded, RUN_AGAIN)),
         efficiency=_efficiency(description, passes, memory, flops, cost_per_1k_images(adapter, images_per_request)),
         seconds=0.0,
         created_at=utcnow(),
@@ -296,6 +299,15 @@ def _result(
         adapter=description,
         outcomes=robustness_outcomes(list(runs.values()), condition_names(names, sevs), refs),
     )
+
+
+RUN_AGAIN = "running the command again tries every image again"
+
+
+def _condition_run(model: str, condition: Condition, ids: np.ndarray, passes: Passes) -> RunPredictions:
+    """One condition's pass as a run: answered (`ok`), the model's failures (`failed`, wrong), the rest left out."""
+    info = RunInfo(0, str(condition or "clean"), model, "robustness", len(ids), 0, MAX_K, None)
+    return RunPredictions(info, ids, passes.classes[condition], passes.ok[condition], None, passes.failed[condition])
 
 
 def _efficiency(

@@ -4,23 +4,21 @@ A run's predictions become a (n_predicted, k) int array of ranked classes (-1 pa
 (False for a failed model call), a `failed` mask and, for generative protocols whose predictions record it in
 `details["oop"]`, an out-of-prompt mask.
 
-A failed call (`status=error`) is one of two kinds, told apart by `is_infrastructure_error`:
+A failed call (`status=error`) is scored by its cause (`relabel.evaluation.failure_causes`, one rule for
+`evaluate` and `evaluate robustness`):
 
-- a failed reply (`failed`): the model answered, but the answer cannot be used (a multi-image reply that broke
-  the numbered format, a refusal, anything not recognised below). It is the model's own failure and is scored as
-  wrong in the headline numbers;
-- an infrastructure error: no answer was obtained (HTTP errors, timeouts, connection failures, a malformed
-  response, an unreadable image, a model that ran out of memory): the error is marked retryable
-  (`details["retryable"]`, see `relabel.suggest.failures`), or its reason says so. It is counted apart and never
-  scored: re-running the command asks again.
+- the model's failure (`failed`): an unusable or empty reply, a refusal, a final HTTP 4xx about the request
+  (400, 413, 422, ...). Scored as wrong in every score;
+- an infrastructure or set-up error: no answer was obtained (timeouts, connection errors, HTTP 429/5xx after the
+  adapter's retries, an unreadable image, out of memory; HTTP 401/403/404, no reference label). Left out of every
+  score, and `failure_warnings` says how many, and which of them running `relabel suggest` again asks again
+  (`relabel.suggest.failures`: the retryable ones; the final ones only with `--retry-errors`).
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from sqlalchemy import select
@@ -30,26 +28,11 @@ from db.enums import PredictionStatus
 from db.models import Dataset, ModelRun, Prediction, stored_id
 from evaluator.scoring import OopRate, oop_rate
 from relabel.errors import InputError, unknown_name
-from relabel.suggest.failures import RETRYABLE_MARK
+from relabel.evaluation.failure_causes import FailureCause, exclusion_warnings, failure_cause
+from relabel.suggest.failures import RETRYABLE_MARK, needs_retry
 
 MAX_K = 5  # top-5 is the widest score reported; longer rankings are cut
-# What the adapters write first in the reason of a call that got no answer (openai_api, hf_vlm, imaging); only the
-# text before a quote is read, since a failed reply quotes the model's words, which may say anything.
-NO_ANSWER = re.compile(
-    r"\b(HTTP \d{3}|time(d)? ?out|connect|unreachable|cannot be reached|malformed response|"
-    r"cannot read image|no output|out of memory|CUDA)",
-    re.IGNORECASE,
-)
-
-
-def is_infrastructure_error(reason: str, details: Mapping[str, Any] | None, raw_output: str = "") -> bool:
-    """Whether a failed call got no answer from the model (module docstring): marked retryable, or no reply text
-    and a reason naming HTTP, a timeout, the connection, an unreadable image, ...; else it is a failed reply."""
-    if (details or {}).get(RETRYABLE_MARK) is True:
-        return True
-    if raw_output.strip():
-        return False  # the model's words are there: it answered
-    return bool(NO_ANSWER.search(re.split(r"['\"]", reason or "", maxsplit=1)[0]))
+SUGGEST_ORIGIN = "relabel suggest"  # ModelRun.origin of a run `relabel suggest` wrote (and can resume)
 
 
 @dataclass(frozen=True)
@@ -64,10 +47,14 @@ class RunInfo:
     n_errors: int
     width: int  # classes in the longest ranking, at most MAX_K: top-5 is scored when this is 5
     oop: OopRate | None  # generative protocols that record out-of-prompt answers; None for the others
-    n_failed: int = 0  # of n_errors: failed replies, scored as wrong; the rest are infrastructure errors
+    n_failed: int = 0  # of n_errors: the model's failures, scored as wrong; the rest are left out
+    n_setup: int = 0  # of the errors left out: refused by the set-up (HTTP 401/403/404, no reference label)
+    n_asked_again: int = 0  # of the errors left out: those running `relabel suggest` again asks again
+    origin: str = ""  # `relabel suggest`, or the file the run was imported from
 
     @property
     def n_infrastructure_errors(self) -> int:
+        """Errors left out of the scores: infrastructure and set-up (module docstring)."""
         return self.n_errors - self.n_failed
 
 
@@ -128,7 +115,10 @@ def load_run(session: Session, run: ModelRun) -> RunPredictions:
     flagged = [d is not None and "oop" in d for _, _, _, d in rows]
     oop = np.array([bool(d and d.get("oop")) for _, _, _, d in rows], dtype=bool) if any(flagged) else None
     ids = np.array([image_id for image_id, _, _, _ in rows], dtype=np.int64)
-    failed = _failed_replies(session, run, ids, ok)
+    causes = _error_causes(session, run)
+    failed = np.zeros(len(ids), bool)
+    model = [i for i, (cause, _) in causes.items() if cause.scored]
+    failed[np.searchsorted(ids, np.array(model, dtype=np.int64))] = True
     info = RunInfo(
         stored_id(run),
         run.name,
@@ -138,24 +128,55 @@ def load_run(session: Session, run: ModelRun) -> RunPredictions:
         int((~ok).sum()),
         width,
         oop_rate(oop, ok) if oop is not None else None,
-        int(failed.sum()),
+        len(model),
+        n_setup=sum(cause is FailureCause.setup for cause, _ in causes.values()),
+        n_asked_again=sum(not cause.scored and again for cause, again in causes.values()),
+        origin=run.origin,
     )
     return RunPredictions(info, ids, classes, ok, oop, failed)
 
 
-def _failed_replies(session: Session, run: ModelRun, ids: np.ndarray, ok: np.ndarray) -> np.ndarray:
-    """(n,) bool: the errors of `run` that are failed replies, not infrastructure errors (module docstring)."""
-    failed = np.zeros(len(ids), bool)
-    if ok.all():
-        return failed
+def _error_causes(session: Session, run: ModelRun) -> dict[int, tuple[FailureCause, bool]]:
+    """Image id -> (cause, whether running `relabel suggest` again asks it again) for each error of `run`."""
     errors = session.execute(
         select(
             col(Prediction.image_id), col(Prediction.reason), col(Prediction.details), col(Prediction.raw_output)
         ).where(col(Prediction.run_id) == run.id, col(Prediction.status) == PredictionStatus.error)
     ).all()
-    replies = [i for i, reason, details, raw in errors if not is_infrastructure_error(reason, details, raw or "")]
-    failed[np.searchsorted(ids, np.array(replies, dtype=np.int64))] = True
-    return failed
+    return {
+        image_id: (
+            failure_cause(reason or "", raw_output=raw or "", retryable=(details or {}).get(RETRYABLE_MARK)),
+            needs_retry(details, retry_errors=False),
+        )
+        for image_id, reason, details, raw in errors
+    }
+
+
+def failure_warnings(info: RunInfo) -> list[str]:
+    """The warning lines for the errors `info`'s run leaves out of its scores (none when it leaves none out)."""
+    if not info.n_infrastructure_errors:
+        return []
+    counts = {
+        FailureCause.setup: info.n_setup,
+        FailureCause.infrastructure: info.n_infrastructure_errors - info.n_setup,
+    }
+    return exclusion_warnings(f"run {info.name!r}", counts, _asked_again(info))
+
+
+def _asked_again(info: RunInfo) -> str:
+    """What asks a run's left-out errors again: a plain re-run for the retryable ones, --retry-errors for the rest."""
+    if info.origin != SUGGEST_ORIGIN:
+        return f"it was imported ({info.origin or 'origin unknown'}): import it again once they are answered"
+    final = info.n_infrastructure_errors - info.n_asked_again
+    command = f"`relabel suggest --run {info.name}`"
+    if not final:
+        return f"running {command} again asks them again"
+    if not info.n_asked_again:
+        return f"running {command} again with --retry-errors asks them again (final: a plain re-run skips them)"
+    return (
+        f"running {command} again asks {info.n_asked_again:,} of them again; the other {final:,} are final and "
+        "only --retry-errors asks them again"
+    )
 
 
 def align(run: RunPredictions, reference_ids: np.ndarray) -> Aligned:

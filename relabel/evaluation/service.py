@@ -20,7 +20,7 @@ from relabel.evaluation.published import score_published
 from relabel.evaluation.references import Reference, default_reference_specs, load_reference
 from relabel.evaluation.reliability import build_reliability
 from relabel.evaluation.results import Evaluation
-from relabel.evaluation.runs import load_run, select_runs
+from relabel.evaluation.runs import failure_warnings, load_run, select_runs
 from relabel.evaluation.scoring import score_run
 from relabel.evaluation.storage import latest_robustness, store_evaluation
 from relabel.workspace import get_dataset
@@ -76,7 +76,7 @@ def evaluate(
             seed=seed,
             ranking_images=ranking.n_images if ranking else 0,
             rank_intervals=ranking.intervals if ranking else (),
-            warnings=coverage_warnings(outcomes, refs),
+            warnings=[*(w for r in run_infos for w in failure_warnings(r)), *coverage_warnings(outcomes, refs)],
             published=published,
             outcomes=outcomes,
         )

@@ -121,6 +121,8 @@ def robustness_from_dict(d: dict[str, Any], record_id: int | None = None) -> Rob
         protocol=d.get("protocol") or {},
         text_perturbations=tuple(d.get("text_perturbations") or ()),
         id=record_id,
+        failed=d.get("failed", 0),  # results stored before failures were scored: counted in `errors`
+        warnings=tuple(d.get("warnings") or ()),
         outcomes=_outcomes(d, record_id),
     )
 

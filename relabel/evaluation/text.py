@@ -244,7 +244,8 @@ def render_robustness(r: RobustnessResult) -> str:
     stored = f"stored as robustness run #{r.id}" if r.id is not None else "not stored"
     asked = f" asked with protocol {protocol_name(r)}" if protocol_name(r) != "topk" else ""
     parts = [f"{r.model}{asked} on {r.n_images} image(s) of {r.dataset!r} in {r.seconds:.1f} s, {stored}; "
-             f"failed outputs {r.errors}"]  # fmt: skip
+             f"model failures {r.failed} (scored as wrong), failures left out {r.errors}",
+             *(f"warning: {w}" for w in r.warnings)]  # fmt: skip
     for ref in r.grid:
         parts += [f"top-1 % against {ref} ({retention_line(r, ref)})", columns(robustness_table(r, ref), "  ")]
     parts += ["efficiency", columns(efficiency_table([r]), "  ")]

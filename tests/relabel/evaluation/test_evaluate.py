@@ -17,7 +17,6 @@ from db.migrations import MIGRATIONS
 from db.models import EvaluationRecord
 from relabel.errors import InputError, NotFoundError
 from relabel.evaluation import evaluate, evaluation_history
-from relabel.evaluation.runs import is_infrastructure_error
 from relabel.evaluation.text import render_history
 from relabel.snapshots import create_snapshot
 from relabel.sources import import_source
@@ -98,9 +97,10 @@ class TestScores:
 
         ev = evaluate(engine, references=["imgt"], n_boot=0)
 
-        assert len(ev.warnings) == 1
-        assert ev.warnings[0].startswith("under imgt, the runs are scored on different images (m1 5, m5 4, subset 2 "
-                                         "of the 5 it labels; 2 in common)")  # fmt: skip
+        coverage = [w for w in ev.warnings if not w.startswith("run 'm5'")]  # m5's HTTP 503 is warned apart
+        assert len(coverage) == 1
+        assert coverage[0].startswith("under imgt, the runs are scored on different images (m1 5, m5 4, subset 2 "
+                                      "of the 5 it labels; 2 in common)")  # fmt: skip
         assert ev.ranking is None  # one reference: no shift
 
     def test_a_subset_chosen_by_disagreement_is_explained(self, engine, five) -> None:
@@ -243,28 +243,6 @@ class TestBadInput:
         ingest_dataset(engine, plan, dataset="p", root=tmp_path / "p", vocab=vocab, show_progress=False, workers=1)
         with pytest.raises(InputError, match="has no model runs; `relabel predictions import`"):
             evaluate(engine)
-
-
-class TestFailures:
-    @pytest.mark.parametrize(
-        ("reason", "details", "raw", "infrastructure"),
-        [
-            ("HTTP 503 after 5 retries: overloaded", {"retryable": True}, "", True),
-            ("HTTP 400: context too long", {"retryable": False}, "", True),  # the request was refused, no reply
-            ("timeout: no response in time", None, "", True),  # stored before the retryable mark existed
-            ("connection error: ConnectError: [Errno 111] refused", None, "", True),
-            ("cannot read image: n01440764_a.jpg: truncated", {"retryable": False}, "", True),
-            ("CUDA out of memory", {"retryable": True}, "", True),
-            ("expected 2 numbered answers, got '1: HTTP 500 timeout'", {"retryable": False}, "1: HTTP 500", False),
-            ("expected 2 numbered answers, got '1: a timeout'", None, "", False),  # quoted words are the model's
-            ("refused: I can't help with that", {"retryable": False}, "", False),
-            ("failed", None, "", False),  # an imported error without a known cause: the model's failure
-        ],
-    )
-    def test_infrastructure_errors_apart_from_failed_replies(
-        self, reason: str, details: dict | None, raw: str, infrastructure: bool
-    ) -> None:
-        assert is_infrastructure_error(reason, details, raw) is infrastructure
 
 
 SHANKAR_CSV = (
