@@ -18,7 +18,8 @@ A reference is named by a spec:
 A probabilistic snapshot (its consensus fitted posteriors, e.g. Dawid-Skene) also carries them as
 `evaluator.label_uncertainty.Posteriors`: the stored P(class present) of each voted (image, class) pair; a class of
 the snapshot's labels without a stored posterior (an adjudicated image, one the unanimous rule decided, a base
-label) is certain (p = 1), and a class neither listed nor labelled is absent.
+label) is certain (p = 1), and a class neither listed nor labelled is absent. Its images of category U without a
+stored posterior (nobody rated or decided them; they keep the labels of the snapshot's base source) are `unrated`.
 """
 
 from __future__ import annotations
@@ -67,6 +68,8 @@ class Reference:
     labels: LabelSets
     categories: np.ndarray | None = None
     posteriors: Posteriors | None = None
+    unrated: np.ndarray | None = None  # (n,) bool, with posteriors: category U without a vote, labels of `base_source`
+    base_source: str | None = None  # a snapshot's source of labels for the images nobody decided
 
     @property
     def threshold(self) -> float:
@@ -143,13 +146,15 @@ def _snapshot_reference(session: Session, dataset: Dataset, snap: Snapshot) -> R
     if posteriors is None:
         return replace(ref, info=replace(ref.info, consensus=snap.consensus))
     info = replace(ref.info, consensus=snap.consensus, n_posteriors=posteriors.n_posteriors)
-    return replace(ref, info=info, posteriors=posteriors.posteriors)
+    unrated = (categories == Category.U.value) & ~posteriors.rated
+    return replace(ref, info=info, posteriors=posteriors.posteriors, unrated=unrated, base_source=snap.base_source)
 
 
 @dataclass(frozen=True, eq=False)
 class _Loaded:
     posteriors: Posteriors
     n_posteriors: int  # as stored (the certain labels added to `posteriors` not counted)
+    rated: np.ndarray  # (n,) bool: images with a stored posterior
 
 
 def _snapshot_posteriors(session: Session, snap: Snapshot, ref: Reference) -> _Loaded | None:
@@ -177,7 +182,9 @@ def _snapshot_posteriors(session: Session, snap: Snapshot, ref: Reference) -> _L
         )  # fmt: skip
     except EvaluationError as exc:
         raise InputError(f"snapshot {snap.name!r}: {exc}") from None
-    return _Loaded(posteriors, len(stored))
+    rated = np.zeros(ref.labels.n_images, bool)
+    rated[rows] = True
+    return _Loaded(posteriors, len(stored), rated)
 
 
 def _build(

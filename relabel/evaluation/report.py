@@ -15,6 +15,7 @@ from pathlib import Path
 
 from relabel.atomic import write_atomic
 from relabel.evaluation import plots, text
+from relabel.evaluation.label_sensitivity import sensitivity_note, sensitivity_table
 from relabel.evaluation.references import ReferenceInfo
 from relabel.evaluation.reliability_text import (
     budgets_line,
@@ -133,6 +134,8 @@ def scores_markdown(ev: Evaluation, figures: set[str]) -> str:
     parts += _paired_markdown(ev, figures)
     for title, table in (
         ("## Label uncertainty\n\n" + text.UNCERTAINTY_NOTE, text.uncertainty_table(ev)),
+        ("## Aggregation sensitivity\n\n" + escape_md(sensitivity_note(ev.label_sensitivity)),
+         sensitivity_table(ev.label_sensitivity)),
         ("## Published metrics\n\n" + PUBLISHED_NOTE, text.published_table(ev)),
         ("## Failed calls\n\n" + FAILURES_NOTE, text.failures_table(ev)),
         ("## Per category\n\nTop-1 % on the scored images of each snapshot category (images in brackets).",

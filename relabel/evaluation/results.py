@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from relabel.evaluation.compare import Outcomes
+    from relabel.evaluation.label_sensitivity import LabelSensitivity
     from relabel.evaluation.robustness_outcomes import RobustnessOutcomes
 
 DEFINITIONS = {
@@ -65,6 +66,11 @@ DEFINITIONS = {
     "Z none fits, X unclear, U undecided)",
     "oop": "out-of-prompt answers among answered calls (generative protocols that record it)",
     "kendall_tau": "Kendall's tau-b between the runs' top-1 under the first two references, on the ranking's images",
+    "label_sensitivity": "per run and probabilistic snapshot, on the images of its expected top-1: the expected "
+    "top-1 (top1, ci_low/ci_high labels + images, label_ci_low/label_ci_high labels only) with the snapshot's votes "
+    "aggregated by every method of the tool (kind aggregation), top-1 against every label source taken as certain "
+    "(kind label source, Wilson interval), and with the n_unrated images (no vote, labels of base_source) taken "
+    "as certain or drawn at base_error_rate, the base source's error rate on the rated images (kind unrated images)",
 }
 
 
@@ -307,6 +313,7 @@ class Evaluation:
     rank_intervals: tuple[RankInterval, ...] = ()
     warnings: list[str] = field(default_factory=list)
     published: list[PublishedScore] = field(default_factory=list)
+    label_sensitivity: list[LabelSensitivity] = field(default_factory=list)  # relabel.evaluation.label_sensitivity
     outcomes: Outcomes | None = field(default=None, repr=False, metadata={JSON: False})  # per image, not stored
 
     def score(self, run: str, reference: str) -> RunScore:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from evaluator import EvaluationError, LabelSets
-from evaluator.label_uncertainty import UncertainScore, uncertain_accuracy
+from evaluator.label_uncertainty import Posteriors, UncertainScore, uncertain_accuracy
 from evaluator.scoring import accuracy_by_category, mean_per_class_accuracy, multilabel_accuracy
 from relabel.errors import InputError
 from relabel.evaluation.references import Reference
@@ -53,17 +53,33 @@ def score_run(run: RunPredictions, reference: Reference, *, n_boot: int = 1000, 
     )
 
 
-def score_uncertain(aligned: Aligned, reference: Reference, *, n_boot: int, seed: int) -> UncertainScore | None:
+def score_uncertain(
+    aligned: Aligned,
+    reference: Reference,
+    *,
+    n_boot: int,
+    seed: int,
+    posteriors: Posteriors | None = None,
+    unrated_noise: float | None = None,
+) -> UncertainScore | None:
     """Top-1 of the aligned predictions against the reference's posteriors: against the snapshot's own labels
     (its consensus thresholded them), expected over `n_boot` label draws, with its intervals; None for a
-    reference without posteriors or with `n_boot` = 0 (no draws)."""
+    reference without posteriors or with `n_boot` = 0 (no draws).
+
+    The snapshot's unrated images (category U, no vote: their labels rest on its base source alone) are left out
+    of every number (`evaluator.label_uncertainty`: the rated images are no random sample to estimate the base
+    source's error rate from), or drawn at `unrated_noise`. `posteriors`: others over the reference's images in
+    place of the snapshot's (another aggregation of its votes), scored against them alone."""
     if reference.posteriors is None or not n_boot:
         return None
-    posteriors = reference.posteriors.subset(aligned.rows)
+    own = posteriors is None
+    posteriors = (reference.posteriors if posteriors is None else posteriors).subset(aligned.rows)
+    unrated = None if reference.unrated is None else reference.unrated[aligned.rows]
     try:
         return uncertain_accuracy(
             aligned.classes, posteriors, aligned.ok, failed=aligned.failed, threshold=reference.threshold,
-            n_draws=n_boot, seed=seed, decided=subset_labels(reference.labels, aligned.rows),
+            n_draws=n_boot, seed=seed, decided=subset_labels(reference.labels, aligned.rows) if own else None,
+            unrated=unrated, unrated_noise=unrated_noise,
         )  # fmt: skip
     except EvaluationError as exc:
         raise InputError(f"reference {reference.name!r}: {exc}") from None

@@ -16,6 +16,7 @@ from db.models import utcnow
 from relabel import __version__
 from relabel.errors import InputError
 from relabel.evaluation.compare import build_outcomes, common_ranking, coverage_warnings, paired_scores
+from relabel.evaluation.label_sensitivity import label_sensitivity
 from relabel.evaluation.published import score_published
 from relabel.evaluation.references import Reference, default_reference_specs, load_reference
 from relabel.evaluation.reliability import build_reliability
@@ -78,6 +79,7 @@ def evaluate(
             rank_intervals=ranking.intervals if ranking else (),
             warnings=[*(w for r in run_infos for w in failure_warnings(r)), *coverage_warnings(outcomes, refs)],
             published=published,
+            label_sensitivity=label_sensitivity(s, ds, loaded, refs, n_boot=n_boot, seed=seed),
             outcomes=outcomes,
         )
         if store:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from evaluator.scoring import Score
 from relabel.evaluation.cells import NA, Table, ci, columns, num, pct, points, points_ci, rank_span, span
+from relabel.evaluation.label_sensitivity import SENSITIVITY_NOTE, sensitivity_lines, sensitivity_table
 from relabel.evaluation.reliability_text import (
     efficiency_table,
     render_reliability,
@@ -227,6 +228,9 @@ def render_evaluation(ev: Evaluation) -> str:
     uncertain = uncertainty_table(ev)
     if uncertain is not None:
         parts += [UNCERTAINTY_LINE, columns(uncertain, "  ")]
+    sensitivity = sensitivity_table(ev.label_sensitivity)
+    if sensitivity is not None:
+        parts += [SENSITIVITY_NOTE, *sensitivity_lines(ev.label_sensitivity), columns(sensitivity, "  ")]
     for title, table in (("published metrics", published_table(ev)), ("failed calls", failures_table(ev)),
                          ("per category (top-1 %, scored images)", category_table(ev)),
                          ("out-of-prompt answers", oop_table(ev))):  # fmt: skip

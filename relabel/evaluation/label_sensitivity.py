@@ -1,0 +1,246 @@
+"""Aggregation sensitivity of the expected top-1: how much the score moves with the way the labels were made.
+
+The interval of the expected top-1 (`evaluator.label_uncertainty`) holds the label noise *given* one consensus:
+the posteriors of the snapshot's rule. Another reasonable rule gives other posteriors, and the score moves by more
+than that interval. So beside it, for each run against each probabilistic snapshot, on the same images:
+
+| row                   | labels                                                                                |
+|-----------------------|---------------------------------------------------------------------------------------|
+| every method          | the snapshot's votes aggregated by each method of `relabel.aggregation.METHODS`; the  |
+|                       | expected top-1 over label draws from its posteriors (a counting method: its decisions |
+|                       | as certain, the items it leaves undecided at their share of yes answers)              |
+| every label source    | top-1 against ImGT and each imported prior (ReaL, Shankar, ...): label sets as        |
+|                       | certain, Wilson interval; images the source does not label drop out                   |
+| unrated certain       | the snapshot's posteriors, its unrated images taken as certain (as before v3)         |
+| unrated at base error | its unrated images drawn at the base source's error rate on the rated images, a lower |
+|                       | bound (`evaluator.label_uncertainty.base_error_rate`)                                 |
+
+Every row but the two "unrated" ones leaves out the snapshot's unrated images (category U, no vote, labels of its
+base source), as the expected top-1 does. Votes of images a snapshot's adjudication settled are aggregated like
+any other; the images no vote reached keep the snapshot's labels, certain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from sqlalchemy import select
+from sqlmodel import Session, col
+
+from db.models import Dataset, LabelSource, stored_id
+from evaluator import LabelSets
+from evaluator.label_uncertainty import Posteriors, UncertainScore, base_error_rate
+from evaluator.scoring import multilabel_accuracy
+from relabel.aggregation import METHODS, Aggregate, aggregate, decide
+from relabel.errors import InputError, NotFoundError
+from relabel.evaluation.cells import NA, Table, pct, span
+from relabel.evaluation.references import SOURCE, Reference, load_reference
+from relabel.evaluation.runs import Aligned, RunPredictions, align
+from relabel.evaluation.scoring import score_uncertain
+from relabel.votes import collect_votes
+
+AGGREGATION, SOURCE_KIND, UNRATED = "aggregation", "label source", "unrated images"
+
+
+@dataclass(frozen=True)
+class SensitivityRow:
+    """One way of making the labels: `top1` in [0, 1] (expected over label draws, or plain against a source), its
+    95 % interval (labels + images; a source's: Wilson), the labels-only interval (None for a source) and the
+    images scored (per draw on average)."""
+
+    labels: str  # a method name, "source:NAME", or "unrated certain" / "unrated at base error"
+    kind: str  # AGGREGATION, SOURCE_KIND or UNRATED
+    top1: float
+    ci_low: float | None
+    ci_high: float | None
+    label_ci_low: float | None
+    label_ci_high: float | None
+    n_images: float
+
+
+@dataclass(frozen=True)
+class LabelSensitivity:
+    """The rows of one run against one probabilistic snapshot; `n_unrated` images of the run rest on
+    `base_source` alone, whose labels are wrong on a share `base_error_rate` of the rated images."""
+
+    run: str
+    reference: str
+    rule: str  # the snapshot's own consensus rule
+    n_unrated: int
+    base_source: str | None
+    base_error_rate: float
+    rows: tuple[SensitivityRow, ...]
+    note: str = ""  # why a method row is missing or may differ from the snapshot's own posteriors
+
+
+def label_sensitivity(
+    session: Session, dataset: Dataset, runs: Sequence[RunPredictions], references: Sequence[Reference], *,
+    n_boot: int, seed: int,
+) -> list[LabelSensitivity]:  # fmt: skip
+    """The sensitivity rows (module docstring) of every run against every reference with posteriors; none with
+    `n_boot` = 0 (no label draws)."""
+    out: list[LabelSensitivity] = []
+    for ref in references:
+        if ref.posteriors is None or ref.unrated is None or not n_boot:
+            continue
+        methods, note = method_posteriors(session, dataset, ref)
+        sources = source_labels(session, dataset, ref)
+        base = sources.get(f"{SOURCE}{ref.base_source}")
+        rate = float("nan") if base is None else base_error_rate(ref.posteriors, base, ~ref.unrated)
+        for run in runs:
+            aligned = align(run, ref.image_ids)
+            rows = _method_rows(aligned, ref, methods, n_boot, seed) + _source_rows(aligned, ref, sources)
+            rows += _unrated_rows(aligned, ref, rate, n_boot, seed)
+            rule = str((ref.info.consensus or {}).get("rule", ""))
+            n_unrated = int((ref.unrated[aligned.rows] & (aligned.ok | aligned.failed)).sum())  # as scored
+            item = LabelSensitivity(run.info.name, ref.name, rule, n_unrated, ref.base_source, rate, tuple(rows), note)
+            out.append(item)
+    return out
+
+
+def method_posteriors(session: Session, dataset: Dataset, ref: Reference) -> tuple[dict[str, Posteriors], str]:
+    """Method name -> posteriors over the images of `ref`: its votes (the vote sources, studio and model its
+    consensus read, as they stand now) aggregated by that method on the voted images, its own certain labels
+    elsewhere; and a note when those votes are gone or are not the ones the snapshot aggregated."""
+    if ref.posteriors is None:
+        raise InputError(f"reference {ref.name!r} has no posteriors: it is not a probabilistic snapshot")
+    settings = ref.info.consensus or {}
+    try:
+        table = collect_votes(
+            session.connection(), stored_id(dataset), sources=settings.get("vote_sources"),
+            studio=bool(settings.get("studio", True)), with_model=settings.get("with_model"),
+        )  # fmt: skip
+    except NotFoundError as exc:
+        return {}, f"no aggregation rows: the votes of {ref.name} are gone ({exc})"
+    then = (settings.get("n_pairs"), settings.get("n_votes"))
+    now = (len(table.pairs), len(table.votes.item))
+    note = "" if then == now else (
+        f"the votes changed since {ref.name} was made ({then[0]} pairs and {then[1]} votes then, {now[0]} and "
+        f"{now[1]} now): the aggregation rows read them as they stand"
+    )  # fmt: skip
+    at = np.searchsorted(ref.image_ids, table.pairs[:, 0])
+    inside = at < len(ref.image_ids)
+    inside[inside] = ref.image_ids[at[inside]] == table.pairs[inside, 0]
+    voted = np.zeros(len(ref.image_ids), bool)
+    voted[at[inside]] = True
+    post = ref.posteriors
+    keep = ~voted[post.rows]
+    out = {}
+    for name, method in METHODS.items():
+        fit = aggregate(table.votes, name)
+        probs = fit.posterior if method.probabilistic else _counted(fit)
+        out[name] = Posteriors(
+            np.r_[post.rows[keep], at[inside]], np.r_[post.classes[keep], table.pairs[inside, 1]],
+            np.r_[post.probs[keep], probs[inside]], post.n_images, post.n_classes,
+        )  # fmt: skip
+    return out, note
+
+
+def _counted(fit: Aggregate) -> np.ndarray:
+    """A counting method's decisions as posteriors 0 or 1; its undecided items at their share of yes answers."""
+    decided = decide(fit).astype(np.float64)
+    return decided if fit.undecided is None else np.where(fit.undecided, fit.posterior, decided)
+
+
+def source_labels(session: Session, dataset: Dataset, ref: Reference) -> dict[str, LabelSets]:
+    """`source:NAME` -> the label sets of every label source of the dataset (ImGT and the imported priors) over
+    the images of `ref` (an image the source does not cover: an empty set)."""
+    names = session.scalars(
+        select(col(LabelSource.name)).where(col(LabelSource.dataset_id) == dataset.id).order_by(col(LabelSource.id))
+    ).all()
+    out = {}
+    for name in names:
+        source = load_reference(session, dataset, f"{SOURCE}{name}")
+        labels = np.full((len(ref.image_ids), source.labels.labels.shape[1]), -1, dtype=np.int64)
+        at = np.searchsorted(source.image_ids, ref.image_ids)
+        at = np.minimum(at, max(len(source.image_ids) - 1, 0))
+        hit = source.image_ids[at] == ref.image_ids
+        labels[hit] = source.labels.labels[at[hit]]
+        out[f"{SOURCE}{name}"] = LabelSets(labels, source.labels.n_classes)
+    return out
+
+
+def _method_rows(
+    aligned: Aligned, ref: Reference, methods: dict[str, Posteriors], n_boot: int, seed: int
+) -> list[SensitivityRow]:
+    rows = []
+    for name, post in methods.items():
+        score = score_uncertain(aligned, ref, n_boot=n_boot, seed=seed, posteriors=post)
+        if score is not None:
+            rows.append(_uncertain_row(name, AGGREGATION, score))
+    return rows
+
+
+def _unrated_rows(aligned: Aligned, ref: Reference, rate: float, n_boot: int, seed: int) -> list[SensitivityRow]:
+    rows = []
+    for name, noise in (("unrated certain", 0.0), ("unrated at base error", rate)):
+        if np.isfinite(noise):
+            score = score_uncertain(aligned, ref, n_boot=n_boot, seed=seed, unrated_noise=noise)
+            if score is not None:
+                rows.append(_uncertain_row(name, UNRATED, score))
+    return rows
+
+
+def _uncertain_row(name: str, kind: str, s: UncertainScore) -> SensitivityRow:
+    return SensitivityRow(
+        name, kind, s.expected_accuracy, s.ci_low, s.ci_high, s.label_ci_low, s.label_ci_high, s.expected_scored
+    )
+
+
+def _source_rows(aligned: Aligned, ref: Reference, sources: dict[str, LabelSets]) -> list[SensitivityRow]:
+    """Top-1 against each source on the run's images of `ref` less its unrated ones (left out, as unscored)."""
+    keep = np.ones(len(aligned.rows), bool) if ref.unrated is None else ~ref.unrated[aligned.rows]
+    rows = []
+    for name, labels in sources.items():
+        sets = LabelSets(labels.labels[aligned.rows], labels.n_classes)
+        if not np.any(sets.counts[keep]):
+            continue
+        s = multilabel_accuracy(aligned.classes, sets, 1, aligned.ok & keep, failed=aligned.failed & keep)
+        rows.append(SensitivityRow(name, SOURCE_KIND, s.accuracy, s.ci_low, s.ci_high, None, None, s.n_scored))
+    return rows
+
+
+def sensitivity_table(items: Sequence[LabelSensitivity]) -> Table | None:
+    """One row per run, snapshot and way of making the labels; None when there is nothing to show."""
+    if not items:
+        return None
+    header = ["run", "reference", "labels", "kind", "images scored", "top-1 % (expected)", "95 % CI (labels + images)",
+              "95 % CI (labels only)"]  # fmt: skip
+    rows = []
+    for item in items:
+        for r in item.rows:
+            name = f"{r.labels} (this snapshot)" if r.labels == item.rule else r.labels
+            labels_only = NA if r.label_ci_low is None else span(r.label_ci_low, r.label_ci_high)
+            rows.append([item.run, item.reference, name, r.kind, f"{r.n_images:,.0f}", pct(r.top1),
+                         span(r.ci_low, r.ci_high), labels_only])  # fmt: skip
+    return header, rows
+
+
+SENSITIVITY_NOTE = (
+    "The interval of the expected top-1 holds the label noise under one consensus. Each row here makes the labels "
+    "another way, on the same images: the snapshot's votes aggregated by every method the tool has, each label "
+    "source of the dataset taken as certain (Wilson interval), and the snapshot's unrated images put back."
+)
+
+
+def sensitivity_lines(items: Sequence[LabelSensitivity]) -> list[str]:
+    """One line per run and snapshot: how many unrated images were left out, and why; and the notes."""
+    lines = [f"{item.run} against {item.reference}: {item.note}" for item in items if item.note]
+    for item in items:
+        if item.n_unrated:
+            rate = "unknown" if not np.isfinite(item.base_error_rate) else f"{100 * item.base_error_rate:.1f} %"
+            lines.append(
+                f"{item.run} against {item.reference}: {item.n_unrated:,} image{'s' * (item.n_unrated != 1)} nobody "
+                f"rated (their labels rest on "
+                f"{item.base_source} alone) are left out of the expected top-1; {item.base_source}'s labels are "
+                f"wrong on {rate} of the rated images, but raters are usually sent where a label is doubted, so "
+                "that rate is no estimate for the others (row 'unrated at base error': a lower bound)"
+            )
+    return lines
+
+
+def sensitivity_note(items: Sequence[LabelSensitivity]) -> str:
+    """The note above the table, with the unrated images' lines."""
+    return " ".join([SENSITIVITY_NOTE, *(f"{line}." for line in sensitivity_lines(items))])

@@ -1,0 +1,105 @@
+"""`relabel evaluate` against a Dawid-Skene snapshot of imported votes: the expected top-1 leaves out the images
+nobody rated, and the aggregation-sensitivity table shows it under every aggregation method and label source, in
+the console, report.md and evaluation.json, with the same numbers."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+
+import pytest
+from sqlalchemy import select
+from sqlmodel import Session, col
+
+from db import create_db_engine, init_db
+from db.models import LabelSource
+from relabel.aggregation import METHODS
+from relabel.cli import main
+from tests import evaluation_workspace as ws
+
+# Three raters on a, b and d; c and e get no vote and keep ImGT (c goldfish, e tabby): unrated. m5's call on c
+# failed on the server, so the one unrated image it counts is e.
+VOTES = "worker,image,label,answer\n" + "".join(
+    f"{w},{image},{label},{answer}\n"
+    for image, label, answers in (
+        ("n01440764_a.jpg", "tench", "yes yes yes"),
+        ("n01440764_a.jpg", "goldfish", "yes no no"),
+        ("n01440764_b.jpg", "tench", "yes yes no"),
+        ("n01440764_b.jpg", "goldfish", "no maybe yes"),
+        ("n02123045_d.jpg", "tabby", "yes yes yes"),
+        ("n02123045_d.jpg", "tiger cat", "yes no yes"),
+    )
+    for w, answer in zip(("r1", "r2", "r3"), answers.split())
+)
+
+
+@pytest.fixture(scope="module")
+def evaluated(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, dict, list[str]]:
+    """Console text, report.md, evaluation.json of one evaluation against the snapshot, and the label sources."""
+    tmp = tmp_path_factory.mktemp("sensitivity")
+    folder = tmp / "ws"
+    engine = create_db_engine(f"sqlite:///{folder / 'relabel.db'}")
+    init_db(engine)
+    ws.build(engine, tmp)
+    with Session(engine) as s:
+        sources = [f"source:{n}" for n in s.scalars(select(col(LabelSource.name)).order_by(col(LabelSource.id)))]
+    engine.dispose()
+    (tmp / "votes.csv").write_text(VOTES)
+    base = ["--workspace", str(folder)]
+    main([*base, "votes", "import", str(tmp / "votes.csv"), "--format", "long", "--name", "raters", "--quiet"])
+    main([*base, "snapshot", "create", "raters-ds", "--consensus", "ds", "--no-studio-votes", "--quiet"])
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        main([*base, "evaluate", "--run", "m5", "--reference", "raters-ds", "--boot", "500", "--out", str(tmp / "r")])
+    report = (tmp / "r" / "report.md").read_text()
+    return buffer.getvalue(), report, json.loads((tmp / "r" / "evaluation.json").read_text()), sources
+
+
+def test_one_row_per_aggregation_method_and_label_source(evaluated) -> None:
+    _, _, data, sources = evaluated
+    (item,) = data["label_sensitivity"]
+    assert (item["run"], item["reference"], item["rule"]) == ("m5", "raters-ds", "ds")
+    kinds = [(r["kind"], r["labels"]) for r in item["rows"]]
+    assert [n for k, n in kinds if k == "aggregation"] == list(METHODS)
+    assert [n for k, n in kinds if k == "label source"] == sources == ["source:imgt", "source:team"]
+    assert [n for k, n in kinds if k == "unrated images"] == ["unrated certain", "unrated at base error"]
+    assert "label_sensitivity" in data["definitions"]
+
+
+def test_the_unrated_image_is_left_out_and_counted(evaluated) -> None:
+    out, report, data, _ = evaluated
+    (item,) = data["label_sensitivity"]
+    uncertain = data["scores"][0]["uncertain"]
+    assert item["n_unrated"] == uncertain["n_unrated"] == 1 and uncertain["unrated_noise"] is None
+    assert item["base_source"] == "imgt" and 0 <= item["base_error_rate"] <= 1
+    assert uncertain["thresholded"]["n_scored"] == 3  # a, b, d: c never scored, e left out
+    line = "m5 against raters-ds: 1 image nobody rated (their labels rest on imgt alone) are left out"
+    assert line in out and line in report
+    rows = {r["labels"]: r for r in item["rows"]}
+    for name in ("unrated certain", "unrated at base error"):  # e put back: scored in every draw
+        assert rows[name]["n_images"] == pytest.approx(uncertain["expected_scored"] + 1, abs=0.05)
+    assert rows["unrated at base error"]["top1"] <= rows["unrated certain"]["top1"]
+
+
+def test_the_snapshots_own_rule_is_the_expected_top1(evaluated) -> None:
+    _, _, data, _ = evaluated
+    uncertain = data["scores"][0]["uncertain"]
+    own = next(r for r in data["label_sensitivity"][0]["rows"] if r["labels"] == "ds")
+    assert own["top1"] == uncertain["expected_accuracy"]
+    assert (own["ci_low"], own["ci_high"]) == (uncertain["ci_low"], uncertain["ci_high"])
+
+
+def test_the_console_prints_the_reports_numbers(evaluated) -> None:
+    out, report, data, _ = evaluated
+    expected = f"{100 * data['scores'][0]['uncertain']['expected_accuracy']:.2f}"
+    printed = next(line.split() for line in out.splitlines() if line.split()[:3] == ["m5", "raters-ds", "0.9"])
+    in_report = next(line.split(" | ") for line in report.splitlines() if line.startswith("| m5 | raters-ds | 0.9 |"))
+    assert printed[5] == in_report[5] == expected
+    assert "## Aggregation sensitivity" in report
+    for row in data["label_sensitivity"][0]["rows"]:
+        name = f"{row['labels']} (this snapshot)" if row["labels"] == "ds" else row["labels"]
+        cells = f"| m5 | raters-ds | {name} | {row['kind']} | {row['n_images']:,.0f} | {100 * row['top1']:.2f} |"
+        assert cells in report
+        assert any(line.split()[:2] == ["m5", "raters-ds"] and f"{100 * row['top1']:.2f}" in line.split()
+                   and name.split()[0] in line for line in out.splitlines())  # fmt: skip
