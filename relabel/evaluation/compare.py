@@ -5,7 +5,8 @@ union of the references' images. From it:
 
 - `paired_scores`: each run's top-1 under every reference against the baseline reference (the first; imgt by
   default) on the images both score, with the paired difference and its paired-bootstrap interval
-  (`evaluator.paired`). ImGT on all 50,000 ImageNet val images beside ReaL on its 46,837 is not a gain; ImGT on
+  (`evaluator.paired`), drawn for each run on its own from the seed, so a run's row is the same whatever other
+  runs are evaluated. ImGT on all 50,000 ImageNet val images beside ReaL on its 46,837 is not a gain; ImGT on
   those 46,837 is the number to set beside ReaL.
 - `common_ranking`: the ranking shift between the first two references over the images that every run scored
   under both, with rank and shift intervals from one bootstrap that resamples those images jointly for all runs.
@@ -88,8 +89,11 @@ def paired_scores(outcomes: Outcomes, *, n_boot: int, seed: int) -> dict[Cell, P
     out: dict[Cell, PairedDifference] = {}
     for j, ref in enumerate(outcomes.references[1:], start=1):
         common = outcomes.scored[:, 0] & outcomes.scored[:, j]
-        batch = paired_many(outcomes.correct[:, 0], outcomes.correct[:, j], common, n_boot=n_boot, seed=seed)
-        out |= {(run, ref): batch.row(i) for i, run in enumerate(outcomes.runs)}
+        for i, run in enumerate(outcomes.runs):
+            # one run at a time, each from the same seed: a run's interval never depends on the other runs
+            pair = paired_many(outcomes.correct[i : i + 1, 0], outcomes.correct[i : i + 1, j], common[i : i + 1],
+                               n_boot=n_boot, seed=seed)  # fmt: skip
+            out[(run, ref)] = pair.row(0)
     return out
 
 

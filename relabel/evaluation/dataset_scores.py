@@ -1,37 +1,43 @@
-"""Scores for the reliability table: runs of one dataset against one reference, on the images all of them scored.
+"""Scores for the reliability table: runs of one dataset against one reference, each on its own images.
 
-Which reference a run is scored against on a dataset:
+Which reference a row is scored against (`ReferenceChoice`) is decided only among the references the command
+named (`--reference`; by default ImGT and the newest snapshot, `references.default_reference_specs`); a snapshot
+or prior the command did not name never enters:
 
 - a protocol that builds its question around a reference (`needs_reference` in the protocol registry: MC, whose
   options are drawn around the ImGT label) is scored against ImGT only. Against another reference the right
   class may not be among the options it offered, so the score would measure the options, not the model;
-- every other run (ranked scores, cw, cwplus, ow, imported predictions) against the dataset's cleanest
-  reference, in this order: its newest snapshot (ReGT), else the imported prior (ReaL, Shankar, MTurk, ...)
-  that labels the most images (ties by name), else ImGT. A candidate that labels no image is skipped.
+- every other run (ranked scores, cw, cwplus, ow, imported predictions) against the cleanest of the named
+  references, in this order: a named snapshot (the newest of them), else the named prior (ReaL, Shankar, ...)
+  that labels the most images (ties by name), else ImGT;
+- on another dataset of the workspace (for CDC) a row is scored against the reference of the same spec there
+  (`imgt`, `source:real`, `snapshot:NAME`) when that dataset has it, else against that dataset's ImGT.
 
-Runs are compared on common images: the images of the reference that every compared run scored (predicted, with
-a non-empty reference set, and not an error of the infrastructure). A run that covers a subset of the images
-therefore narrows everyone's score to that subset, and `coverage_note` says so; nothing is compared silently
-over different images. A model is found on another dataset by its model name and protocol.
+Each run is scored on its own images (predicted, with a non-empty reference set, and not an error of the
+infrastructure): a row never depends on which other runs are evaluated beside it. Comparisons across rows (ranks)
+use the images every compared run scored (`ReferenceOutcomes.common`), and say how many. A model is found on
+another dataset by its model name and protocol.
+
+Resamples: every run's top-1 is resampled over the same draws of the reference's images (`JointBootstrap`, seeded
+per dataset; the draws depend on the reference's image count and the seed only), each run on its own scored images
+within a draw. So a row's resamples are the same whatever other rows exist, and rows are still resampled jointly.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import reduce
 
 import numpy as np
 from sqlalchemy import func, select
 from sqlmodel import Session, col
 
-from db.enums import SourceKind
-from db.models import Dataset, LabelSource, ModelRun, Prediction
+from db.models import Dataset, ModelRun, Prediction, Snapshot
 from evaluator import EvaluationError, LabelSets
 from evaluator.paired import JointBootstrap
 from evaluator.scoring import image_outcomes
 from relabel.errors import RelabelError
-from relabel.evaluation.references import SNAPSHOT, SOURCE, Reference, default_reference_specs, load_reference
+from relabel.evaluation.references import SNAPSHOT, SOURCE, Reference, load_reference
 from relabel.evaluation.runs import RunPredictions, align
 from relabel.suggest.protocols import PROTOCOLS
 from relabel.workspace import IMGT
@@ -61,37 +67,6 @@ class Outcomes:
     image_ids: np.ndarray
     correct: np.ndarray
 
-    def at(self, ids: np.ndarray) -> np.ndarray:
-        """Correctness on `ids`, which must all be in `image_ids`."""
-        return self.correct[np.searchsorted(self.image_ids, ids)]
-
-
-@dataclass(frozen=True, eq=False)
-class CommonScores:
-    """Runs (keyed by their row) of one dataset against one reference, on the `image_ids` every one scored."""
-
-    dataset: str
-    reference: str
-    image_ids: np.ndarray
-    correct: dict[str, np.ndarray]  # key -> (n_common,) bool, for the keys that scored any image
-    n_scored: dict[str, int]  # key -> images the run scored against the reference (0: none; not in `correct`)
-    runs: dict[str, str]  # key -> the name of its run on this dataset
-
-    def accuracy(self, key: str) -> float | None:
-        """Top-1 of `key` on the common images; None when it scored nothing or nothing is common."""
-        if key not in self.correct or not len(self.image_ids):
-            return None
-        return float(self.correct[key].mean())
-
-    def resample(self, n_boot: int, seed: int) -> dict[str, np.ndarray]:
-        """Each key's top-1 over `n_boot` joint resamples of the common images, (n_boot,) each; {} when n_boot = 0
-        or nothing is common."""
-        if not n_boot or not len(self.image_ids):
-            return {}
-        keys = list(self.correct)
-        means = JointBootstrap(len(self.image_ids), n_boot, seed).means(np.stack([self.correct[k] for k in keys]))
-        return {k: means[:, i] for i, k in enumerate(keys)}
-
 
 def outcomes(run: RunPredictions, reference: Reference) -> Outcomes:
     """`run`'s top-1 outcome on each image of `reference` it scored."""
@@ -106,60 +81,110 @@ def outcomes(run: RunPredictions, reference: Reference) -> Outcomes:
     return Outcomes(reference.image_ids[aligned.rows][scored], correct[scored])
 
 
-def common_scores(dataset: str, reference: Reference, runs: Mapping[str, RunPredictions]) -> CommonScores:
-    """Top-1 of each of `runs` against `reference` on the images all of them scored (runs that scored none are
-    left out of the intersection, with n_scored 0)."""
-    found = {key: outcomes(run, reference) for key, run in runs.items()}
-    scoring = {key: o for key, o in found.items() if len(o.image_ids)}
-    ids = reduce(np.intersect1d, [o.image_ids for o in scoring.values()]) if scoring else np.zeros(0, np.int64)
-    return CommonScores(
-        dataset,
-        reference.name,
-        ids,
-        {key: o.at(ids) for key, o in scoring.items()},
-        {key: len(o.image_ids) for key, o in found.items()},
-        {key: run.info.name for key, run in runs.items()},
-    )
+@dataclass(frozen=True, eq=False)
+class ReferenceOutcomes:
+    """Runs (keyed by their row) of one dataset against one reference, placed on the reference's `image_ids`:
+    which images each run scored and got right. Every statistic of a key reads that key's masks only."""
+
+    dataset: str
+    reference: str
+    image_ids: np.ndarray  # (n,) the reference's images, sorted: what every resample draws from
+    scored: dict[str, np.ndarray]  # key -> (n,) bool, for the keys that scored any image
+    correct: dict[str, np.ndarray]  # key -> (n,) bool, False where not scored
+    runs: dict[str, str]  # key -> the name of its run on this dataset
+
+    def n_images(self, key: str, where: np.ndarray | None = None) -> int:
+        """Images `key` scored (within `where`, a (n,) bool mask, when given); 0 for a key that scored none."""
+        if key not in self.scored:
+            return 0
+        return int(np.count_nonzero(self.scored[key] if where is None else self.scored[key] & where))
+
+    def accuracy(self, key: str, where: np.ndarray | None = None) -> float | None:
+        """Top-1 of `key` on its own scored images (within `where`); None when there are none."""
+        n = self.n_images(key, where)
+        if not n:
+            return None
+        right = self.correct[key] if where is None else self.correct[key] & where
+        return int(np.count_nonzero(right)) / n
+
+    def common(self, keys: Sequence[str]) -> np.ndarray:
+        """(n,) bool: the images every one of `keys` scored (none for a key that scored nothing)."""
+        mask = np.ones(len(self.image_ids), bool)
+        for key in keys:
+            mask &= self.scored.get(key, np.zeros(len(self.image_ids), bool))
+        return mask
+
+    def resample(
+        self, keys: Sequence[str], n_boot: int, seed: int, where: np.ndarray | None = None
+    ) -> dict[str, np.ndarray]:
+        """Each key's top-1 over `n_boot` resamples of the reference's images, (n_boot,) each, on its own scored
+        images (within `where`). The draws depend on the image count and `seed` only, so a key's values are the
+        same whatever other keys are asked (its sums are exact integers in float32). {} when n_boot = 0."""
+        keys = [k for k in keys if self.n_images(k, where)]
+        if not n_boot or not keys:
+            return {}
+        values = np.stack([self.correct[k] for k in keys])
+        mask = np.stack([self.scored[k] if where is None else self.scored[k] & where for k in keys])
+        means = JointBootstrap(len(self.image_ids), n_boot, seed).means(values, mask)
+        return {k: means[:, i] for i, k in enumerate(keys)}
 
 
-def restrict(scores: CommonScores, ids: np.ndarray) -> CommonScores:
-    """`scores` on the subset `ids` of its common images."""
-    keep = np.isin(scores.image_ids, ids)
-    correct = {k: v[keep] for k, v in scores.correct.items()}
-    return CommonScores(scores.dataset, scores.reference, scores.image_ids[keep], correct, scores.n_scored, scores.runs)
+def reference_outcomes(dataset: str, reference: Reference, runs: Mapping[str, RunPredictions]) -> ReferenceOutcomes:
+    """Top-1 outcomes of each of `runs` against `reference`, each on the images it scored (runs that scored none
+    are left out of `scored`)."""
+    n = len(reference.image_ids)
+    scored: dict[str, np.ndarray] = {}
+    correct: dict[str, np.ndarray] = {}
+    for key, run in runs.items():
+        found = outcomes(run, reference)
+        if not len(found.image_ids):
+            continue
+        at = np.searchsorted(reference.image_ids, found.image_ids)
+        scored[key], correct[key] = np.zeros(n, bool), np.zeros(n, bool)
+        scored[key][at], correct[key][at] = True, found.correct
+    return ReferenceOutcomes(dataset, reference.name, reference.image_ids, scored, correct,
+                             {key: run.info.name for key, run in runs.items()})  # fmt: skip
 
 
-def coverage_note(scores: CommonScores, names: Mapping[str, str] | None = None) -> str | None:
-    """A warning when the compared runs scored different images (a subset run, failures, missing predictions);
-    None when every run scored exactly the common images. `names` shows a key under another name."""
-    n = len(scores.image_ids)
-    wider = {k: v for k, v in scores.n_scored.items() if v != n}
-    if not wider or len(scores.n_scored) < 2:
-        return None
-    label = names or {}
-    listed = ", ".join(f"{label.get(k, k)} {v}" for k, v in scores.n_scored.items())
-    return (
-        f"compared runs cover different images of {scores.dataset!r} (against {scores.reference}): scores are on "
-        f"the {n} image(s) every run scored; images scored by each run: {listed}"
-    )
+def spec_of(reference: Reference) -> str:
+    """The spec that names `reference` on any dataset: imgt, source:NAME or snapshot:NAME."""
+    if reference.info.kind == "snapshot":
+        return f"{SNAPSHOT}{reference.name}"
+    return IMGT if reference.info.kind == "original" else f"{SOURCE}{reference.name}"
 
 
-class ReferenceCache:
-    """The references of each dataset the table reads, loaded once: ImGT and the cleanest one."""
+class ReferenceChoice:
+    """The references the table reads (module docstring): on the evaluated dataset only those the command named,
+    on another dataset the same spec there, else its ImGT; each loaded once."""
 
-    def __init__(self, session: Session) -> None:
-        self.session = session
+    def __init__(self, session: Session, dataset: Dataset, named: Sequence[Reference]) -> None:
+        self.session, self.dataset = session, dataset
+        self.named = {spec_of(r): r for r in named}
         self._loaded: dict[tuple[int, str], Reference | None] = {}
 
-    def for_task(self, dataset: Dataset, task: str) -> Reference | None:
-        """ImGT for a task built around it (MC), else the cleanest reference; None when the dataset has neither."""
-        return self.imgt(dataset) if task != CLASSES else self.cleanest(dataset)
+    def for_task(self, task: str) -> Reference | None:
+        """ImGT for a task built around it (MC), else the cleanest named reference; None when none is named."""
+        return self.imgt() if task != CLASSES else self.cleanest()
 
-    def imgt(self, dataset: Dataset) -> Reference | None:
-        return self._first(dataset, [IMGT])
+    def imgt(self) -> Reference | None:
+        """ImGT of the evaluated dataset when the command named it."""
+        return self.named.get(IMGT)
 
-    def cleanest(self, dataset: Dataset) -> Reference | None:
-        return self._first(dataset, cleanest_order(self.session, dataset))
+    def cleanest(self) -> Reference | None:
+        """A named snapshot (the newest), else the named prior labelling the most images, else ImGT."""
+        snaps = [s for s in self.named if s.startswith(SNAPSHOT)]
+        if snaps:
+            return self.named[_newest(self.session, self.dataset, [s[len(SNAPSHOT) :] for s in snaps])]
+        priors = sorted((s for s in self.named if s.startswith(SOURCE)),
+                        key=lambda s: (-self.named[s].info.n_labelled, s))  # fmt: skip
+        return self.named[priors[0]] if priors else self.imgt()
+
+    def on_other(self, other: Dataset, task: str) -> Reference | None:
+        """What a row of `task` is scored against on `other`: the same spec as on the evaluated dataset when
+        `other` has it (ImGT for MC), else `other`'s ImGT; None when it has neither."""
+        own = self.for_task(task)
+        specs = [spec_of(own)] if own is not None else []
+        return self._first(other, [*specs, IMGT])
 
     def _first(self, dataset: Dataset, specs: list[str]) -> Reference | None:
         for spec in specs:
@@ -174,15 +199,14 @@ class ReferenceCache:
         return None
 
 
-def cleanest_order(session: Session, dataset: Dataset) -> list[str]:
-    """Reference specs from cleanest to least clean: the newest snapshot, priors by labels (most first), ImGT."""
-    snapshots = [s for s in default_reference_specs(session, dataset) if s.startswith(SNAPSHOT)]
-    priors = session.scalars(
-        select(col(LabelSource.name))
-        .where(col(LabelSource.dataset_id) == dataset.id, col(LabelSource.kind) == SourceKind.prior)
-        .order_by(col(LabelSource.n_labels).desc(), col(LabelSource.name))
-    ).all()
-    return [*snapshots, *(f"{SOURCE}{p}" for p in priors), IMGT]
+def _newest(session: Session, dataset: Dataset, names: list[str]) -> str:
+    """The spec of the newest of the snapshots `names` of `dataset`."""
+    newest = session.scalars(
+        select(col(Snapshot.name))
+        .where(col(Snapshot.dataset_id) == dataset.id, col(Snapshot.name).in_(names))
+        .order_by(col(Snapshot.created_at).desc(), col(Snapshot.id).desc())
+    ).first()
+    return f"{SNAPSHOT}{newest if newest is not None else sorted(names)[0]}"
 
 
 def other_datasets(session: Session, dataset: Dataset) -> list[Dataset]:

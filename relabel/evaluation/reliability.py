@@ -4,19 +4,28 @@ Only CDC's formula follows the ARGUS authors; P, RR, E, the label-noise sensitiv
 score are this project's definitions (`METHOD`, printed with every table). The maths is in
 `evaluator.model_reliability`; which scores enter is decided here and in `dataset_scores`:
 
-- P: top-1 on the evaluated dataset, on the images every compared run of the same task scored, against the
-  dataset's cleanest reference (MC: against ImGT, which its options were built from). Rows are ranked against the
-  rows of their task only: a four-option MC accuracy is not comparable with a choice among all classes.
+- P: top-1 on the evaluated dataset, on the images the run scored, against the cleanest of the references the
+  command named (`dataset_scores.ReferenceChoice`; MC: against ImGT, which its options were built from). Rows are
+  ranked against the rows of their task only: a four-option MC accuracy is not comparable with a choice among all
+  classes.
 - CDC: over the model's top-1 on two or more different datasets of the workspace (e.g. ImageNet val, ImageNetV2,
-  a domain set), each scored as P is; the model is found on another dataset by model name and protocol. With one
-  dataset CDC is unknown, never 1.
-- label-noise sensitivity (not a part of the overall score): top-1 against the cleanest reference minus top-1
-  against ImGT, on the same images, with a paired bootstrap interval. Signed: positive when the model gains once
-  ImGT's label noise is removed.
+  a domain set), each on the images that run scored there; the model is found on another dataset by model name and
+  protocol. With one dataset CDC is unknown, never 1.
+- label-noise sensitivity (not a part of the overall score): top-1 against P's reference minus top-1 against
+  ImGT, on the images the run scored under both, with a paired bootstrap interval. Signed: positive when the model
+  scores higher against the cleaner reference; it nets multi-label leniency, ImGT's wrong labels and the labels the
+  reference drops (`relabel.evaluation.label_changes` takes it apart), so it is not ImGT's label noise alone.
 - RR and E: from the latest robustness run of the same model and protocol (`relabel evaluate robustness`;
   `reliability_robustness`). E is against fixed budgets (`evaluator.model_reliability.BUDGETS`), so a model's E
   never depends on the other rows.
 - intervals of CDC, RR, the overall score and the ranks: one joint bootstrap per task (`reliability_intervals`).
+
+A row stands alone: every part of it (P, its interval, CDC and the top-1 behind it, the label-noise sensitivity,
+RR, E, the overall score and its interval) is a function of that run's predictions and the named references only,
+bit for bit the same whatever other runs are evaluated beside it. Comparisons across rows (the ranks by P and by
+overall, Kendall's tau, places gained and their intervals) are on the task's common images, the images every
+ranked row scored (`reliability_ranks`): P is recomputed there for ranking only, and their number is printed beside
+the table.
 
 A part that cannot be computed is unknown (None), never 0 or 1: the overall score needs every part whose weight
 is not 0, so a model is never rewarded or punished for a measurement nobody took.
@@ -26,45 +35,31 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, replace
+from dataclasses import asdict
 
 import numpy as np
 from sqlmodel import Session
 
 from db.models import Dataset
 from evaluator.intervals import wilson_interval
-from evaluator.model_reliability import (
-    BUDGETS,
-    PARTS,
-    ReliabilityParts,
-    compare_rankings,
-    consistency_of_resamples,
-    cross_dataset_consistency,
-    overall,
-)
+from evaluator.model_reliability import BUDGETS, consistency_of_resamples, cross_dataset_consistency
 from evaluator.paired import paired_many
 from relabel.errors import InputError
 from relabel.evaluation.dataset_scores import (
     CLASSES,
-    CommonScores,
-    ReferenceCache,
-    common_scores,
-    coverage_note,
+    ReferenceChoice,
+    ReferenceOutcomes,
     matching_runs,
     other_datasets,
-    restrict,
+    reference_outcomes,
     task_of,
 )
-from relabel.evaluation.reliability_intervals import interval, uncertainty, with_overall_intervals
+from relabel.evaluation.references import Reference
+from relabel.evaluation.reliability_intervals import interval, uncertainty
+from relabel.evaluation.reliability_ranks import DEFAULT_WEIGHTS, WEIGHT_NAMES, TaskImages, rank_rows
 from relabel.evaluation.reliability_robustness import with_robustness
-from relabel.evaluation.results import (
-    DatasetScore,
-    NoiseSensitivity,
-    ReliabilityRow,
-    ReliabilityTable,
-)
+from relabel.evaluation.results import DatasetScore, NoiseSensitivity, ReliabilityRow, ReliabilityTable
 from relabel.evaluation.runs import RunPredictions, load_run
-from relabel.workspace import IMGT
 
 TITLE = "Reliability, after ARGUS"
 METHOD = (
@@ -72,18 +67,20 @@ METHOD = (
     "capability (P), robustness retention (RR), efficiency (E), the label-noise sensitivity, the weights and the "
     "overall score are defined by this project (relabel), in the spirit of ARGUS."
 )
-WEIGHT_NAMES = {"P": "capability", "CDC": "consistency", "RR": "robustness", "E": "efficiency"}
-DEFAULT_WEIGHTS = {"P": 1.0, "CDC": 1.0, "RR": 1.0, "E": 1.0}
 DEFINITIONS = {
-    "capability": "P (defined here): top-1 on the evaluated dataset against its cleanest reference (newest "
-    "snapshot, else the prior labelling the most images, else ImGT; MC against ImGT only), on the images every "
-    "compared run of the same task scored; one protocol per row",
+    "capability": "P (defined here): top-1 on the evaluated dataset against the cleanest of the references the "
+    "command named (--reference; default ImGT and the newest snapshot): a named snapshot (the newest of them), else "
+    "the named prior labelling the most images, else ImGT; MC against ImGT only; a reference not named never "
+    "enters; on the images the run scored (n_images), whatever other runs are evaluated; one protocol per row",
     "consistency": "CDC (ARGUS formula): 1 - mean_i |a_i - mean(a)| / mean(a) over the model's top-1 a_i on 2 or "
-    "more different datasets of the workspace (same model name and protocol, each scored as P), clipped to "
-    "[0, 1]; unknown with one dataset",
-    "noise": "label-noise sensitivity (defined here, not in the overall score): top-1 against the cleanest "
-    "reference minus top-1 against ImGT on the same images, with a 95 % paired bootstrap interval; positive: the "
-    "model gains when ImGT's label noise is removed",
+    "more different datasets of the workspace (same model name and protocol), each on the images that run scored "
+    "there (datasets: dataset, reference, n_images, accuracy), against the reference of P's spec there, else that "
+    "dataset's ImGT; clipped to [0, 1]; unknown with one dataset",
+    "noise": "label-noise sensitivity (defined here, not in the overall score): top-1 against P's reference minus "
+    "top-1 against ImGT (when named) on the images the run scored under both, with a 95 % paired bootstrap "
+    "interval; positive: the model scores higher against that reference than against ImGT on the same images, "
+    "which nets multi-label leniency, images where ImGT's label is wrong and images whose ImGT label the reference "
+    "drops (the report takes it apart), so it is not ImGT's label noise alone",
     "robustness": "RR (defined here): mean over perturbations x severities of min(perturbed top-1 / clean top-1, "
     "1), from the latest robustness run of the same model and protocol, against ImGT; robustness_ci: 95 % "
     "percentile interval over resamples of that run's images (clean and perturbed with the same images), null for a "
@@ -91,10 +88,15 @@ DEFINITIONS = {
     "efficiency": "E (defined here): mean over the measures known for the model of budget / (budget + value) "
     "against fixed budgets (see budgets; 0.5 at the budget); unknown measures (memory and FLOPs of a model behind "
     "an API) enter no term; independent of the other models",
-    "overall": "weighted mean of P, CDC, RR and E (weights shown, normalised to sum 1); only for rows whose "
-    "weighted parts are all known; ranks are among rows of the same task; overall_ci, rank_by_capability_ci, "
-    "rank_by_overall_ci, shift_ci: 95 % percentile intervals over joint resamples (P, CDC and RR of every row of "
-    "the task resampled together, each on its own images; E held fixed, a measurement)",
+    "overall": "weighted mean of the row's own P, CDC, RR and E (weights shown, normalised to sum 1); only for rows "
+    "whose weighted parts are all known; overall_ci: 95 % percentile interval over resamples of the row's own "
+    "images (E held fixed, a measurement)",
+    "ranks": "rank_by_capability, rank_by_overall, Kendall's tau and places gained are among the rows of the same "
+    "task with an overall score, on the task's common images (common: the images every one of them scored, with "
+    "their n): capability_common is P there, and the overall score used to rank is the weighted mean with "
+    "capability_common in place of P; a row's own numbers never change; rank_by_capability_ci, "
+    "rank_by_overall_ci, shift_ci: 95 % percentile intervals over joint resamples (every row of the task with the "
+    "same draws)",
 }
 
 
@@ -125,30 +127,37 @@ def build_reliability(
     session: Session,
     dataset: Dataset,
     runs: Sequence[RunPredictions],
+    references: Sequence[Reference],
     *,
     weights: Mapping[str, float] | None = None,
     n_boot: int = 1000,
     seed: int = 0,
 ) -> ReliabilityTable:
-    """The reliability table of `runs` (runs of `dataset`); `n_boot` joint bootstrap resamples give the intervals
-    of CDC, RR, the label-noise sensitivity, the overall score and the ranks (0: none; `reliability_intervals`)."""
+    """The reliability table of `runs` (runs of `dataset`) against the cleanest of `references` (those the command
+    named); `n_boot` resamples give the intervals of CDC, RR, the label-noise sensitivity, the overall score and
+    the ranks (0: none; `reliability_intervals`)."""
     weights = dict(weights or DEFAULT_WEIGHTS)
     by_task: dict[str, dict[str, RunPredictions]] = {}
     for run in runs:
         by_task.setdefault(task_of(run.info.protocol), {})[run.info.name] = run
-    refs = ReferenceCache(session)
+    choice = ReferenceChoice(session, dataset, references)
     rows: list[ReliabilityRow] = []
     notes: list[str] = []
-    # P's resamples are only needed for the overall score: CDC (weight > 0) needs a second dataset, which
-    # resamples the evaluated one anyway
-    p_alone = weights["CDC"] == 0
+    anchors: dict[str, TaskImages] = {}
     for task, members in by_task.items():
-        rows += _task_rows(session, dataset, task, members, refs, n_boot, seed, notes, p_alone)
+        task_rows, anchor = _task_rows(session, dataset, task, members, choice, n_boot, seed, notes)
+        rows += task_rows
+        if anchor is not None:
+            anchors[task] = TaskImages(anchor, _seed(seed, dataset))
     rows = with_robustness(session, rows, notes, n_boot, seed)
-    return _rank(rows, weights, notes, n_boot)
+    ranked = rank_rows(rows, anchors, weights, notes, n_boot)
+    return ReliabilityTable(
+        tuple(ranked.rows), dict(weights), ranked.kendall_tau, tuple(notes), TITLE, METHOD, asdict(BUDGETS),
+        uncertainty(n_boot), DEFINITIONS, ranked.common,
+    )  # fmt: skip
 
 
-Scored = tuple[CommonScores, np.ndarray | None]  # a dataset's scores, and the row's resampled top-1 there (CDC)
+Scored = tuple[ReferenceOutcomes, np.ndarray | None]  # a dataset's outcomes, and the row's resampled top-1 there
 
 
 def _task_rows(
@@ -156,46 +165,63 @@ def _task_rows(
     dataset: Dataset,
     task: str,
     members: dict[str, RunPredictions],
-    refs: ReferenceCache,
+    choice: ReferenceChoice,
     n_boot: int,
     seed: int,
     notes: list[str],
-    p_alone: bool = False,
-) -> list[ReliabilityRow]:
-    """P, the label-noise sensitivity and CDC of the runs of one task, with their resamples (P's only with
-    another dataset or `p_alone`)."""
-    reference = refs.for_task(dataset, task)
+) -> tuple[list[ReliabilityRow], ReferenceOutcomes | None]:
+    """P, the label-noise sensitivity and CDC of the runs of one task, each on its own images, with their
+    resamples; and the task's outcomes on the evaluated dataset (for the ranks)."""
+    reference = choice.for_task(task)
     if reference is None:
-        notes.append(f"P unknown for {', '.join(members)}: dataset {dataset.name!r} has no reference to score against")
-        return [_row(run, task, []) for run in members.values()]
+        notes.append(f"P unknown for {', '.join(members)}: {_missing(dataset, task)}")
+        return [_row(run, task, []) for run in members.values()], None
     if task != CLASSES:
         notes.append(f"{task} runs are scored against {reference.name} only: their options were built around it")
-    anchor = common_scores(dataset.name, reference, members)
-    others = _other_scores(session, dataset, task, members, refs)
+    anchor = reference_outcomes(dataset.name, reference, members)
+    others = _other_scores(session, dataset, task, members, choice)
     per_key: dict[str, list[Scored]] = {key: [] for key in members}
     for other, found in [(dataset, anchor), *others]:
-        shown = None if other is dataset else {k: f"{k} ({found.runs[k]} on {other.name})" for k in found.n_scored}
-        note = coverage_note(found, shown)
-        notes += [note] if note else []
-        resampled = found.resample(n_boot, _seed(seed, other)) if others or p_alone else {}
-        for key in found.correct:
+        resampled = found.resample(list(found.scored), n_boot, _seed(seed, other))
+        for key in found.scored:
             # the evaluated dataset comes first: a run without P there has no CDC either
-            if found.accuracy(key) is not None and (other is dataset or per_key[key]):
+            if other is dataset or per_key[key]:
                 per_key[key].append((found, resampled.get(key)))
-    noise: dict[str, NoiseSensitivity] = {}
-    if task == CLASSES:
-        imgt = refs.imgt(dataset)
-        if reference.name == IMGT or imgt is None:
-            notes.append(f"label-noise sensitivity unknown: dataset {dataset.name!r} has no snapshot or prior "
-                         "cleaner than ImGT")  # fmt: skip
-        else:
-            noise = _noise(common_scores(dataset.name, imgt, members), anchor, n_boot, seed)
-    return [_row(run, task, per_key[key], noise.get(key), n_boot > 0) for key, run in members.items()]
+    noise = _noise_of(dataset, task, members, anchor, choice, n_boot, seed, notes)
+    rows = [_row(run, task, per_key[key], noise.get(key), n_boot > 0) for key, run in members.items()]
+    return rows, anchor
+
+
+def _missing(dataset: Dataset, task: str) -> str:
+    if task != CLASSES:
+        return f"{task} runs are scored against imgt only, and imgt is not among the references (--reference imgt)"
+    return f"no reference of dataset {dataset.name!r} was named to score against"
+
+
+def _noise_of(
+    dataset: Dataset,
+    task: str,
+    members: dict[str, RunPredictions],
+    anchor: ReferenceOutcomes,
+    choice: ReferenceChoice,
+    n_boot: int,
+    seed: int,
+    notes: list[str],
+) -> dict[str, NoiseSensitivity]:
+    """The label-noise sensitivity of each run of a CLASSES task, or a note saying why it is unknown."""
+    if task != CLASSES:
+        return {}
+    imgt = choice.imgt()
+    if imgt is None or anchor.reference == imgt.name:
+        why = "imgt is not among the references" if imgt is None else "no named reference is cleaner than imgt"
+        notes.append(f"label-noise sensitivity unknown on dataset {dataset.name!r}: {why} (name one with --reference)")
+        return {}
+    return _noise(reference_outcomes(dataset.name, imgt, members), anchor, n_boot, seed)
 
 
 def _other_scores(
-    session: Session, dataset: Dataset, task: str, members: dict[str, RunPredictions], refs: ReferenceCache
-) -> list[tuple[Dataset, CommonScores]]:
+    session: Session, dataset: Dataset, task: str, members: dict[str, RunPredictions], choice: ReferenceChoice
+) -> list[tuple[Dataset, ReferenceOutcomes]]:
     """The same models and protocols on every other dataset of the workspace that has runs of them."""
     rows_of: dict[tuple[str, str], list[str]] = {}
     for name, r in members.items():
@@ -203,27 +229,29 @@ def _other_scores(
     out = []
     for other in other_datasets(session, dataset):
         found = matching_runs(session, other, set(rows_of))
-        reference = refs.for_task(other, task) if found else None
+        reference = choice.on_other(other, task) if found else None
         if reference is None:
             continue
         loaded = {key: load_run(session, run) for key, run in found.items()}
         by_row = {name: loaded[key] for key in loaded for name in rows_of[key]}
-        out.append((other, common_scores(other.name, reference, by_row)))
+        out.append((other, reference_outcomes(other.name, reference, by_row)))
     return out
 
 
-def _noise(under_imgt: CommonScores, cleaner: CommonScores, n_boot: int, seed: int) -> dict[str, NoiseSensitivity]:
-    """Top-1 against the cleaner reference minus against ImGT, per run, on P's images that ImGT scores too."""
-    ids = np.intersect1d(cleaner.image_ids, under_imgt.image_ids)
-    keys = [k for k in cleaner.correct if k in under_imgt.correct]
-    if not keys or not len(ids):
-        return {}
-    b, a = restrict(cleaner, ids), restrict(under_imgt, ids)
-    diff = paired_many(np.stack([a.correct[k] for k in keys]), np.stack([b.correct[k] for k in keys]),
-                       n_boot=n_boot, seed=seed)  # fmt: skip
+def _noise(
+    under_imgt: ReferenceOutcomes, cleaner: ReferenceOutcomes, n_boot: int, seed: int
+) -> dict[str, NoiseSensitivity]:
+    """Top-1 against the cleaner reference minus against ImGT, per run, on the images the run scored under both;
+    each run's paired interval drawn on its own (from `seed`), so no row depends on another."""
     out = {}
-    for i, key in enumerate(keys):
-        d = diff.row(i)
+    for key in (k for k in cleaner.scored if k in under_imgt.scored):
+        b_ids = cleaner.image_ids[cleaner.scored[key]]
+        ids = np.intersect1d(b_ids, under_imgt.image_ids[under_imgt.scored[key]], assume_unique=True)
+        if not len(ids):
+            continue
+        a = under_imgt.correct[key][np.searchsorted(under_imgt.image_ids, ids)]
+        b = cleaner.correct[key][np.searchsorted(cleaner.image_ids, ids)]
+        d = paired_many(a[None], b[None], n_boot=n_boot, seed=seed).row(0)
         out[key] = NoiseSensitivity(
             cleaner.reference, d.n_common, d.accuracy_a, d.accuracy_b, d.difference, d.ci_low, d.ci_high
         )
@@ -253,14 +281,15 @@ def _row(
         if len(resampled) == len(datasets):
             kept["consistency"] = consistency_of_resamples(np.stack(resampled, axis=1))
             cdc_ci = interval(kept["consistency"])
-    return replace(row, capability=anchor.accuracy, consistency=cdc, reference=anchor.reference,
-                   n_images=anchor.n_images, capability_ci=p_ci, consistency_ci=cdc_ci, datasets=datasets,
-                   resampled=kept)  # fmt: skip
+    return ReliabilityRow(info.name, info.model, info.protocol, task, anchor.accuracy, cdc, None, None,
+                          reference=anchor.reference, n_images=anchor.n_images, capability_ci=p_ci,
+                          consistency_ci=cdc_ci, datasets=datasets, noise=noise, resampled=kept)  # fmt: skip
 
 
-def _dataset_score(scores: CommonScores, key: str, with_interval: bool) -> DatasetScore:
-    """One dataset's top-1 of a row, with its Wilson interval (a single proportion: never degenerate at 0 or n)."""
-    n, right = len(scores.image_ids), int(scores.correct[key].sum())
+def _dataset_score(scores: ReferenceOutcomes, key: str, with_interval: bool) -> DatasetScore:
+    """One dataset's top-1 of a row on the images the run scored there, with its Wilson interval (a single
+    proportion: never degenerate at 0 or n)."""
+    n, right = scores.n_images(key), int(np.count_nonzero(scores.correct[key]))
     low, high = (float(v[()]) for v in wilson_interval(right, n)) if with_interval else (None, None)
     return DatasetScore(scores.dataset, scores.runs.get(key, key), scores.reference, n, right / n, low, high)
 
@@ -268,54 +297,3 @@ def _dataset_score(scores: CommonScores, key: str, with_interval: bool) -> Datas
 def _seed(seed: int, dataset: Dataset) -> int:
     """Each dataset's images are resampled on their own (datasets are independent samples), seeded per dataset."""
     return (seed << 20) + int(dataset.id or 0)
-
-
-def _rank(rows: list[ReliabilityRow], weights: dict[str, float], notes: list[str], n_boot: int) -> ReliabilityTable:
-    """Overall score of every row whose weighted parts are known; ranks by P and by overall within each task."""
-    w = {WEIGHT_NAMES[k]: v for k, v in weights.items()}
-    _unknown_notes(rows, w, notes)
-    ranked: list[ReliabilityRow] = []
-    taus: dict[str, float | None] = {}
-    for task in dict.fromkeys(r.task for r in rows):
-        members = [r for r in rows if r.task == task]
-        complete = {
-            r.run: ReliabilityParts(**{k: getattr(r, k) or 0.0 for k in PARTS})
-            for r in members
-            if all(getattr(r, k) is not None or w[k] == 0 for k in PARTS)
-        }
-        scores = {k: overall(p.capability, p.consistency, p.robustness, p.efficiency, w) for k, p in complete.items()}
-        ranks: dict[str, tuple[int, int]] = {next(iter(complete)): (1, 1)} if len(complete) == 1 else {}
-        taus[task] = None
-        if len(complete) >= 2:
-            table = compare_rankings(complete, w)
-            ranks = {r.name: (r.rank_by_capability, r.rank_by_overall) for r in table.rows}
-            taus[task] = table.kendall_tau if math.isfinite(table.kendall_tau) else None
-        members = [
-            replace(r, overall=scores.get(r.run), rank_by_capability=ranks.get(r.run, (None, None))[0],
-                    rank_by_overall=ranks.get(r.run, (None, None))[1])
-            for r in members
-        ]  # fmt: skip
-        members, missing = with_overall_intervals(members, list(complete), w, n_boot)
-        notes += missing
-        members.sort(key=lambda r: (r.rank_by_overall is None, r.rank_by_overall or 0, -(r.capability or 0), r.run))
-        ranked += members
-    return ReliabilityTable(
-        tuple(ranked), dict(weights), taus, tuple(notes), TITLE, METHOD, asdict(BUDGETS), uncertainty(n_boot),
-        DEFINITIONS,
-    )  # fmt: skip
-
-
-def _unknown_notes(rows: list[ReliabilityRow], w: dict[str, float], notes: list[str]) -> None:
-    one = [r.run for r in rows if r.capability is not None and r.consistency is None]
-    if one:
-        notes.append(
-            f"CDC unknown for {', '.join(one)}: no run of the same model and protocol on a second dataset of the "
-            "workspace (CDC is across different datasets, e.g. ImageNet val and ImageNetV2)"
-            + ("; weight CDC=0 ranks without it" if w["consistency"] else "")
-        )
-    covered = {r.run: tuple(d.dataset for d in r.datasets) for r in rows if r.consistency is not None}
-    if len(set(covered.values())) > 1:
-        notes.append("CDC is over different datasets: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in covered.items()))
-    unknown = [r.run for r in rows if not all(getattr(r, k) is not None or w[k] == 0 for k in PARTS)]
-    if unknown:
-        notes.append(f"no overall score for {', '.join(unknown)}: a part with a non-zero weight is unknown")

@@ -2,17 +2,22 @@
 
 Every part that is a sample of images is resampled, and every row of a task sees the same resamples:
 
-- P: the evaluated dataset's common images (`dataset_scores.CommonScores.resample`, seeded per dataset);
-- CDC: each dataset's common images on their own, the evaluated dataset with P's resamples;
+- P: the evaluated dataset's reference images (`dataset_scores.ReferenceOutcomes.resample`, seeded per dataset),
+  each row's top-1 on its own scored images in every draw (for its overall score), or on the task's common images
+  (for the ranks);
+- CDC: each dataset's reference images on their own, each row on its own images there, the evaluated dataset with
+  P's resamples;
 - RR: the images of the robustness run, clean and perturbed with the same images (paired); runs of the same
   dataset on the same images share their resamples (seeded by the seed, the dataset and the image ids), runs on
   other images are resampled on their own. A robustness run stored before per-image outcomes were kept has no
   resamples, and its RR no interval;
 - E is held fixed: it is a measurement (latency, memory, FLOPs, cost), not a sample of images.
 
-Resample b of the overall score is Σ w_j · part_j[b] with each part's resample b; ranks by P and by overall are
-taken within each resample among the task's rows with an overall score, and their 95 % percentile intervals (and
-that of places gained) are read by `evaluator.ranking.rank_intervals`. Images of different datasets are independent
+Resample b of a row's overall score is Σ w_j · part_j[b] with each of its own parts' resample b. The ranks by P
+and by overall are taken within each resample among the task's rows with an overall score, P on the common images
+in place of the row's own; their 95 % percentile intervals (and that of places gained) are read by
+`evaluator.ranking.rank_intervals`. The draws depend on the image counts and the seed only, so a row's own
+intervals are the same whatever other rows exist. Images of different datasets are independent
 samples, so their resamples are independent draws; the robustness run's images are resampled apart from P's even
 where they are a subset of the same dataset, which leaves out the (small) correlation between P and RR.
 """
@@ -86,44 +91,53 @@ def interval(resampled: np.ndarray | None) -> tuple[float, float] | None:
 def with_overall_intervals(
     members: Sequence[ReliabilityRow], complete: Sequence[str], weights: Mapping[str, float], n_boot: int
 ) -> tuple[list[ReliabilityRow], list[str]]:
-    """`members` (the rows of one task) with the intervals of the overall score of each row of `complete` (those
-    with an overall score) and of their ranks by P and by overall; notes for what could not be resampled."""
+    """`members` (the rows of one task) with the interval of the overall score of each row of `complete` (those
+    with an overall score), over the row's own resamples (P on its own images, CDC, RR; E fixed); notes for what
+    could not be resampled."""
     rows = {r.run: r for r in members}
     if not n_boot or not complete:
         return list(members), []
     needed = [k for k in PARTS if weights[k] > 0 and k != "efficiency"]
     missing = {run: [k for k in needed if k not in rows[run].resampled] for run in complete}
-    ready = [run for run in complete if not missing[run]]
-    notes = []
     lacking = [f"{run} ({', '.join(parts)})" for run, parts in missing.items() if parts]
-    if lacking:
-        notes.append(
-            f"overall 95 % CI unknown for {', '.join(lacking)}: a weighted part has no resamples"
-            + ("; so are the rank intervals of its task" if len(complete) > 1 else "")
-        )
-    if not ready:
-        return list(members), notes
-    parts = {k: np.stack([rows[run].resampled[k] for run in ready], axis=1) for k in needed}
-    if weights["efficiency"] > 0:
-        parts["efficiency"] = np.array([rows[run].efficiency for run in ready], dtype=np.float64)
-    totals = overall_of_resamples(parts, weights)
-    for i, run in enumerate(ready):
-        rows[run] = replace(rows[run], overall_ci=interval(totals[:, i]))
-    if len(ready) == len(complete) and all("capability" in rows[run].resampled for run in ready):
-        rows.update(_rank_intervals(rows, ready, totals))  # the ranks need every ranked row's resamples
+    notes = [f"overall 95 % CI unknown for {', '.join(lacking)}: a weighted part has no resamples"] if lacking else []
+    for run in (run for run in complete if not missing[run]):
+        parts = {k: rows[run].resampled[k][:, None] for k in needed}
+        if weights["efficiency"] > 0:
+            parts["efficiency"] = np.array([rows[run].efficiency], dtype=np.float64)
+        rows[run] = replace(rows[run], overall_ci=interval(overall_of_resamples(parts, weights)[:, 0]))
     return [rows[r.run] for r in members], notes
 
 
-def _rank_intervals(rows: dict[str, ReliabilityRow], ready: list[str], totals: np.ndarray) -> dict[str, ReliabilityRow]:
-    if len(ready) == 1:  # alone in its task: first by both, in every resample
-        return {ready[0]: replace(rows[ready[0]], rank_by_capability_ci=(1, 1), rank_by_overall_ci=(1, 1),
-                                  shift_ci=(0, 0))}  # fmt: skip
-    capability = np.stack([rows[run].resampled["capability"] for run in ready], axis=1)
-    found = rank_intervals(capability, totals, ready)
-    return {
-        i.name: replace(rows[i.name], rank_by_capability_ci=i.rank_a, rank_by_overall_ci=i.rank_b, shift_ci=i.shift)
-        for i in found
-    }
+def with_rank_intervals(
+    members: Sequence[ReliabilityRow],
+    ranked: Sequence[str],
+    capability_common: Mapping[str, np.ndarray],
+    weights: Mapping[str, float],
+) -> tuple[list[ReliabilityRow], list[str]]:
+    """`members` with the intervals of the ranks by P and by overall and of the places gained of the `ranked` rows:
+    P from `capability_common` (each row's top-1 on the common images, (n_boot,) over joint resamples), CDC and RR
+    from each row's own resamples, E fixed; a note when a ranked row lacks a weighted part's resamples."""
+    rows = {r.run: r for r in members}
+    needed = [k for k in PARTS if weights[k] > 0 and k not in ("efficiency", "capability")]
+    lacking = [run for run in ranked if run not in capability_common or any(k not in rows[run].resampled
+                                                                           for k in needed)]  # fmt: skip
+    if lacking:
+        return list(members), [f"rank 95 % CIs unknown: {', '.join(lacking)} lack resamples of a weighted part"]
+    if len(ranked) == 1:  # alone in its task: first by both, in every resample
+        only = ranked[0]
+        rows[only] = replace(rows[only], rank_by_capability_ci=(1, 1), rank_by_overall_ci=(1, 1), shift_ci=(0, 0))
+        return [rows[r.run] for r in members], []
+    capability = np.stack([capability_common[run] for run in ranked], axis=1)
+    parts = {k: np.stack([rows[run].resampled[k] for run in ranked], axis=1) for k in needed}
+    parts["capability"] = capability
+    if weights["efficiency"] > 0:
+        parts["efficiency"] = np.array([rows[run].efficiency for run in ranked], dtype=np.float64)
+    found = rank_intervals(capability, overall_of_resamples(parts, weights), list(ranked))
+    for i in found:
+        rows[i.name] = replace(rows[i.name], rank_by_capability_ci=i.rank_a, rank_by_overall_ci=i.rank_b,
+                               shift_ci=i.shift)  # fmt: skip
+    return [rows[r.run] for r in members], []
 
 
 def uncertainty(n_boot: int) -> str:
@@ -131,12 +145,13 @@ def uncertainty(n_boot: int) -> str:
     if not n_boot:
         return "not computed: the evaluation ran without bootstrap resamples (--boot 0)"
     return (
-        "95 % intervals: P (and each dataset's top-1) the Wilson score interval on its images; CDC the percentile "
-        f"interval over {n_boot} joint bootstrap resamples of images (every run of a dataset resampled with the same "
-        "images, each dataset on its own); the label-noise sensitivity a paired bootstrap over the same images; RR "
+        "95 % intervals: P (and each dataset's top-1) the Wilson score interval on the run's own images; CDC the "
+        f"percentile interval over {n_boot} bootstrap resamples of images (every run of a dataset with the same "
+        "draws, each on its own images there, each dataset on its own); the label-noise sensitivity a paired "
+        "bootstrap over the images the run scored under both references; RR "
         f"the percentile interval over {n_boot} resamples of the robustness run's images (clean and perturbed with "
         "the same images; runs on the same images with the same resamples), unknown for runs stored without "
-        "per-image outcomes; the overall score, the ranks by P and by overall and the places gained percentile "
-        "intervals over the same joint resamples (P, CDC and RR resampled together for every row of a task, E held "
-        "fixed: it is a measurement, not a sample of images). Not computed for E itself"
+        "per-image outcomes; the overall score the percentile interval over the same resamples of the row's own "
+        "parts; the ranks by P and by overall and the places gained over the same joint resamples with P on the "
+        "task's common images (E held fixed: it is a measurement, not a sample of images). Not computed for E itself"
     )

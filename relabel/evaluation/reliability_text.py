@@ -9,53 +9,67 @@ from collections.abc import Sequence
 from evaluator.model_reliability import MEASURE_LABELS, robustness_retention
 from relabel.evaluation.cells import NA, Table, columns, num, pct, rank_span
 from relabel.evaluation.reliability_intervals import interval, robustness_resamples
-from relabel.evaluation.results import ReliabilityTable, RobustnessResult
+from relabel.evaluation.results import CommonImages, ReliabilityTable, RobustnessResult
 
 RETENTION_BOOT, RETENTION_SEED = 1000, 0  # `relabel evaluate`'s defaults, so that both show the same interval
 
 
 def reliability_tasks(table: ReliabilityTable) -> list[tuple[str, str]]:
-    """(task, title) of each task of the reliability table, in row order: rows are compared within a task."""
+    """(task, title) of each task of the reliability table, in row order: rows are compared within a task. The
+    title names the reference the rows are scored against and the common images the ranks are on, with their n."""
     titles = []
+    common = {c.task: c for c in table.common}
     for task in dict.fromkeys(r.task for r in table.rows):
         refs = sorted({r.reference for r in table.rows if r.task == task and r.reference})
-        against = f"scored against {', '.join(refs)}" if refs else "no reference"
+        why = "the cleanest of the named references" if task == "classes" else "its options were built around it"
+        against = f"scored against {', '.join(refs)}, {why}" if refs else "no reference"
         name = "choosing among the dataset's classes" if task == "classes" else f"protocol {task}"
-        titles.append((task, f"{name} ({against})"))
+        titles.append((task, f"{name} ({against}){_common_line(common.get(task))}"))
     return titles
+
+
+def _common_line(common: CommonImages | None) -> str:
+    """Where the ranks are: '; ranks on the 4 images every ranked run scored (each row is on its own images)'."""
+    if common is None:
+        return ""
+    own = "the rows' own images too" if common.same_images else "each row's own numbers are on its own images"
+    return f"; ranks on the {common.n_images:,} common images every ranked run scored ({own})"
 
 
 def reliability_table(table: ReliabilityTable, task: str) -> Table:
     """The parts, overall score and the two ranks of the rows of one task, with the 95 % intervals of the overall
-    score, the rank by overall and the places gained (NA where not computed)."""
-    header = ["run", "model", "protocol", "P", "CDC", "RR", "E", "overall", "overall 95 % CI", "rank by P",
-              "rank by overall", "rank 95 % CI", "places gained", "gained 95 % CI"]  # fmt: skip
+    score, the rank by overall and the places gained (NA where not computed); P on the common images beside the
+    ranks it gives."""
+    header = ["run", "model", "protocol", "P", "CDC", "RR", "E", "overall", "overall 95 % CI", "P on common",
+              "rank by P", "rank by overall", "rank 95 % CI", "places gained", "gained 95 % CI"]  # fmt: skip
     rows = []
     for r in (r for r in table.rows if r.task == task):
         shift = NA if r.rank_by_capability is None else f"{r.rank_by_capability - (r.rank_by_overall or 0):+d}"
         rows.append(
             [r.run, r.model, r.protocol, num(r.capability), num(r.consistency), num(r.robustness), num(r.efficiency),
-             num(r.overall), _pair(r.overall_ci, 1, 3), str(r.rank_by_capability or NA), str(r.rank_by_overall or NA),
-             rank_span(r.rank_by_overall_ci), shift.replace("+0", "0"), rank_span(r.shift_ci, signed=True)]
+             num(r.overall), _pair(r.overall_ci, 1, 3), num(r.capability_common), str(r.rank_by_capability or NA),
+             str(r.rank_by_overall or NA), rank_span(r.rank_by_overall_ci), shift.replace("+0", "0"),
+             rank_span(r.shift_ci, signed=True)]
         )  # fmt: skip
     return header, rows
 
 
 def reliability_basis_table(table: ReliabilityTable, task: str) -> Table:
-    """What each part of a row is on: P's reference, images and interval; CDC's datasets (top-1 %) and interval;
-    the label-noise sensitivity (percentage points, with its paired interval); RR's interval; the measures E is
-    over."""
-    header = ["run", "P against", "images", "P 95 % CI", "CDC over (top-1 %)", "CDC 95 % CI", "label noise Δ pp",
-              "Δ 95 % CI", "RR 95 % CI", "E over"]  # fmt: skip
+    """What each part of a row is on, all on the run's own images: P's reference, images and interval; CDC's
+    datasets (top-1 %, reference, images) and interval; the label-noise sensitivity (percentage points, with its
+    paired interval and images); RR's interval; the measures E is over."""
+    header = ["run", "P against", "images", "P 95 % CI", "CDC over (top-1 %, reference, images)", "CDC 95 % CI",
+              "label noise Δ pp", "Δ 95 % CI", "Δ images", "RR 95 % CI", "E over"]  # fmt: skip
     rows = []
     for r in (r for r in table.rows if r.task == task):
-        over = "; ".join(f"{d.dataset} {pct(d.accuracy)}" for d in r.datasets) or NA
+        over = "; ".join(f"{d.dataset} {pct(d.accuracy)} ({d.reference}, {d.n_images})" for d in r.datasets) or NA
         noise = r.noise
         rows.append(
             [r.run, r.reference or NA, str(r.n_images) if r.reference else NA, _pair(r.capability_ci, 100, 1),
              over, _pair(r.consistency_ci, 1, 3), _signed(noise.difference if noise else None),
              _pair((noise.ci_low, noise.ci_high) if noise else None, 100, 1, signed=True),
-             _pair(r.robustness_ci, 1, 3), ", ".join(MEASURE_LABELS.get(m, m) for m in r.efficiency_terms) or NA]
+             str(noise.n_images) if noise else NA, _pair(r.robustness_ci, 1, 3),
+             ", ".join(MEASURE_LABELS.get(m, m) for m in r.efficiency_terms) or NA]
         )  # fmt: skip
     return header, rows
 

@@ -135,7 +135,7 @@ class PublishedScore:
 @dataclass(frozen=True)
 class DatasetScore:
     """A run's top-1 on one dataset against the reference its row is scored against there (`reliability`), on
-    the images every compared run scored; `ci_*` from the joint bootstrap (None: not computed)."""
+    the `n_images` images that run scored there; `ci_*` its Wilson interval (None: not computed)."""
 
     dataset: str
     run: str  # the run of that dataset (the same model and protocol as the row)
@@ -188,9 +188,22 @@ class ReliabilityRow:
     rank_by_capability_ci: tuple[int, int] | None = None  # both ranks over the same resamples
     rank_by_overall_ci: tuple[int, int] | None = None
     shift_ci: tuple[int, int] | None = None  # places gained, rank by P - rank by overall
+    capability_common: float | None = None  # P on the task's common images: what the ranks are on, never P itself
     resampled: dict[str, np.ndarray] = field(
         default_factory=dict, compare=False, repr=False, metadata={JSON: False}
     )  # part -> (n_boot,) values over the joint resamples; not stored
+
+
+@dataclass(frozen=True)
+class CommonImages:
+    """The images the rows of one task are ranked on: those every ranked row scored against `reference`."""
+
+    task: str
+    dataset: str
+    reference: str
+    n_images: int
+    runs: tuple[str, ...]  # the ranked rows (those with an overall score)
+    same_images: bool  # every ranked row scored exactly these images (its own numbers are on them too)
 
 
 @dataclass(frozen=True)
@@ -207,6 +220,7 @@ class ReliabilityTable:
     budgets: dict[str, float] = field(default_factory=dict)
     uncertainty: str = ""
     definitions: dict[str, str] = field(default_factory=dict)
+    common: tuple[CommonImages, ...] = ()  # per task: the images its ranks are on
 
 
 @dataclass(frozen=True)

@@ -71,7 +71,7 @@ def evaluate(
             runs=run_infos,
             scores=scores,
             ranking=ranking.shift if ranking else None,
-            reliability=build_reliability(s, ds, loaded, weights=weights, n_boot=n_boot, seed=seed),
+            reliability=build_reliability(s, ds, loaded, refs, weights=weights, n_boot=n_boot, seed=seed),
             robustness=list(robustness.values()),
             n_boot=n_boot,
             seed=seed,

@@ -50,6 +50,7 @@ TWO_FILES = ("n01440764_f.jpg", "n01443537_g.jpg", "n02123045_h.jpg", "n02123045
 R_TWO = {"f": TENCH, "g": GOLDFISH, "h": TABBY, "i": TIGER_CAT}
 S_TWO = {"f": TENCH, "g": TENCH, "h": TABBY, "i": TABBY}
 NO_RR_E = parse_weights("RR=0,E=0")
+TEAM = ["imgt", "team"]  # the prior is cleaner than ImGT: the table scores against it when it is named
 
 
 def answers(top1: dict[str, int]) -> dict[str, tuple[list[int], str, Any]]:
@@ -104,7 +105,7 @@ def store(engine, *results: RobustnessResult) -> None:
 
 class TestConsistencyAcrossDatasets:
     def test_unknown_with_one_dataset(self, sqlite_engine, five) -> None:
-        ev = evaluate(sqlite_engine, "five", runs=["r", "s"], n_boot=0, store=False)
+        ev = evaluate(sqlite_engine, "five", references=TEAM, runs=["r", "s"], n_boot=0, store=False)
 
         r, s = rows(ev)["r"], rows(ev)["s"]
         assert (r.capability, r.reference, r.n_images) == (1.0, "team", 4)  # the prior is cleaner than ImGT
@@ -117,7 +118,7 @@ class TestConsistencyAcrossDatasets:
     def test_computed_across_two_datasets(self, sqlite_engine, five, tmp_path: Path) -> None:
         add_dataset_two(sqlite_engine, tmp_path)
 
-        ev = evaluate(sqlite_engine, "five", runs=["r", "s"], weights=NO_RR_E, n_boot=200, store=False)
+        ev = evaluate(sqlite_engine, "five", references=TEAM, runs=["r", "s"], weights=NO_RR_E, n_boot=200, store=False)
 
         r, s = rows(ev)["r"], rows(ev)["s"]
         assert r.consistency == pytest.approx(6 / 7) and s.consistency == pytest.approx(0.8)
@@ -137,7 +138,7 @@ class TestConsistencyAcrossDatasets:
 
 class TestLabelNoiseSensitivity:
     def test_signed_paired_difference_on_the_same_images(self, sqlite_engine, five) -> None:
-        ev = evaluate(sqlite_engine, "five", runs=["r", "s"], n_boot=200, store=False)
+        ev = evaluate(sqlite_engine, "five", references=TEAM, runs=["r", "s"], n_boot=200, store=False)
 
         r, s = rows(ev)["r"].noise, rows(ev)["s"].noise
         assert r is not None and s is not None
@@ -172,18 +173,22 @@ class TestCapability:
         assert any(n.startswith("mc runs are scored against imgt only") for n in ev.reliability.notes)  # type: ignore[union-attr]
         assert set(ev.reliability.kendall_tau) == {"classes", "mc"}  # type: ignore[union-attr]
 
-    def test_runs_over_different_images_are_compared_on_the_common_ones_with_a_warning(
+    def test_runs_over_different_images_keep_their_own_rows_and_are_ranked_on_the_common_ones(
         self, sqlite_engine, five
     ) -> None:
         # the same predictions as r, imported for a subset of the images
         ws.add_run(sqlite_engine, "r-part", "R-part", "topk", answers({k: R_FIVE[k] for k in "ab"}), five)
 
-        ev = evaluate(sqlite_engine, "five", runs=["r", "s", "r-part"], n_boot=0, store=False)
+        ev = evaluate(sqlite_engine, "five", references=TEAM, runs=["r", "s", "r-part"], weights=parse_weights(
+            "CDC=0,RR=0,E=0"), n_boot=0, store=False)  # fmt: skip
 
-        got = {name: (row.capability, row.n_images) for name, row in rows(ev).items()}
-        assert got == {"r": (1.0, 2), "r-part": (1.0, 2), "s": (0.5, 2)}  # a, b: the images all three scored
+        got = {name: (row.capability, row.n_images, row.capability_common) for name, row in rows(ev).items()}
+        # each row on its own images (team excludes c); the ranks on a, b: the images all three scored
+        assert got == {"r": (1.0, 4, 1.0), "r-part": (1.0, 2, 1.0), "s": (0.5, 4, 0.5)}
+        [common] = ev.reliability.common  # type: ignore[union-attr]
+        assert (common.task, common.reference, common.n_images, common.same_images) == ("classes", "team", 2, False)
         [note] = [n for n in ev.reliability.notes if "cover different images" in n]  # type: ignore[union-attr]
-        assert "'five' (against team)" in note and "r 4, s 4, r-part 2" in note
+        assert "'five' against team (r 4, s 4, r-part 2)" in note and "on the 2 image(s) all of them scored" in note
 
 
 class TestEfficiency:
@@ -194,12 +199,12 @@ class TestEfficiency:
             robustness("S", 0.6, device="cuda:0", latency_p50_s=0.1, cuda_peak_bytes=4 * 2**30,
                        peak_rss_bytes=8 * 2**30, flops_per_image=10e9),
         )  # fmt: skip
-        before = rows(evaluate(sqlite_engine, "five", runs=["r", "s"], n_boot=0, store=False))
+        before = rows(evaluate(sqlite_engine, "five", references=TEAM, runs=["r", "s"], n_boot=0, store=False))
         ws.add_run(sqlite_engine, "t", "T", "cw", answers(R_FIVE), five)
         api = robustness("T", 0.5, "cw", latency_p50_s=1.0, peak_rss_bytes=100 * 2**20, cost_per_1k_images=2.0)
         store(sqlite_engine, replace(api, adapter={"kind": "openai", "base_url": "http://127.0.0.1:9/v1"}))
 
-        after = evaluate(sqlite_engine, "five", runs=["r", "s", "t"], n_boot=0, store=False)
+        after = evaluate(sqlite_engine, "five", references=TEAM, runs=["r", "s", "t"], n_boot=0, store=False)
 
         # budgets: 0.1 s, 4 GiB, 10 GFLOPs, 1 per 1k images; each term B / (B + x)
         assert before["r"].efficiency == pytest.approx((2 / 3 + 0.8) / 2)  # FLOPs unknown: no term
@@ -215,18 +220,20 @@ class TestEfficiency:
         ws.add_run(sqlite_engine, "t", "T", "cw", answers(R_FIVE), five)
         store(sqlite_engine, robustness("T", 0.7, "ow", latency_p50_s=1.0))  # read through another protocol
 
-        t = rows(evaluate(sqlite_engine, "five", runs=["t"], n_boot=0, store=False))["t"]
+        t = rows(evaluate(sqlite_engine, "five", references=TEAM, runs=["t"], n_boot=0, store=False))["t"]
 
         assert t.robustness is None and t.efficiency is None
         store(sqlite_engine, robustness("T", 0.4, "cw", latency_p50_s=1.0))
-        t = rows(evaluate(sqlite_engine, "five", runs=["t"], n_boot=0, store=False))["t"]
+        t = rows(evaluate(sqlite_engine, "five", references=TEAM, runs=["t"], n_boot=0, store=False))["t"]
         assert t.robustness == 0.4 and t.robustness_run is not None
 
     def test_rr_over_different_grids_is_noted(self, sqlite_engine, five) -> None:
         typo = replace(robustness("S", 0.6), perturbations=("jpeg", "typo"), text_perturbations=("typo",))
         store(sqlite_engine, robustness("R", 0.9), typo)
 
-        notes = evaluate(sqlite_engine, "five", runs=["r", "s"], n_boot=0, store=False).reliability.notes  # type: ignore[union-attr]
+        notes = evaluate(
+            sqlite_engine, "five", references=TEAM, runs=["r", "s"], n_boot=0, store=False
+        ).reliability.notes  # type: ignore[union-attr]
 
         [note] = [n for n in notes if "different grids" in n]
         assert "r: jpeg at severities 1 on 100 images" in note and "s: jpeg, typo" in note
@@ -236,7 +243,7 @@ class TestReport:
     def test_the_table_is_named_after_argus_and_says_what_is_the_authors(
         self, sqlite_engine, five, tmp_path: Path
     ) -> None:
-        ev = evaluate(sqlite_engine, "five", runs=["r", "s"], n_boot=0)
+        ev = evaluate(sqlite_engine, "five", references=TEAM, runs=["r", "s"], n_boot=0)
 
         files = write_report(ev, tmp_path / "out")
 
@@ -299,7 +306,9 @@ class TestIntervals:
     def test_rr_overall_and_rank_intervals(self, sqlite_engine, five) -> None:
         self.store_pair(sqlite_engine)
 
-        ev = evaluate(sqlite_engine, "five", runs=["r", "s"], weights=NO_CDC, n_boot=300, seed=0, store=False)
+        ev = evaluate(
+            sqlite_engine, "five", references=TEAM, runs=["r", "s"], weights=NO_CDC, n_boot=300, seed=0, store=False
+        )
 
         r, s = rows(ev)["r"], rows(ev)["s"]
         assert (r.robustness, s.robustness) == (1.0, 0.5) and r.efficiency == s.efficiency == 0.5
@@ -323,10 +332,14 @@ class TestIntervals:
 
     def test_e_is_held_fixed(self, sqlite_engine, five) -> None:
         self.store_pair(sqlite_engine)
-        before = rows(evaluate(sqlite_engine, "five", runs=["r", "s"], weights=NO_CDC, n_boot=200, store=False))["s"]
+        before = rows(
+            evaluate(sqlite_engine, "five", references=TEAM, runs=["r", "s"], weights=NO_CDC, n_boot=200, store=False)
+        )["s"]
         self.store_pair(sqlite_engine, s_latency=0.3)  # newer runs: the same outcomes, S slower (E 0.5 -> 0.25)
 
-        after = rows(evaluate(sqlite_engine, "five", runs=["r", "s"], weights=NO_CDC, n_boot=200, store=False))["s"]
+        after = rows(
+            evaluate(sqlite_engine, "five", references=TEAM, runs=["r", "s"], weights=NO_CDC, n_boot=200, store=False)
+        )["s"]
 
         assert after.efficiency == pytest.approx(0.25)
         # the same resamples of P and RR; E moves every resample, so both bounds, by (0.25 - 0.5) / 3
@@ -339,7 +352,11 @@ class TestIntervals:
         self.store_pair(sqlite_engine)
         store(sqlite_engine, with_outcomes(robustness("T", 0.5, latency_p50_s=0.1), 36, 18))
 
-        got = rows(evaluate(sqlite_engine, "five", runs=["r", "s", "t"], weights=NO_CDC, n_boot=200, store=False))
+        got = rows(
+            evaluate(
+                sqlite_engine, "five", references=TEAM, runs=["r", "s", "t"], weights=NO_CDC, n_boot=200, store=False
+            )
+        )
 
         s, t = got["s"], got["t"]
         assert s.robustness_ci == t.robustness_ci and s.overall_ci == t.overall_ci
@@ -359,7 +376,11 @@ class TestIntervals:
         store(sqlite_engine, replace(s, severities=(1, 2), grid={"imgt": [[0.5, 1.0]]}, retention={"imgt": 0.75},
                                      outcomes=two))  # fmt: skip
 
-        got = rows(evaluate(sqlite_engine, "five", runs=["r", "s", "t"], weights=NO_CDC, n_boot=200, store=False))
+        got = rows(
+            evaluate(
+                sqlite_engine, "five", references=TEAM, runs=["r", "s", "t"], weights=NO_CDC, n_boot=200, store=False
+            )
+        )
 
         s_ci, t_ci = got["s"].robustness_ci, got["t"].robustness_ci
         assert s_ci is not None and t_ci is not None and got["t"].robustness == pytest.approx(0.75)
@@ -370,7 +391,16 @@ class TestIntervals:
         self.store_pair(sqlite_engine)
 
         def run(seed: int) -> ReliabilityRow:
-            ev = evaluate(sqlite_engine, "five", runs=["r", "s"], weights=NO_CDC, n_boot=100, seed=seed, store=False)
+            ev = evaluate(
+                sqlite_engine,
+                "five",
+                references=TEAM,
+                runs=["r", "s"],
+                weights=NO_CDC,
+                n_boot=100,
+                seed=seed,
+                store=False,
+            )
             return rows(ev)["s"]
 
         first, again, other = run(7), run(7), run(8)
@@ -382,7 +412,7 @@ class TestIntervals:
         store(sqlite_engine, robustness("R", 0.9, latency_p50_s=0.1))  # as stored before outcomes were kept
         store(sqlite_engine, with_outcomes(robustness("S", 0.5, latency_p50_s=0.1), 36, 18))
 
-        ev = evaluate(sqlite_engine, "five", runs=["r", "s"], weights=NO_CDC, n_boot=200)
+        ev = evaluate(sqlite_engine, "five", references=TEAM, runs=["r", "s"], weights=NO_CDC, n_boot=200)
 
         r, s = rows(ev)["r"], rows(ev)["s"]
         assert r.robustness == 0.9 and r.robustness_ci is None and s.robustness_ci is not None
