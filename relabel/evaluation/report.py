@@ -15,6 +15,7 @@ from pathlib import Path
 
 from relabel.atomic import write_atomic
 from relabel.evaluation import plots, text
+from relabel.evaluation.corruption_errors import corruption_error_line, corruption_error_section
 from relabel.evaluation.label_sensitivity import sensitivity_note, sensitivity_table
 from relabel.evaluation.references import ReferenceInfo
 from relabel.evaluation.reliability_text import (
@@ -297,11 +298,15 @@ def robustness_markdown(r: RobustnessResult, figures: set[str]) -> str:
     if r.warnings:
         parts += ["## Warnings", "\n".join(f"- {escape_md(w)}" for w in r.warnings)]
     for ref in r.grid:
+        ce = corruption_error_line(r, ref)
         parts += [
             f"## Top-1 % against {escape_md(ref)}",
-            f"{escape_md(retention_line(r, ref))} (the interval resamples the images, clean and perturbed alike).",
+            f"{escape_md(retention_line(r, ref))} (the interval resamples the images, clean and perturbed alike)"
+            + (f"; {escape_md(ce)}." if ce else "."),
             md_table(robustness_table(r, ref)),
         ]
+        section = corruption_error_section(r, ref)
+        parts += [f"### {escape_md(section[0])}", escape_md(section[1]), md_table(section[2])] if section else []
     parts += [
         _figure(figures, "robustness.png", "Robustness curves"),
         "## Efficiency",

@@ -12,11 +12,11 @@ from collections.abc import Sequence
 
 from evaluator.scoring import Score
 from relabel.evaluation.cells import NA, Table, ci, columns, num, pct, points, points_ci, rank_span, span
+from relabel.evaluation.corruption_errors import corruption_error_section, retention_and_ce_line
 from relabel.evaluation.label_sensitivity import SENSITIVITY_NOTE, sensitivity_lines, sensitivity_table
 from relabel.evaluation.reliability_text import (
     efficiency_table,
     render_reliability,
-    retention_line,
     robustness_table,
 )
 from relabel.evaluation.results import Evaluation, RobustnessResult
@@ -251,7 +251,9 @@ def render_robustness(r: RobustnessResult) -> str:
              f"model failures {r.failed} (scored as wrong), failures left out {r.errors}",
              *(f"warning: {w}" for w in r.warnings)]  # fmt: skip
     for ref in r.grid:
-        parts += [f"top-1 % against {ref} ({retention_line(r, ref)})", columns(robustness_table(r, ref), "  ")]
+        parts += [f"top-1 % against {ref} ({retention_and_ce_line(r, ref)})", columns(robustness_table(r, ref), "  ")]
+        section = corruption_error_section(r, ref)
+        parts += [f"{section[0]} (= 100 %; lower is better)", columns(section[2], "  ")] if section else []
     parts += ["efficiency", columns(efficiency_table([r]), "  ")]
     if r.efficiency.flops_per_image is None:
         parts.append(f"  FLOPs {r.efficiency.flops_note}")
