@@ -18,6 +18,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import sparse
 
+from evaluator.errors import EvaluationError
 from evaluator.intervals import LEVEL, wilson_interval
 from evaluator.references import (
     LabelSets,
@@ -186,6 +187,7 @@ def per_class_shift(
     n_boot: int = N_BOOT,
     level: float = LEVEL,
     seed: int = 0,
+    intervals_for: ArrayLike | None = None,
 ) -> ClassShift:
     """Per class, top-1 under reference a and under b on the images in `common` whose class is that class.
 
@@ -193,7 +195,8 @@ def per_class_shift(
     class). The interval of each class's difference is a paired bootstrap within the class: its images are
     resampled with replacement, so its (only a, only b, rest) counts are Multinomial(n_c, observed shares), drawn
     for every class at once; a class with no image right under one reference only gets ± the Wilson upper bound
-    of 0 in n_c. `n_boot` = 0 leaves the intervals NaN.
+    of 0 in n_c. `n_boot` = 0 leaves the intervals NaN; `intervals_for` (class indices) limits them to those
+    classes (the others NaN), e.g. the classes a report shows.
     """
     labels = LabelSets.from_single(classes, n_classes)
     a = check_mask(correct_a, "correct_a", (labels.n_images,))
@@ -208,8 +211,17 @@ def per_class_shift(
 
     n = count(np.ones_like(keep))
     only_a, only_b = count(a & ~b), count(b & ~a)
-    low, high = _shift_interval(n, only_a, only_b, n_boot, level, seed)
+    wanted = np.arange(labels.n_classes) if intervals_for is None else _class_indices(intervals_for, labels.n_classes)
+    low, high = np.full(labels.n_classes, np.nan), np.full(labels.n_classes, np.nan)
+    low[wanted], high[wanted] = _shift_interval(n[wanted], only_a[wanted], only_b[wanted], n_boot, level, seed)
     return ClassShift(n, count(a), count(b), only_a, only_b, low, high)
+
+
+def _class_indices(values: ArrayLike, n_classes: int) -> np.ndarray:
+    arr = np.asarray(values)
+    if arr.ndim != 1 or (arr.size and (arr.dtype.kind not in "iu" or arr.min() < 0 or arr.max() >= n_classes)):
+        raise EvaluationError(f"intervals_for must be class indices in 0..{n_classes - 1}, got {values!r}")
+    return arr.astype(np.int64)
 
 
 def _shift_interval(

@@ -173,6 +173,6 @@ def _extreme_notes(outcomes: Outcomes, j: int, counts: np.ndarray, labelled: int
 def _extreme(run: str, reference: str, where: str, never: bool) -> str:
     return (
         f"{run} is {'never' if never else 'always'} right under {reference} on {where}: images chosen by a model's "
-        "(dis)agreement with these labels (such as cleanlab's candidate label errors, picked where its prediction "
-        "differs from the original label) score 0 % or 100 % by construction"
+        "(dis)agreement with these labels (such as cleanlab's candidate label errors, picked among the images where "
+        "its prediction differs from the original label) score 0 % or 100 % by construction"
     )

@@ -106,7 +106,9 @@ def accuracy_by_reference(ev: Evaluation) -> bytes:
 def paired_differences(ev: Evaluation) -> bytes | None:
     """Top-1 under each later reference minus under the first, per run, on the images the run scored under both
     (percentage points, with the paired bootstrap interval); None when there is no pair."""
-    rows = [(s, s.paired) for s in ev.scores if s.paired is not None and s.paired.n_common]
+    built = {(c.run, c.reference) for c in ev.label_changes if c.baseline_by_construction}  # no gain to draw
+    rows = [(s, s.paired) for s in ev.scores if s.paired is not None and s.paired.n_common
+            and (s.run, s.reference) not in built]  # fmt: skip
     if not rows:
         return None
     labels = [f"{_short(s.run)} · {_short(s.reference)} ({p.n_common:,} images)" for s, p in rows]

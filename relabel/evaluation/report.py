@@ -15,7 +15,9 @@ from pathlib import Path
 
 from relabel.atomic import write_atomic
 from relabel.evaluation import plots, text
+from relabel.evaluation.citations import ARGUS_CITATION, cited
 from relabel.evaluation.corruption_errors import corruption_error_line, corruption_error_section
+from relabel.evaluation.label_changes_text import class_shift_table, parts_table
 from relabel.evaluation.label_sensitivity import sensitivity_note, sensitivity_table
 from relabel.evaluation.references import ReferenceInfo
 from relabel.evaluation.reliability_text import (
@@ -133,6 +135,7 @@ def scores_markdown(ev: Evaluation, figures: set[str]) -> str:
         _figure(figures, "accuracy_by_reference.png", "Top-1 per run and reference"),
     ]
     parts += _paired_markdown(ev, figures)
+    parts += _label_changes_markdown(ev)
     for title, table in (
         ("## Label uncertainty\n\n" + text.UNCERTAINTY_NOTE, text.uncertainty_table(ev)),
         ("## Aggregation sensitivity\n\n" + escape_md(sensitivity_note(ev.label_sensitivity)),
@@ -151,7 +154,49 @@ def scores_markdown(ev: Evaluation, figures: set[str]) -> str:
     ]
     parts += _reliability_markdown(ev, figures)
     parts += ["## Definitions", "\n".join(f"- **{k}**: {escape_md(v)}" for k, v in DEFINITIONS.items())]
-    return "\n\n".join(p for p in parts if p) + "\n"
+    return _with_references("\n\n".join(p for p in parts if p))
+
+
+def _with_references(body: str) -> str:
+    """`body` and a Works cited section listing the works it names (`relabel.evaluation.citations`)."""
+    works = cited(body)
+    if not works:
+        return body + "\n"
+    return body + "\n\n## Works cited\n\n" + "\n".join(f"- {escape_md(w)}" for w in works) + "\n"
+
+
+def _label_changes_markdown(ev: Evaluation) -> list[str]:
+    """The parts of each paired difference, and the classes that gain and lose most (`label_changes`)."""
+    table = parts_table(ev)
+    if table is None:
+        return []
+    a = escape_md(ev.label_changes[0].baseline)
+    parts = [
+        f"## Where each paired difference comes from\n\nEach row takes one paired difference above apart, on the "
+        f"same images. *Leniency*: right only under the reference, whose set holds the original label ({a}) too: "
+        f"the reference accepts a second class the model chose. *{a} wrong*: right only under the reference, whose "
+        f"set lacks the original label. *Dropped*: right only under {a}: the prediction is the original label and "
+        f"the reference's set lacks it. Δ = leniency + {a} wrong + dropped (dropped is negative), exactly, in "
+        "percentage points of the images in common; each interval is a 95 % paired bootstrap of that part (the "
+        "images resampled, the same ones under both references). A difference is a gain of the model against "
+        f"{a}'s label noise only as far as it comes from the *{a} wrong* part.",
+        md_table(table),
+    ]
+    for change in ev.label_changes:
+        shifts = class_shift_table(change)
+        if shifts is None:
+            continue
+        k = max(len(change.gains), len(change.losses))
+        parts += [
+            f"### Per class of the original label: {escape_md(change.run)} under {escape_md(change.reference)}\n\n"
+            f"Top-1 of the images of each class ({a}'s label) under {a} and under {escape_md(change.reference)}, "
+            f"on the same images; the up to {k} classes that gain most and the up to {k} that lose most, of the "
+            f"{change.n_classes:,} classes with images in common. Interval: 95 % paired bootstrap within the class "
+            "(its images resampled); with tens of images per class it is wide, so read a class as shifted only "
+            "where its interval excludes 0.",
+            md_table(shifts),
+        ]
+    return parts
 
 
 SCORES_NOTE = (
@@ -208,13 +253,19 @@ def _reference_line(r: ReferenceInfo) -> str:
 
 
 SOURCE_NOTES = {  # what a reader of each paper should know about how its labels are read here
-    "real": "ReaL (Beyer et al. 2020): the classes its raters accepted; an image none fitted is excluded, as the "
-    "paper prescribes",
+    "real": "ReaL (Beyer et al. 2020): only the images whose label proposals from its models did not all agree "
+    "with the original label were sent to raters (24,889 of the 50,000 val images in the release): their set is "
+    "the classes the raters accepted, and one none fitted is excluded, as the paper prescribes; every other image "
+    "(25,111 in the release) was never rated and keeps its original label, so ReaL equals ImGT there by "
+    "construction",
     "shankar": "Shankar et al. (2020), read the ReGT way: the proposed labels, problematic images scored, unclear "
     "labels never counted, pooled over images; the authors' own metric is `--metric shankar` (below)",
     "mturk": "The MTurk review of cleanlab's candidate label errors (Northcutt et al. 2021): the strict majority of "
-    "5 workers (given label, guessed label, or both); neither and no majority are excluded. The images are "
-    "where cleanlab's cross-validated prediction differs from the original label, not a sample of the dataset",
+    "5 workers (given label, guessed label, or both); neither and no majority are excluded. The images (5,440 "
+    "in the release) are those cleanlab's confident learning flagged as label issues, among the images where its "
+    "cross-validated prediction differs from the original label (13,634 of the 50,000 val images for the "
+    "released predictions): not a sample of the dataset, and chosen where that prediction is wrong under the "
+    "original labels",
 }
 
 
@@ -250,7 +301,7 @@ def _reliability_markdown(ev: Evaluation, figures: set[str]) -> list[str]:
     if table is None:
         return []
     parts = [
-        f"## {escape_md(table.title)}\n\n{escape_md(table.method)}",
+        f"## {escape_md(table.title)}\n\n{escape_md(table.method)} ARGUS: {ARGUS_CITATION} (Works cited).",
         f"Weights: {escape_md(weights_line(table))}. Rows are runs; a row is ranked only against the rows of "
         "its task, among those with an overall score; places gained = rank by P − rank by overall. E is against "
         f"fixed budgets ({escape_md(budgets_line(table))}; a measure at its budget scores 0.5), so a row's E "
@@ -316,7 +367,7 @@ def robustness_markdown(r: RobustnessResult, figures: set[str]) -> str:
         "## Definitions",
         "\n".join(f"- **{k}**: {escape_md(v)}" for k, v in ROBUSTNESS_DEFINITIONS.items()),
     ]  # fmt: skip
-    return "\n\n".join(p for p in parts if p) + "\n"
+    return _with_references("\n\n".join(p for p in parts if p))
 
 
 def _protocol_line(r: RobustnessResult) -> str:

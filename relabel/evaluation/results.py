@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from relabel.evaluation.compare import Outcomes
+    from relabel.evaluation.label_changes import LabelChange
     from relabel.evaluation.label_sensitivity import LabelSensitivity
     from relabel.evaluation.robustness_outcomes import RobustnessOutcomes
 
@@ -66,6 +67,16 @@ DEFINITIONS = {
     "Z none fits, X unclear, U undecided)",
     "oop": "out-of-prompt answers among answered calls (generative protocols that record it)",
     "kendall_tau": "Kendall's tau-b between the runs' top-1 under the first two references, on the ranking's images",
+    "label_changes": "each paired difference against the first reference (one original label per image) taken "
+    "apart on the same n_common images: n_leniency right only under the reference whose set holds the original "
+    "label too (multi-label leniency), n_a_wrong right only under the reference whose set lacks the original label "
+    "(the original label wrong), n_dropped right only under the first reference (the prediction is the original "
+    "label, the reference's set lacks it); difference = (n_leniency + n_a_wrong - n_dropped) / n_common exactly; "
+    "*_ci: 95 % paired bootstrap intervals of each signed share; baseline_by_construction: the first reference's "
+    "top-1 is 0 or 100 % on these images but not on all the run's images (images picked by the run's own "
+    "agreement with the original labels): the difference is no gain; gains/losses: top-1 per class of the original "
+    "label under both references on the same images, the classes with the largest differences, each with a 95 % "
+    "paired bootstrap interval (the class's images resampled)",
     "label_sensitivity": "per run and probabilistic snapshot, on the images of its expected top-1: the expected "
     "top-1 (top1, ci_low/ci_high labels + images, label_ci_low/label_ci_high labels only) with the snapshot's votes "
     "aggregated by every method of the tool (kind aggregation), top-1 against every label source taken as certain "
@@ -154,7 +165,7 @@ class NoiseSensitivity:
     n_images: int
     accuracy_imgt: float
     accuracy_reference: float
-    difference: float  # in [-1, 1]: positive, the model gains when ImGT's label noise is removed
+    difference: float  # in [-1, 1]: positive, higher against the reference (nets leniency, ImGT wrong, dropped)
     ci_low: float | None = None
     ci_high: float | None = None
 
@@ -327,6 +338,7 @@ class Evaluation:
     rank_intervals: tuple[RankInterval, ...] = ()
     warnings: list[str] = field(default_factory=list)
     published: list[PublishedScore] = field(default_factory=list)
+    label_changes: list[LabelChange] = field(default_factory=list)  # each paired difference taken apart
     label_sensitivity: list[LabelSensitivity] = field(default_factory=list)  # relabel.evaluation.label_sensitivity
     outcomes: Outcomes | None = field(default=None, repr=False, metadata={JSON: False})  # per image, not stored
 

@@ -10,12 +10,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from sqlalchemy.engine import Engine
+from sqlmodel import Session
 
 from db.engine import session_scope
-from db.models import utcnow
+from db.models import Dataset, utcnow
 from relabel import __version__
 from relabel.errors import InputError
 from relabel.evaluation.compare import build_outcomes, common_ranking, coverage_warnings, paired_scores
+from relabel.evaluation.label_changes import label_changes
 from relabel.evaluation.label_sensitivity import label_sensitivity
 from relabel.evaluation.published import score_published
 from relabel.evaluation.references import Reference, default_reference_specs, load_reference
@@ -24,7 +26,7 @@ from relabel.evaluation.results import Evaluation
 from relabel.evaluation.runs import failure_warnings, load_run, select_runs
 from relabel.evaluation.scoring import score_run
 from relabel.evaluation.storage import latest_robustness, store_evaluation
-from relabel.workspace import get_dataset
+from relabel.workspace import dataset_vocabulary, get_dataset
 
 
 def evaluate(
@@ -80,11 +82,16 @@ def evaluate(
             warnings=[*(w for r in run_infos for w in failure_warnings(r)), *coverage_warnings(outcomes, refs)],
             published=published,
             label_sensitivity=label_sensitivity(s, ds, loaded, refs, n_boot=n_boot, seed=seed),
+            label_changes=label_changes(outcomes, refs, _class_names(s, ds), n_boot=n_boot, seed=seed),
             outcomes=outcomes,
         )
         if store:
             store_evaluation(s, ds, evaluation)
     return evaluation
+
+
+def _class_names(session: Session, dataset: Dataset) -> list[str]:
+    return [c.name for c in dataset_vocabulary(session, dataset).classes]
 
 
 def _unique_names(refs: list[Reference]) -> list[Reference]:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from evaluator.scoring import Score
 from relabel.evaluation.cells import NA, Table, ci, columns, num, pct, points, points_ci, rank_span, span
 from relabel.evaluation.corruption_errors import corruption_error_section, retention_and_ce_line
+from relabel.evaluation.label_changes import by_construction
 from relabel.evaluation.label_sensitivity import SENSITIVITY_NOTE, sensitivity_lines, sensitivity_table
 from relabel.evaluation.reliability_text import (
     efficiency_table,
@@ -61,10 +62,13 @@ def paired_table(ev: Evaluation) -> Table | None:
     header = ["run", "reference", "images in common", f"top-1 % {a}", "top-1 % reference", "Δ points",
               "95 % CI (paired)", f"right only under {a}", "right only under reference"]  # fmt: skip
     rows = []
+    constructed = by_construction(ev.label_changes)  # a baseline of 0 or 100 % by construction: Δ is no gain
     for s, d in pairs:
+        built = (s.run, s.reference) in constructed
+        delta = f"{NA} ({a} {pct(d.accuracy_a)} % by construction)" if built else points(d.difference)
         rows.append(
-            [s.run, s.reference, str(d.n_common), pct(d.accuracy_a), pct(d.accuracy_b), points(d.difference),
-             points_ci(d.ci_low, d.ci_high), str(d.n_only_a), str(d.n_only_b)]
+            [s.run, s.reference, str(d.n_common), pct(d.accuracy_a), pct(d.accuracy_b), delta,
+             NA if built else points_ci(d.ci_low, d.ci_high), str(d.n_only_a), str(d.n_only_b)]
         )  # fmt: skip
     return header, rows
 

@@ -46,3 +46,11 @@ class TestPerClassShift:
         with pytest.raises(EvaluationError, match="reference labels"):
             per_class_shift([True], [True], [7], n_classes=3, n_boot=0)
         assert math.isnan(per_class_shift([True], [True], [0], n_classes=2, n_boot=10).ci_low[1])
+
+    def test_intervals_for_some_classes_only(self) -> None:
+        classes = np.repeat(np.arange(4), 10)
+        a, b = np.arange(40) % 2 == 0, np.arange(40) % 3 == 0
+        shift = per_class_shift(a, b, classes, n_classes=4, n_boot=50, intervals_for=[2])
+        assert np.isnan(shift.ci_low[[0, 1, 3]]).all() and shift.ci_low[2] < shift.ci_high[2]
+        with pytest.raises(EvaluationError, match="intervals_for"):
+            per_class_shift(a, b, classes, n_classes=4, n_boot=50, intervals_for=[4])
