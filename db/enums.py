@@ -18,7 +18,7 @@ class SourceKind(str, Enum):
 
 class PredictionStatus(str, Enum):
     ok = "ok"
-    error = "error"  # the model call failed; never scored as a wrong answer
+    error = "error"  # the call failed (`reason` says why): scored by its cause, relabel.evaluation.failure_causes
 
 
 class Verdict(str, Enum):

@@ -5,8 +5,10 @@ interval of RR needs the images: resampling them, clean and perturbed with the s
 `evaluator.model_reliability.resampled_retention` does. So a run keeps, per condition (clean first, then the grid
 in `perturbations` × `severities` order):
 
-errors    images whose call failed in the infrastructure or whose file could not be read: never scored
-scored    per reference: images the condition's top-1 counts (not an error, a non-empty reference set)
+errors    images whose call failed for reasons of the infrastructure or the set-up, or whose file could not be
+          read: never scored (`relabel.evaluation.failure_causes`)
+scored    per reference: images the condition's top-1 counts (not an error, a non-empty reference set); the
+          model's failures are scored, as wrong
 correct   per reference: the scored images whose top-1 is in the reference set (ReaL rule)
 
 In JSON each mask is one base64 string of its bits (numpy `packbits`, little bit order: bit i is image i of
@@ -87,7 +89,7 @@ def robustness_outcomes(
     passes: list[RunPredictions], conditions: tuple[str, ...], references: list[Reference]
 ) -> RobustnessOutcomes:
     """The outcomes of one run from its passes, one per condition in the order of `conditions`, all on the same
-    sorted image ids; a call that is not ok and not a failed reply is an error (never scored)."""
+    sorted image ids; a failed call that is not the model's failure is an error (never scored)."""
     image_ids = passes[0].image_ids
     shape = (len(conditions), len(image_ids))
     scored = {ref.name: np.zeros(shape, bool) for ref in references}

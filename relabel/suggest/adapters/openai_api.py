@@ -3,8 +3,10 @@
 `_call` makes one HTTP request and nothing else; `_generate_one` owns the policy around it: the response cache,
 retries with exponential backoff and full jitter, and turning every failure into `ModelOutput(error=...)`, never an
 empty answer, marked retryable or final as `relabel.suggest.failures` describes. The openai client's own retries
-are off, so the policy here is the only one. An `OutageGuard` watches the requests' outcomes: when the server is
-down, `generate` stops starting requests and raises `OutageError` with the outputs of those that finished.
+are off, so the policy here is the only one: HTTP 408, 409, 429 and 5xx, timeouts and dropped connections are
+retried up to `max_retries` times; what a response or an error means is read in `openai_replies`. An
+`OutageGuard` watches the requests' outcomes: when the server is down, `generate` stops starting requests and
+raises `OutageError` with the outputs of those that finished.
 
 For a local server pass its `base_url` (e.g. http://localhost:8000/v1 for vLLM, http://localhost:11434/v1 for
 Ollama); such servers accept any API key, and "EMPTY" is used when none is set.
@@ -21,7 +23,6 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -30,15 +31,9 @@ import openai
 from PIL import Image, ImageOps
 
 from relabel.errors import InputError, RelabelError
+from relabel.suggest.adapters.openai_replies import Failure, classify, one_line, parse_completion
 from relabel.suggest.cache import request_key
-from relabel.suggest.failures import (
-    STOP_AFTER_FAILURES,
-    FailureKind,
-    OutageError,
-    OutageGuard,
-    http_failure_kind,
-    retry_after_s,
-)
+from relabel.suggest.failures import STOP_AFTER_FAILURES, FailureKind, OutageError, OutageGuard
 from relabel.suggest.types import ChatRequest, ImageRef, ModelOutput, ResponseCache
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -49,22 +44,6 @@ RETRY_AFTER_CAP_S = 120.0  # a server asking for longer is waited on for this lo
 CHECK_TIMEOUT_S = 5.0
 JPEG_QUALITY = 90
 ENCODE_AHEAD = 4  # workers beyond `concurrency` that prepare payloads while the slots are busy
-_CONNECT_FAILURES = {"ConnectError", "ConnectTimeout"}  # httpx's and httpx2's names for "no connection opened"
-
-
-@dataclass(eq=False)
-class _Failure(Exception):
-    """Why one attempt failed: `what` is short ("HTTP 500", "timeout"), `detail` one line from the server."""
-
-    what: str
-    detail: str
-    kind: FailureKind
-    retry_after_s: float | None = None  # what the server asked us to wait, in seconds
-    retries: int = 0  # attempts made after the first, when it is the final outcome of a request
-
-    def message(self) -> str:
-        after = f" after {self.retries} retries" if self.retries else ""
-        return f"{self.what}{after}: {self.detail}" if self.detail else f"{self.what}{after}"
 
 
 class OpenAIChatAdapter:
@@ -154,7 +133,7 @@ class OpenAIChatAdapter:
             ) from None
         except openai.APIConnectionError as exc:
             raise RelabelError(
-                f"cannot reach the OpenAI-compatible server at {self.base_url} ({_one_line(str(exc))}); "
+                f"cannot reach the OpenAI-compatible server at {self.base_url} ({one_line(str(exc))}); "
                 "is it running? Set OPENAI_BASE_URL or pass base_url"
             ) from None
 
@@ -217,14 +196,14 @@ class OpenAIChatAdapter:
         start = time.perf_counter()
         try:
             payload = self._payload(request)
-        except _Failure as exc:
+        except Failure as exc:
             return ModelOutput(error=exc.message(), retryable=exc.kind.retryable)
         with self._slots:  # held through the backoff too: waiting out a 429 must not free a slot for more load
             if self.outage.tripped:  # tripped while this request waited for a slot
                 return None
             result = self._call_with_retries(payload)
         latency_s = time.perf_counter() - start
-        if isinstance(result, _Failure):
+        if isinstance(result, Failure):
             return ModelOutput(error=result.message(), retryable=result.kind.retryable, latency_s=latency_s)
         text, usage = result
         self._add_usage({**usage, "calls": 1})
@@ -232,12 +211,12 @@ class OpenAIChatAdapter:
             self.cache.put(key, self.name, {"text": text, "usage": usage})
         return ModelOutput(text=text, usage=usage, latency_s=latency_s)
 
-    def _call_with_retries(self, payload: dict[str, Any]) -> tuple[str, dict[str, int]] | _Failure:
+    def _call_with_retries(self, payload: dict[str, Any]) -> tuple[str, dict[str, int]] | Failure:
         """(text, usage), or the last failure, its `retries` set. Sleeps between attempts, never after the last;
         gives up early once the outage guard has tripped. Every outcome is reported to the guard."""
         result = self._attempt(payload)
         retries = 0
-        while isinstance(result, _Failure) and result.kind.retry_now and retries < self.max_retries:
+        while isinstance(result, Failure) and result.kind.retry_now and retries < self.max_retries:
             if self.outage.tripped:
                 break
             self.sleep(self._backoff_s(retries + 1, result.retry_after_s))
@@ -245,21 +224,21 @@ class OpenAIChatAdapter:
                 break
             retries += 1
             result = self._attempt(payload)
-        if isinstance(result, _Failure):
+        if isinstance(result, Failure):
             result.retries = retries
             self.outage.record(result.kind, result.message())
         else:
             self.outage.record(None)
         return result
 
-    def _attempt(self, payload: dict[str, Any]) -> tuple[str, dict[str, int]] | _Failure:
+    def _attempt(self, payload: dict[str, Any]) -> tuple[str, dict[str, int]] | Failure:
         """One call, parsed: (text, usage), or the failure it ended in."""
         try:
-            return _parse_completion(self._call(payload))
-        except _Failure as failure:
+            return parse_completion(self._call(payload))
+        except Failure as failure:
             return failure
         except openai.APIError as exc:
-            return _classify(exc)
+            return classify(exc)
 
     def _backoff_s(self, retry: int, retry_after_s: float | None) -> float:
         """Seconds to wait before retry number `retry` (1-based): full jitter, uniform in [0, min(30, 0.5 * 2 **
@@ -275,7 +254,7 @@ class OpenAIChatAdapter:
     # -- transport ------------------------------------------------------------------------------------------------
 
     def _call(self, payload: dict[str, Any]) -> Any:
-        """One chat-completions request, no retries; the decoded JSON body. Raises openai.APIError or _Failure.
+        """One chat-completions request, no retries; the decoded JSON body. Raises openai.APIError or Failure.
 
         `client.post` is the openai client's documented way to send a body as it is: `chat.completions.create`
         would first walk the whole payload (base64 images included) against its TypedDicts, ~1.5 ms per request
@@ -286,7 +265,7 @@ class OpenAIChatAdapter:
         try:
             return json.loads(content)
         except ValueError as exc:
-            raise _Failure("malformed response", f"invalid JSON ({exc})", FailureKind.transient) from None
+            raise Failure("malformed response", f"invalid JSON ({exc})", FailureKind.transient) from None
 
     def _payload(self, request: ChatRequest) -> dict[str, Any]:
         """The chat-completions arguments: optional system message, then the images and the prompt."""
@@ -335,69 +314,7 @@ def _image_part(ref: ImageRef, max_side: int) -> dict[str, Any]:
     try:
         return {"type": "image_url", "image_url": {"url": encode_image(ref, max_side)}}
     except (OSError, ValueError, Image.DecompressionBombError) as exc:  # UnidentifiedImageError is an OSError
-        raise _Failure("cannot read image", f"{ref.key}: {_one_line(str(exc))}", FailureKind.final) from None
-
-
-def _parse_completion(body: Any) -> tuple[str, dict[str, int]]:
-    """The answer text and token usage of a chat-completions body; raises a transient _Failure when malformed, a
-    final one when the model refused (the same request would be refused again)."""
-    choices = body.get("choices") if isinstance(body, dict) else None
-    if not choices or not isinstance(choices, list):
-        raise _Failure("malformed response", "no choices in the response", FailureKind.transient)
-    message = choices[0].get("message") if isinstance(choices[0], dict) else None
-    text = message.get("content") if isinstance(message, dict) else None
-    refusal = message.get("refusal") if isinstance(message, dict) else None
-    if not isinstance(text, str) and isinstance(refusal, str) and refusal:
-        raise _Failure("refused", _one_line(refusal), FailureKind.final)
-    if not isinstance(text, str):
-        raise _Failure("malformed response", "the first choice has no message content", FailureKind.transient)
-    usage = body.get("usage") or {}
-    return text, {k: int(usage[k]) for k in ("prompt_tokens", "completion_tokens") if isinstance(usage.get(k), int)}
-
-
-def _classify(exc: openai.APIError) -> _Failure:
-    """Map an openai error to a failure (relabel.suggest.failures): HTTP 429/5xx, timeouts and dropped connections
-    are transient; no connection at all is `unreachable`; 401/403/404 are the service's; other 4xx are final."""
-    unreachable = _no_connection(exc)
-    if isinstance(exc, openai.APITimeoutError):
-        kind = FailureKind.unreachable if unreachable else FailureKind.transient
-        return _Failure("timeout", "no connection in time" if unreachable else "no response in time", kind)
-    if isinstance(exc, openai.APIConnectionError):
-        cause = exc.__cause__ or exc
-        kind = FailureKind.unreachable if unreachable else FailureKind.transient
-        return _Failure("connection error", _one_line(f"{type(cause).__name__}: {cause}"), kind)
-    if isinstance(exc, openai.APIStatusError):
-        kind = http_failure_kind(exc.status_code)
-        retry_after = retry_after_s(exc.response.headers) if kind.retry_now else None
-        return _Failure(f"HTTP {exc.status_code}", _error_detail(exc.body), kind, retry_after)
-    return _Failure(type(exc).__name__, _one_line(str(exc)), FailureKind.service)
-
-
-def _no_connection(exc: BaseException) -> bool:
-    """Whether no connection could be opened at all (refused, unknown host, connect timeout), as opposed to one
-    that broke or went quiet: the transport's connect error is somewhere in the chain of causes."""
-    seen: BaseException | None = exc
-    for _ in range(8):  # the chain is openai -> httpx -> httpcore -> OSError; a bound guards against cycles
-        if seen is None:
-            return False
-        if type(seen).__name__ in _CONNECT_FAILURES or isinstance(seen, ConnectionRefusedError):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
-
-
-def _error_detail(body: object) -> str:
-    """The server's error message, on one line."""
-    if isinstance(body, dict):
-        error = body.get("error", body)
-        message = error.get("message") if isinstance(error, dict) else error
-        return _one_line(str(message or body))
-    return _one_line(str(body or ""))
-
-
-def _one_line(text: str, limit: int = 200) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+        raise Failure("cannot read image", f"{ref.key}: {one_line(str(exc))}", FailureKind.final) from None
 
 
 def _require(ok: bool, name: str, value: object, accepted: str) -> None:
