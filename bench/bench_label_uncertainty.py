@@ -1,13 +1,17 @@
 """Label-uncertainty benchmark: top-1 against probabilistic labels, expected over sampled label sets, with the
-interval that combines label draws and the image bootstrap (`evaluator.label_uncertainty`, after Stutz et al. 2023).
+interval that combines label draws and the image bootstrap (`evaluator.label_uncertainty`, after Stutz et al. 2023),
+and the aggregation-sensitivity table beside it (`relabel.evaluation.label_sensitivity`).
 
 (a) Speed. 50,000 images, each with two listed classes whose posteriors are drawn from Beta(5, 1) and 1 − that (so
     every image is sampled), 80 % of top-1 predictions on the first class; 1,000 draws, each one label draw and one
     image resample. Target: ≤ 5 s (median).
-(b) ReaL with its raters' noise left in. The ReaL raters' answers (`real_raters.npz`: 184,962 (image, class) pairs
-    of 24,889 images) fitted by Dawid-Skene (`relabel.aggregation`), the other images' `real.json` sets taken as
-    certain; the cleanlab cross-validated predictions scored: ReaL-rule top-1 on `real.json`, thresholded top-1 at
-    0.9, the expected top-1 and both intervals, beside the plain image bootstrap of the thresholded score.
+(b) ReaL's raters through the tool, as a user runs it: a label-only workspace of the 50,000 val images (ImGT,
+    `real.json` and Shankar et al. as priors, the cleanlab cross-validated predictions as run `cleanlab-cv`), ReaL's
+    rater answers imported as votes, a Dawid-Skene snapshot of them, and
+
+      relabel evaluate --reference snapshot:raters-ds --out DIR
+
+    Every figure is read from that command's evaluation.json, so it is the number the console and report.md show.
 
 Example:
   python bench/bench_label_uncertainty.py --repeats 3 --write
@@ -16,22 +20,26 @@ Example:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
+import io
 import json
 import statistics
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 from benchlib import MET, SHARED, command_line, machine_line, write_section
 
-from evaluator import LabelSets
-from evaluator.label_uncertainty import Posteriors, UncertainScore, uncertain_accuracy
-from evaluator.paired import JointBootstrap, percentile_interval
-from evaluator.scoring import image_outcomes, multilabel_accuracy
+from evaluator.label_uncertainty import Posteriors, uncertain_accuracy
+from relabel.cli import main as relabel
+from relabel.vocabulary import load_builtin
 
 TITLE = "## Evaluator: scores with label uncertainty"
 N_IMAGES, N_DRAWS, TARGET_S = 50_000, 1000, 5.0
 VAL = SHARED / "imagenet-val"
+SNAPSHOT = "raters-ds"
 
 
 def synthetic(seed: int = 0) -> tuple[np.ndarray, Posteriors]:
@@ -53,76 +61,98 @@ def time_synthetic(repeats: int) -> list[float]:
     return times
 
 
-def val_number(name: str) -> int:
-    """0-based position in val order of a name or path like ILSVRC2012_val_00000293.JPEG."""
-    return int(name.rsplit("_", 1)[1].split(".")[0]) - 1
-
-
-def real_posteriors() -> tuple[Posteriors, list[list[int]], int]:
-    """DS posteriors of the rated pairs, real.json's sets (p = 1) for the other images; and the rated images."""
-    from relabel.aggregation import aggregate, make_votes
-
-    data = np.load(VAL / "real_raters.npz", allow_pickle=True)
-    tensor, info = data["tensor"], data["info"]
-    worker, item = np.nonzero(tensor.sum(axis=-1) > 0)
-    image = np.array([val_number(str(name)) for name, _ in info])
-    label = np.array([int(c) for _, c in info])
-    votes = make_votes(item, worker, tensor[worker, item].argmax(axis=-1), image, tensor.shape[0])
-    fit = aggregate(votes, "ds")
-    real = json.loads((VAL / "real.json").read_text())
-    rated = np.zeros(len(real), bool)
-    rated[image] = True
-    others = [(i, c) for i in np.flatnonzero(~rated) for c in real[i]]
-    rows = np.r_[image, [i for i, _ in others]].astype(np.int64)
-    classes = np.r_[label, [c for _, c in others]].astype(np.int64)
-    probs = np.r_[fit.posterior, np.ones(len(others))]
-    return Posteriors(rows, classes, probs, len(real)), real, int(rated.sum())
-
-
-def cleanlab_predictions() -> np.ndarray:
+def write_loc_solution(folder: Path) -> Path:
+    """Kaggle's LOC_val_solution.csv for the 50,000 val images, from the original labels (no pixels needed)."""
+    vocab = load_builtin()
     paths = json.loads((VAL / "index_to_filepath.json").read_text())
-    pred = np.empty(len(paths), np.int64)
-    pred[[val_number(p) for p in paths]] = np.load(VAL / "cleanlab_cv_predicted_labels_by_index.npy")
-    return pred
+    labels = np.load(VAL / "original_labels_by_index.npy")
+    lines = ["ImageId,PredictionString"]
+    lines += [f"{Path(p).stem},{vocab.classes[int(c)].wnid} 10 20 30 40" for p, c in zip(paths, labels)]
+    path = folder / "LOC_val_solution.csv"
+    path.write_text("\n".join(lines) + "\n")
+    return path
 
 
-def real_section() -> tuple[list[str], float]:
-    post, real, n_rated = real_posteriors()
-    pred = cleanlab_predictions()
+def build_workspace(tmp: Path) -> list[str]:
+    """The label-only workspace with the votes and the snapshot; returns the `--workspace` arguments."""
+    (tmp / "no-pixels").mkdir()
+    base = ["--workspace", str(tmp / "ws")]
+    steps = [
+        ["ingest", str(tmp / "no-pixels"), "--labels", str(write_loc_solution(tmp)), "--dataset", "val", "--quiet"],
+        ["labels", "import", str(VAL / "real.json"), "--format", "real"],
+        ["labels", "import", str(VAL / "shankar_multilabel.csv"), "--format", "shankar"],
+        ["predictions", "import", str(VAL / "cleanlab_cv_predicted_labels_by_index.npy"), "--run", "cleanlab-cv",
+         "--order", str(VAL / "index_to_filepath.json")],
+        ["votes", "import", str(VAL / "real_raters.npz"), "--format", "real-raters", "--name", "real-raters",
+         "--quiet"],
+        ["snapshot", "create", SNAPSHOT, "--consensus", "ds", "--votes", "real-raters", "--no-studio-votes",
+         "--quiet"],
+    ]  # fmt: skip
+    for args in steps:
+        relabel([*base, *args])
+    return base
+
+
+def evaluate_snapshot(tmp: Path) -> tuple[dict, str, float]:
+    """evaluation.json and the console text of `relabel evaluate --reference snapshot:raters-ds`, and the seconds
+    it took."""
+    base = build_workspace(tmp)
+    console = io.StringIO()
     start = time.perf_counter()
-    score = uncertain_accuracy(pred, post, threshold=0.9, n_draws=N_DRAWS)
+    with contextlib.redirect_stdout(console):
+        relabel([*base, "evaluate", "--reference", f"snapshot:{SNAPSHOT}", "--out", str(tmp / "report")])
     seconds = time.perf_counter() - start
-    correct, scored = image_outcomes(pred, post.label_sets(0.9))
-    low, high = percentile_interval(JointBootstrap(len(pred), N_DRAWS, 0).means(correct[None], scored[None]))
-    real_top1 = multilabel_accuracy(pred, LabelSets.from_lists(real), interval=None).accuracy
-    return real_lines(score, n_rated, real_top1, (float(low[0]), float(high[0]))), seconds
+    return json.loads((tmp / "report" / "evaluation.json").read_text()), console.getvalue(), seconds
 
 
-def real_lines(s: UncertainScore, n_rated: int, real_top1: float, boot: tuple[float, float]) -> list[str]:
-    def pct(x: float) -> str:
-        return f"{100 * x:.2f}"
+def console_agrees(data: dict, console: str) -> bool:
+    """Whether the console's label-uncertainty row shows evaluation.json's thresholded and expected top-1."""
+    u = next(s for s in data["scores"] if s["reference"] == SNAPSHOT)["uncertain"]
+    row = next(line.split() for line in console.splitlines() if line.split()[:3] == ["cleanlab-cv", SNAPSHOT, "0.9"])
+    return row[4:6] == [pct(u["thresholded"]["accuracy"]), pct(u["expected_accuracy"])]
 
-    def width(a: float, b: float) -> str:
-        return f"{100 * (b - a):.2f}"
 
-    t = s.thresholded
-    return [
-        f"cleanlab CV predictions, 50,000 val images; DS posteriors on the {n_rated:,} rated images, `real.json` "
-        "sets elsewhere (certain); 1,000 draws, seed 0:",
+def pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.2f}"
+
+
+def span(a: float | None, b: float | None) -> str:
+    return "—" if a is None or b is None else f"{pct(a)}–{pct(b)} ({100 * (b - a):.2f})"
+
+
+def real_lines(data: dict) -> list[str]:
+    """The figures of one evaluation.json: top-1 against the snapshot's labels, the expected top-1 and its
+    intervals, and the sensitivity rows."""
+    score = next(s for s in data["scores"] if s["reference"] == SNAPSHOT)
+    u, t = score["uncertain"], score["uncertain"]["thresholded"]
+    (item,) = [i for i in data["label_sensitivity"] if i["reference"] == SNAPSHOT]
+    lines = [
+        f"cleanlab CV predictions against `{SNAPSHOT}` (Dawid-Skene, threshold 0.9, original kept at 0.5); "
+        f"{u['n_draws']:,} draws, seed {u['seed']}. {item['n_unrated']:,} images nobody rated keep ImGT and are left "
+        f"out of the label-uncertainty numbers (ImGT's label is absent on {pct(item['base_error_rate'])} % of the "
+        "rated images, which ReaL chose as doubtful, so that rate does not carry over to them).",
         "",
-        "| number | value % | 95 % interval | width (points) |",
+        "| number | images | value % | 95 % interval (width, points) |",
         "|---|---|---|---|",
-        f"| ReaL-rule top-1 on `real.json` (46,837 images) | {pct(real_top1)} | | |",
-        f"| thresholded top-1 at 0.9 ({t.n_scored:,} images), image bootstrap | {pct(t.accuracy)} | "
-        f"{pct(boot[0])}–{pct(boot[1])} | {width(*boot)} |",
-        f"| expected top-1, label draws alone | {pct(s.expected_accuracy)} | {pct(s.label_ci_low)}–"
-        f"{pct(s.label_ci_high)} | {width(s.label_ci_low, s.label_ci_high)} |",
-        f"| expected top-1, label draws + image bootstrap | {pct(s.expected_accuracy)} | {pct(s.ci_low)}–"
-        f"{pct(s.ci_high)} | {width(s.ci_low, s.ci_high)} |",
+        f"| top-1 against the snapshot's labels, all images | {score['top1']['n_scored']:,} | "
+        f"{pct(score['top1']['accuracy'])} | {span(score['top1']['ci_low'], score['top1']['ci_high'])} |",
+        f"| top-1 against the snapshot's labels, rated images | {t['n_scored']:,} | {pct(t['accuracy'])} | "
+        f"{span(t['ci_low'], t['ci_high'])} |",
+        f"| expected top-1, label draws alone | {u['expected_scored']:,.0f} per draw | "
+        f"{pct(u['expected_accuracy'])} | {span(u['label_ci_low'], u['label_ci_high'])} |",
+        f"| expected top-1, label draws + image bootstrap | {u['expected_scored']:,.0f} per draw | "
+        f"{pct(u['expected_accuracy'])} | {span(u['ci_low'], u['ci_high'])} |",
         "",
-        f"Images scored per draw: {s.expected_scored:,.0f} on average; {s.n_uncertain:,} images hold a posterior "
-        "between 0.1 and 0.9.",
+        "Aggregation sensitivity (the same images; a source's interval is Wilson's):",
+        "",
+        "| labels | kind | images scored | top-1 % (expected) | 95 % CI labels + images | 95 % CI labels only |",
+        "|---|---|---|---|---|---|",
     ]
+    for r in item["rows"]:
+        name = f"{r['labels']} (this snapshot)" if r["labels"] == item["rule"] else r["labels"]
+        cis = f"{span(r['ci_low'], r['ci_high'])} | {span(r['label_ci_low'], r['label_ci_high'])}"
+        lines.append(f"| {name} | {r['kind']} | {r['n_images']:,.0f} | {pct(r['top1'])} | {cis} |")
+    return lines
 
 
 def main() -> None:
@@ -143,8 +173,15 @@ def main() -> None:
         "",
     ]
     if (VAL / "real_raters.npz").exists():
-        real, seconds = real_section()
-        lines += [f"(b) ReaL with its raters' noise left in ({seconds:.2f} s for the scoring):", "", *real]
+        with tempfile.TemporaryDirectory() as tmp:
+            data, console, seconds = evaluate_snapshot(Path(tmp))
+        lines += [
+            f"(b) ReaL's raters through `relabel evaluate` ({seconds:.1f} s for the command):",
+            "",
+            *real_lines(data),
+            "",
+            f"The console printed the same thresholded and expected top-1: {MET[console_agrees(data, console)]}.",
+        ]
     section = "\n".join(lines) + "\n"
     print(section)
     if args.write:

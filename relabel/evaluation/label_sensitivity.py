@@ -221,13 +221,15 @@ def sensitivity_table(items: Sequence[LabelSensitivity]) -> Table | None:
 SENSITIVITY_NOTE = (
     "The interval of the expected top-1 holds the label noise under one consensus. Each row here makes the labels "
     "another way, on the same images: the snapshot's votes aggregated by every method the tool has, each label "
-    "source of the dataset taken as certain (Wilson interval), and the snapshot's unrated images put back."
+    "source of the dataset taken as certain (Wilson interval), and the snapshot's unrated images put back. An image "
+    "whose labels come out empty is left out (ReaL's rule), so the images scored differ from row to row."
 )
 
 
 def sensitivity_lines(items: Sequence[LabelSensitivity]) -> list[str]:
     """One line per run and snapshot: how many unrated images were left out, and why; and the notes."""
     lines = [f"{item.run} against {item.reference}: {item.note}" for item in items if item.note]
+    lines += [line for item in items if (line := _spread_line(item))]
     for item in items:
         if item.n_unrated:
             rate = "unknown" if not np.isfinite(item.base_error_rate) else f"{100 * item.base_error_rate:.1f} %"
@@ -239,6 +241,20 @@ def sensitivity_lines(items: Sequence[LabelSensitivity]) -> list[str]:
                 "that rate is no estimate for the others (row 'unrated at base error': a lower bound)"
             )
     return lines
+
+
+def _spread_line(item: LabelSensitivity) -> str:
+    """How far the aggregation methods move the expected top-1, beside the width of the labels-only interval."""
+    methods = [r for r in item.rows if r.kind == AGGREGATION and np.isfinite(r.top1)]
+    own = next((r for r in methods if r.labels == item.rule), None)
+    if len(methods) < 2 or own is None or own.label_ci_low is None or own.label_ci_high is None:
+        return ""
+    low, high = min(r.top1 for r in methods), max(r.top1 for r in methods)
+    return (
+        f"{item.run} against {item.reference}: over the {len(methods)} aggregation methods the expected top-1 spans "
+        f"{pct(low)}–{pct(high)} % ({100 * (high - low):.2f} points); the labels-only interval under {item.rule} "
+        f"is {100 * (own.label_ci_high - own.label_ci_low):.2f} points wide"
+    )
 
 
 def sensitivity_note(items: Sequence[LabelSensitivity]) -> str:

@@ -97,6 +97,9 @@ def test_the_console_prints_the_reports_numbers(evaluated) -> None:
     in_report = next(line.split(" | ") for line in report.splitlines() if line.startswith("| m5 | raters-ds | 0.9 |"))
     assert printed[5] == in_report[5] == expected
     assert "## Aggregation sensitivity" in report
+    methods = [r["top1"] for r in data["label_sensitivity"][0]["rows"] if r["kind"] == "aggregation"]
+    spread = f"the expected top-1 spans {100 * min(methods):.2f}–{100 * max(methods):.2f} %"
+    assert spread in out and spread in report
     for row in data["label_sensitivity"][0]["rows"]:
         name = f"{row['labels']} (this snapshot)" if row["labels"] == "ds" else row["labels"]
         cells = f"| m5 | raters-ds | {name} | {row['kind']} | {row['n_images']:,.0f} | {100 * row['top1']:.2f} |"
