@@ -61,7 +61,8 @@ DEFINITIONS = {
     "ordinary bootstrap interval); label_ci_low/label_ci_high: the same over label draws alone, images fixed; "
     "n_uncertain: images answered (or failed) with a posterior strictly between 1 - threshold and threshold; "
     "expected_scored: mean images scored per draw; classes of the snapshot's labels without a stored posterior "
-    "count as certain",
+    "count as certain; n_unrated: images nobody rated (category U without a vote: the labels of the snapshot's "
+    "base source alone), left out of every number here when unrated_noise is null, else drawn at that rate",
     "mean_per_class": "unweighted mean over classes of top-1 on the scored images whose set holds the class",
     "per_category": "top-1 on the images of each snapshot category (A confirmed, B changed, M several labels, "
     "Z none fits, X unclear, U undecided)",
