@@ -21,7 +21,9 @@ OUT_DIR = click.Path(file_okay=False, path_type=Path)
     "references",
     multiple=True,
     help="imgt, a prior source (real), snapshot:NAME or latest; repeat for several "
-    "(default: imgt and the newest snapshot).",
+    "(default: imgt and the newest snapshot). Only these enter any table: the reliability table scores against the "
+    "cleanest of them (a named snapshot, else the named prior labelling the most images, else imgt; MC runs "
+    "against imgt); a snapshot or prior not named is never used.",
 )
 @click.option(
     "--weights", default="P=1,CDC=1,RR=1,E=1", show_default=True, help="Weights of the reliability overall score."
@@ -62,7 +64,10 @@ def evaluate(
 ) -> None:
     """Score stored model runs against ImGT and ReGT references; store the evaluation and write a report.
 
-    Nothing is re-run: the stored predictions are rescored, so run this after every labeling round. Against a
+    Nothing is re-run: the stored predictions are rescored, so run this after every labeling round. Every run's
+    row is computed on the images that run scored, so adding a run never changes another run's numbers;
+    comparisons across runs (ranks, Kendall's tau) are on the images all of them scored, printed with their count.
+    Against a
     snapshot that stores posteriors (`snapshot create --consensus ds`), the expected top-1 over label sets sampled
     from them and its interval with label uncertainty (after Stutz et al. 2023) are shown beside top-1.
 

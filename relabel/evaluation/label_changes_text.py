@@ -28,7 +28,7 @@ def parts_table(ev: Evaluation) -> Table | None:
             [c.run, c.reference, str(p.n_common),
              points(p.leniency), _ci(p.leniency_ci), str(p.n_leniency),
              points(p.a_wrong), _ci(p.a_wrong_ci), str(p.n_a_wrong),
-             points(p.dropped), _ci(p.dropped_ci), str(p.n_dropped), total]
+             points(p.dropped + 0.0), _ci(p.dropped_ci), str(p.n_dropped), total]
         )  # fmt: skip
     return header, rows
 

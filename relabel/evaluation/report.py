@@ -137,7 +137,7 @@ def scores_markdown(ev: Evaluation, figures: set[str]) -> str:
     parts += _paired_markdown(ev, figures)
     parts += _label_changes_markdown(ev)
     for title, table in (
-        ("## Label uncertainty\n\n" + text.UNCERTAINTY_NOTE, text.uncertainty_table(ev)),
+        ("## Label uncertainty\n\n" + text.UNCERTAINTY_NOTE + " " + UNCERTAIN_NOTE, text.uncertainty_table(ev)),
         ("## Aggregation sensitivity\n\n" + escape_md(sensitivity_note(ev.label_sensitivity)),
          sensitivity_table(ev.label_sensitivity)),
         ("## Published metrics\n\n" + PUBLISHED_NOTE, text.published_table(ev)),
@@ -207,6 +207,11 @@ SCORES_NOTE = (
     "(timeouts, HTTP 429/5xx, unreadable images; HTTP 401/403/404) are never scored; a warning gives each run's "
     "count and what asks them again. The interval is the 95 % Wilson score interval "
     "of top-1. Rows of different references are on different images: compare references in the paired table."
+)
+UNCERTAIN_NOTE = (  # one meaning of "uncertain" in a report, the snapshot workflow's own
+    "*Uncertain images (U)*: the scored images the snapshot put in category U (votes that settle nothing at its "
+    "threshold: the images its review queue shows first); this is the one meaning of uncertain in this report, "
+    "the count of column U in the per-category table and of `relabel snapshot`."
 )
 PUBLISHED_NOTE = (
     "Metrics as their authors define them (`--metric`). Shankar et al. (2020), as recommended with the TFDS "

@@ -59,13 +59,14 @@ DEFINITIONS = {
     "95 % percentile interval over draws that each resample the images (the bootstrap) and sample their label "
     "sets, so it holds both the finite test set and the label uncertainty (with every posterior 0 or 1 it is the "
     "ordinary bootstrap interval); label_ci_low/label_ci_high: the same over label draws alone, images fixed; "
-    "n_uncertain: images answered (or failed) with a posterior strictly between 1 - threshold and threshold; "
+    "n_uncertain (JSON only): images answered (or failed) with a class posterior strictly between 1 - threshold "
+    "and threshold, also beside an accepted label; the report's uncertain images are category U only (per_category); "
     "expected_scored: mean images scored per draw; classes of the snapshot's labels without a stored posterior "
     "count as certain; n_unrated: images nobody rated (category U without a vote: the labels of the snapshot's "
     "base source alone), left out of every number here when unrated_noise is null, else drawn at that rate",
     "mean_per_class": "unweighted mean over classes of top-1 on the scored images whose set holds the class",
     "per_category": "top-1 on the images of each snapshot category (A confirmed, B changed, M several labels, "
-    "Z none fits, X unclear, U undecided)",
+    "Z none fits, X unclear, U uncertain: the votes settle nothing, the review queue's first images)",
     "oop": "out-of-prompt answers among answered calls (generative protocols that record it)",
     "kendall_tau": "Kendall's tau-b between the runs' top-1 under the first two references, on the ranking's images",
     "label_changes": "each paired difference against the first reference (one original label per image) taken "

@@ -14,13 +14,14 @@ from evaluator.scoring import Score
 from relabel.evaluation.cells import NA, Table, ci, columns, num, pct, points, points_ci, rank_span, span
 from relabel.evaluation.corruption_errors import corruption_error_section, retention_and_ce_line
 from relabel.evaluation.label_changes import by_construction
+from relabel.evaluation.label_changes_text import parts_table
 from relabel.evaluation.label_sensitivity import SENSITIVITY_NOTE, sensitivity_lines, sensitivity_table
 from relabel.evaluation.reliability_text import (
     efficiency_table,
     render_reliability,
     robustness_table,
 )
-from relabel.evaluation.results import Evaluation, RobustnessResult
+from relabel.evaluation.results import Evaluation, RobustnessResult, RunScore
 from relabel.evaluation.storage import HistoryEntry
 
 
@@ -81,15 +82,22 @@ def uncertainty_table(ev: Evaluation) -> Table | None:
     if not scored:
         return None
     header = ["run", "reference", "threshold", "scored", "top-1 % (labels)", "expected %",
-              "95 % CI (labels + images)", "95 % CI (labels only)", "uncertain images", "draws"]  # fmt: skip
+              "95 % CI (labels + images)", "95 % CI (labels only)", "uncertain images (U)", "draws"]  # fmt: skip
     rows = []
     for s, u in scored:
         t = u.thresholded
         rows.append(
             [s.run, s.reference, f"{u.threshold:g}", str(t.n_scored), pct(t.accuracy), pct(u.expected_accuracy),
-             span(u.ci_low, u.ci_high), span(u.label_ci_low, u.label_ci_high), str(u.n_uncertain), str(u.n_draws)]
+             span(u.ci_low, u.ci_high), span(u.label_ci_low, u.label_ci_high), _uncertain_images(s), str(u.n_draws)]
         )  # fmt: skip
     return header, rows
+
+
+def _uncertain_images(s: RunScore) -> str:
+    """Uncertain, as the snapshot decides it (category U: its votes settle nothing), among the run's scored images:
+    the count the per-category table and `relabel snapshot` show, not a second definition."""
+    u = (s.per_category or {}).get("U")
+    return str(u.n_scored) if u is not None else "0" if s.per_category is not None else NA
 
 
 UNCERTAINTY_NOTE = (
@@ -221,6 +229,10 @@ def render_evaluation(ev: Evaluation) -> str:
     paired = paired_table(ev)
     if paired is not None:
         parts += [f"paired with {ev.references[0].name} on the images both score", columns(paired, "  ")]
+    taken_apart = parts_table(ev)
+    if taken_apart is not None:
+        parts += [f"each paired difference taken apart (points; leniency + {ev.references[0].name} wrong + dropped "
+                  "= Δ; the classes that gain and lose most: report.md)", columns(taken_apart, "  ")]  # fmt: skip
     ranking = ranking_table(ev)
     if ranking is not None and ev.ranking is not None:
         a, b = ev.references[0].name, ev.references[1].name

@@ -9,12 +9,15 @@ from pathlib import Path
 
 import pytest
 
+from db import create_db_engine, init_db
 from relabel.evaluation import evaluate, write_report
 from relabel.evaluation.citations import cited
 from relabel.evaluation.report import scores_markdown
 from relabel.evaluation.text import paired_table, render_evaluation
 from relabel.sources import import_source
 from tests import evaluation_workspace as ws
+from tests.relabel.evaluation.test_label_uncertainty_report import add_ds_snapshot
+from tests.relabel.evaluation.test_label_uncertainty_report import evaluate as evaluate_cli
 from tests.relabel.evaluation.test_report import cells, markdown_tables
 
 # "picked" labels only a and d, the images where m5 is wrong under ImGT (as cleanlab's candidate errors are where
@@ -114,3 +117,21 @@ def test_the_report_cites_what_it_names(evaluation) -> None:
     assert "ARGUS: Joshi et al. (2025)" in md
     assert "Beyer, L." in references  # the ReaL rule
     assert cited("nothing named here") == []
+
+
+def test_uncertain_is_counted_one_way(tmp_path: Path, capsys) -> None:
+    folder = tmp_path / "ws"
+    engine = create_db_engine(f"sqlite:///{folder / 'relabel.db'}")
+    init_db(engine)
+    add_ds_snapshot(engine, ws.build(engine, tmp_path))  # b is U; a and e are A with an unsettled second class
+    engine.dispose()
+    _, report, _ = evaluate_cli(folder, capsys, "--reference", "imgt", "--reference", "ds-1", "--boot", "50")
+
+    # a and e hold an unsettled class posterior beside their accepted label but are category A; only b is U
+    table = next(t for t in markdown_tables(report) if "uncertain images (U)" in t[0])
+    header = [c.strip() for c in cells(table[0])]
+    assert cells(table[2])[header.index("uncertain images (U)")].strip() == "1"
+    per_category = next(t for t in markdown_tables(report) if cells(t[0])[:2] == [" run ", " reference "]
+                        and " U " in cells(t[0]))  # fmt: skip
+    assert "(1)" in cells(per_category[2])[[c.strip() for c in cells(per_category[0])].index("U")]
+    assert "the one meaning of uncertain in this report" in report
