@@ -140,8 +140,8 @@ def coverage_warnings(outcomes: Outcomes, references: Sequence[Reference]) -> li
             each = ", ".join(f"{run} {c:,}" for run, c in zip(outcomes.runs, counts))
             lines.append(
                 f"under {ref}, the runs are scored on different images ({each} of the {labelled:,} it labels; "
-                f"{common:,} in common): their top-1 are not comparable with each other; the ranking uses only "
-                "images every run scored"
+                f"{common:,} in common): each run's scores are on its own images, and top-1 on different images "
+                "are not comparable with each other; the ranking uses only images every run scored"
             )
         elif partial:
             lines.append(
