@@ -7,7 +7,9 @@ priors, and the predictions as run `cleanlab-cv`. Then
 
   relabel evaluate --reference imgt --reference real --reference shankar --reference mturk --metric shankar
 
-and the report's Markdown goes to OUT/example-report.md, its figures to OUT/example-report/.
+and the report's Markdown goes to OUT/example-report.md, its figures to OUT/example-report/. Before writing, it
+checks that every paired difference's three parts (leniency, ImGT wrong, dropped) sum to it exactly, image counts
+and all, and prints them.
 
 Example:
   HF_HUB_OFFLINE=1 python scripts/example_report.py --out docs
@@ -62,6 +64,24 @@ def build_report(tmp: Path) -> Path:
     return report
 
 
+def check_parts(report: Path) -> list[str]:
+    """One line per run and reference: the paired difference and its three parts, checked to sum exactly."""
+    data = json.loads((report / "evaluation.json").read_text())
+    paired = {(s["run"], s["reference"]): s["paired"] for s in data["scores"] if s["paired"]}
+    lines = []
+    for change in data["label_changes"]:
+        p, d = change["parts"], paired[(change["run"], change["reference"])]
+        if p["n_leniency"] + p["n_a_wrong"] - p["n_dropped"] != d["n_only_b"] - d["n_only_a"]:
+            raise SystemExit(f"the parts of {change['run']} under {change['reference']} do not sum to the difference")
+        n = p["n_common"]
+        lines.append(
+            f"{change['run']} {change['reference']}: {100 * (d['n_only_b'] - d['n_only_a']) / n:+.2f} = "
+            f"{100 * p['n_leniency'] / n:+.2f} leniency {100 * p['n_a_wrong'] / n:+.2f} imgt wrong "
+            f"{-100 * p['n_dropped'] / n:+.2f} dropped (n = {n:,})"
+        )
+    return lines
+
+
 def publish(report: Path, out: Path, name: str = "example-report") -> Path:
     """report.md as OUT/NAME.md, its figures in OUT/NAME/ (links rewritten)."""
     figures = out / name
@@ -82,7 +102,9 @@ def main() -> None:
     if not VAL.is_dir():
         parser.error(f"{VAL} not found: the shared data set must sit beside the checkout")
     with tempfile.TemporaryDirectory() as tmp:
-        print(f"wrote {publish(build_report(Path(tmp)), args.out)}")
+        report = build_report(Path(tmp))
+        print("\n".join(check_parts(report)))
+        print(f"wrote {publish(report, args.out)}")
 
 
 if __name__ == "__main__":

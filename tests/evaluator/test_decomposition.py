@@ -73,3 +73,25 @@ class TestDecomposeDifference:
             decompose_difference([True, False], [True, True], [True], n_boot=0)
         with pytest.raises(EvaluationError, match="n_boot"):
             decompose_difference([True], [True], [True], n_boot=-1)
+
+
+class TestGoldenImageNetVal:
+    def test_real_minus_imgt_taken_apart(self) -> None:
+        """cleanlab's CV predictions, ReaL against the original labels on the 46,837 images ReaL labels: +2.50
+        points = +2.76 leniency + 3.07 ImGT wrong - 3.34 dropped (the counts computed by hand from the files)."""
+        from tests.evaluator.test_scoring import val_in_real_order
+
+        pred, original, real = val_in_real_order()
+        common = real.counts > 0
+        right_imgt = pred == original
+        right_real = (real.labels == pred[:, None]).any(axis=1)
+        original_in_real = (real.labels == original[:, None]).any(axis=1)
+
+        parts = decompose_difference(right_imgt, right_real, original_in_real, common, n_boot=200)
+
+        assert (parts.n_common, parts.n_leniency, parts.n_a_wrong, parts.n_dropped) == (46_837, 1_295, 1_438, 1_564)
+        assert [round(100 * v, 2) for v in (parts.leniency, parts.a_wrong, parts.dropped)] == [2.76, 3.07, -3.34]
+        assert round(100 * parts.difference, 2) == 2.50
+        assert parts.n_leniency + parts.n_a_wrong - parts.n_dropped == int(right_real[common].sum()) - int(
+            right_imgt[common].sum()
+        )
