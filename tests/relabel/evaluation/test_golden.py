@@ -117,6 +117,14 @@ def test_paired_gain_subsets_and_shankars_metric_on_the_real_files(tmp_path: Pat
     assert "warning: under imgt, the runs are scored on different images" in out
     assert data["ranking"]["images"] == 4_677  # both runs, imgt and real: the MTurk images ReaL does not exclude
 
+    # the reliability table: each run on its own images against real, the cleanest reference named; the full run's
+    # row is the one it has alone (P 77.614 % on 46,837 images, label noise +2.50), not narrowed to the MTurk images
+    rows = {r["run"]: r for r in data["reliability"]["rows"]}
+    full, part = rows["cleanlab-cv"], rows["cleanlab-cv-mturk-only"]
+    assert (full["reference"], full["n_images"], round(100 * full["capability"], 3)) == ("real", 46_837, 77.614)
+    assert (full["noise"]["n_images"], round(100 * full["noise"]["difference"], 2)) == (46_837, 2.50)
+    assert part["n_images"] == 4_677 and part["capability"] < full["capability"]
+
     shankar = next(p for p in data["published"] if p["run"] == "cleanlab-cv")
     assert (round(100 * shankar["accuracy"], 2), shankar["n_scored"], shankar["n_skipped"]) == (79.55, 18_692, 1_308)
     assert shankar["n_classes"] == 1000 and shankar["ci_low"] < shankar["accuracy"] < shankar["ci_high"]
