@@ -4,8 +4,9 @@ combine them into the reliability table (after ARGUS), and write reports.
 The modules follow the data: `references` and `runs` read the workspace into arrays, `scoring` hands them to the
 pure `evaluator` package, `compare` sets every number beside another on the same images (paired differences,
 the ranking on common images, coverage warnings), `published` adds metrics as their authors define them,
-`reliability` (with `dataset_scores`, `reliability_robustness` for RR and E, and `reliability_intervals` for the
-joint bootstrap of its intervals) builds the reliability table, `service.evaluate` ties them together and
+`reliability` (with `dataset_scores`, `reliability_robustness` for RR and E, `reliability_ranks` for the overall
+score and the ranks on common images, and `reliability_intervals` for the bootstrap of its intervals) builds the
+reliability table, each row on its own images, `service.evaluate` ties them together and
 `storage` keeps every evaluation; `robustness` (with `measure`, and `robustness_outcomes` for each image's outcome
 per condition) runs a scoring model on perturbed images; `report` (with `plots` and `text`) renders the results.
 torch and matplotlib are imported only where they are used.
