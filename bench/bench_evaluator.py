@@ -6,11 +6,14 @@ the joint bootstrap behind rank intervals, and the perturbation grid.
     multi-label reference of about 1.2 labels per image, 6 % of images with an empty set. One timed run builds the
     `LabelSets` from the snapshot's lists, scores top-1 and top-5 under the ReaL rule (`score_many(ks=(1, 5))`)
     and top-1 against single ImGT labels, each with its Wilson interval, then every model's paired difference
-    ImGT → new reference on the images both score, with its paired bootstrap interval (1,000 resamples).
+    ImGT → new reference on the images both score, with its paired bootstrap interval (1,000 resamples), drawn
+    for each model on its own as `relabel evaluate` does, so that no model's interval depends on the others.
     Target: ≤ 1 s (median).
 (b) Joint bootstrap. The ranks of the 100 models under ImGT and under the new reference on the images every model
     scored under both, in 1,000 resamples of those images drawn once for all models (`JointBootstrap.means` over
-    200 columns, then `rank_intervals`). Target: ≤ 5 s (median).
+    200 columns, then `rank_intervals`), and the reliability table's resamples: each model's top-1 on its own
+    scored images and on the images every model scored, over 1,000 draws of the reference's images. Target: ≤ 5 s
+    (median).
 (c) Perturbation grid. Every registered corruption at severities 1-5 on photos of the sample, each first resized
     to 224 px on the short side (bicubic, not timed), as the classifier would see it: images/s overall and per
     corruption. `perturb()` on PIL images, one process.
@@ -29,7 +32,7 @@ import datetime
 import statistics
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -101,8 +104,15 @@ def outcomes(work: Workload, reference: LabelSets) -> tuple[np.ndarray, ...]:
 
 
 def paired_gain(work: Workload, reference: LabelSets) -> BatchPairedDifference:
+    """Each model's paired difference on its own, from the same seed, as `relabel evaluate` draws it (so a model's
+    interval never depends on the other models); gathered into one batch for the checks."""
     right_a, scored_a, right_b, scored_b = outcomes(work, reference)
-    return paired_many(right_a, right_b, scored_a & scored_b, n_boot=N_BOOT)
+    common = scored_a & scored_b
+    rows = [paired_many(right_a[i : i + 1], right_b[i : i + 1], common[i : i + 1], n_boot=N_BOOT)
+            for i in range(len(right_a))]  # fmt: skip
+    return BatchPairedDifference(
+        *(np.concatenate([getattr(r, f.name) for r in rows]) for f in fields(BatchPairedDifference))
+    )
 
 
 def rank_uncertainty(work: Workload, reference: LabelSets) -> dict[str, float]:
@@ -117,11 +127,18 @@ def rank_uncertainty(work: Workload, reference: LabelSets) -> dict[str, float]:
     m = len(work.preds)
     intervals = rank_intervals(means[:, :m], means[:, m:], [f"model {i}" for i in range(m)])
     t3 = time.perf_counter()
-    if len(intervals) != m or not np.isfinite(means).all():
+    # the reliability table: each row's top-1 on its own images (its overall score's interval), then on the images
+    # every row scored (its ranks), over draws of the reference's images
+    boot = JointBootstrap(len(work.imgt), N_BOOT, seed=0)
+    own = boot.means(right_b, scored_b)
+    ranked = boot.means(right_b, np.all(scored_b, axis=0))
+    t4 = time.perf_counter()
+    if len(intervals) != m or not (np.isfinite(means).all() and np.isfinite(own).all() and np.isfinite(ranked).all()):
         sys.exit("benchmark aborted: the joint bootstrap gave no finite resamples")
     return {"per-image outcomes on common images": t1 - t0,
             f"JointBootstrap.means: {N_BOOT:,} resamples × {2 * m} columns": t2 - t1, "rank_intervals": t3 - t2,
-            "total": t3 - t0}  # fmt: skip
+            f"reliability rows: {N_BOOT:,} resamples × {m} own + {m} common columns": t4 - t3,
+            "total": t4 - t0}  # fmt: skip
 
 
 def bench_bootstrap(work: Workload, repeats: int) -> dict[str, list[float]]:
@@ -202,7 +219,8 @@ def report(
 {rescoring_table(runs)}
 
 Rank intervals: the {args.models} models' top-1 under ImGT and under the new reference on the images every model
-scored under both, in {N_BOOT:,} joint resamples of those images; {args.repeats} timed runs after one warm-up:
+scored under both, in {N_BOOT:,} joint resamples of those images; then the reliability table's resamples, each
+model's top-1 on its own images and on the common ones; {args.repeats} timed runs after one warm-up:
 
 {rescoring_table(boot)}
 
