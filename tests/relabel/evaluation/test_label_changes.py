@@ -57,7 +57,7 @@ class TestParts:
         m1 = change(evaluation, "m1", "team")
         assert [(r.name, r.n_images, r.accuracy_a, r.accuracy_b) for r in m1.gains] == [("tabby", 2, 0.0, 0.5)]
         assert m1.losses == () and m1.n_classes == 2
-        assert m1.gains[0].ci_low is not None and m1.gains[0].ci_low < 0.5 < m1.gains[0].ci_high  # type: ignore[operator]
+        assert m1.gains[0].ci_low is not None and m1.gains[0].ci_low < 0.5 < m1.gains[0].ci_high
         assert change(evaluation, "m5", "team").gains == ()  # each class: one right under each reference
 
 
