@@ -307,8 +307,10 @@ def _reliability_markdown(ev: Evaluation, figures: set[str]) -> list[str]:
         return []
     parts = [
         f"## {escape_md(table.title)}\n\n{escape_md(table.method)} ARGUS: {ARGUS_CITATION} (Works cited).",
-        f"Weights: {escape_md(weights_line(table))}. Rows are runs; a row is ranked only against the rows of "
-        "its task, among those with an overall score; places gained = rank by P − rank by overall. E is against "
+        f"Weights: {escape_md(weights_line(table))}. Rows are runs; every number of a row is on the images that "
+        "run scored, whatever other runs are evaluated. A row is ranked only against the rows of its task, among "
+        "those with an overall score, on the common images each title counts (P recomputed there); places gained = "
+        "rank by P − rank by overall. E is against "
         f"fixed budgets ({escape_md(budgets_line(table))}; a measure at its budget scores 0.5), so a row's E "
         "does not depend on the other rows.",
         f"Uncertainty: {escape_md(table.uncertainty)}.",
