@@ -27,6 +27,7 @@ from evaluator.perturbations import (
     perturb,
     perturb_text,
 )
+from evaluator.resampling import reflect101, warp_affine
 from tests.conftest import shared
 
 IMAGENET_C_PARAMS = {
@@ -241,6 +242,15 @@ class TestAgainstMakeImagenetC:
         pixels = np.full((400, 300, 3), 100, np.uint8)
         out = perturb(pixels, "frost", 3, seed=5, benchmark_jpeg=False)
         assert out.shape == pixels.shape and out.std() > 1
+
+    def test_warp_affine_by_whole_and_half_pixels(self) -> None:
+        """dst(x, y) = src(x − 2, y − 1) exactly, reflect-101 beyond the edge; a half-pixel shift averages."""
+        image = np.random.default_rng(3).random((6, 7, 3)).astype(np.float32)
+        shifted = warp_affine(image, np.array([[1.0, 0.0, 2.0], [0.0, 1.0, 1.0]]))
+        rows, cols = reflect101(np.arange(6) - 1, 6), reflect101(np.arange(7) - 2, 7)
+        assert rows.tolist() == [1, 0, 1, 2, 3, 4] and np.array_equal(shifted, image[rows][:, cols])
+        half = warp_affine(image, np.array([[1.0, 0.0, 0.5], [0.0, 1.0, 0.0]]))
+        assert np.allclose(half[:, 1:], (image[:, :-1] + image[:, 1:]) / 2)
 
     @pytest.mark.parametrize("shape", [(224, 224), (120, 160)])
     @pytest.mark.parametrize("severity", SEVERITIES)
