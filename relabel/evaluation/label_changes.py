@@ -132,17 +132,20 @@ def _with_classes(
     present = np.flatnonzero(shift.n_images > 0)
     diff = shift.difference[present]
     more = -shift.n_images[present]  # among equal differences, the class with more images first
-    gains = [int(c) for c in present[np.lexsort((more, -diff))] if shift.difference[c] > 0][:top]
-    losses = [int(c) for c in present[np.lexsort((more, diff))] if shift.difference[c] < 0][:top]
+    by_gain, by_loss = np.lexsort((more, -diff)), np.lexsort((more, diff))
+    gains = present[by_gain][diff[by_gain] > 0][:top].tolist()
+    losses = present[by_loss][diff[by_loss] < 0][:top].tolist()
     shown = np.array(gains + losses, dtype=np.int64)
     if n_boot and len(shown):
         shift = per_class_shift(a, b, classes, n_classes=n_classes, n_boot=n_boot, seed=seed, intervals_for=shown)
 
+    acc_a, acc_b = shift.accuracy_a, shift.accuracy_b  # computed once: properties over every class
+
     def row(c: int) -> ClassShiftRow:
         low, high = float(shift.ci_low[c]), float(shift.ci_high[c])
-        return ClassShiftRow(int(c), names[c], int(shift.n_images[c]), float(shift.accuracy_a[c]),
-                             float(shift.accuracy_b[c]), float(shift.difference[c]),
-                             None if np.isnan(low) else low, None if np.isnan(high) else high)  # fmt: skip
+        return ClassShiftRow(int(c), names[c], int(shift.n_images[c]), float(acc_a[c]), float(acc_b[c]),
+                             float(acc_b[c] - acc_a[c]), None if np.isnan(low) else low,
+                             None if np.isnan(high) else high)  # fmt: skip
 
     return LabelChange(change.run, change.reference, change.baseline, change.parts, False, len(present),
                        tuple(row(c) for c in gains), tuple(row(c) for c in losses))  # fmt: skip
