@@ -209,3 +209,49 @@ class TestRobustness:
         result = run_robustness(sqlite_engine, adapter=PerPassChat([]), perturbations=["gaussian_noise"],
                                 severities=[1], show_progress=False, store=False)  # fmt: skip
         assert result.clean["imgt"].accuracy == 1.0 and (result.failed, result.errors, result.warnings) == (0, 0, ())
+
+
+class TestThroughTheOpenAIAdapter:
+    """The reasons the OpenAI adapter stores are the ones the rule reads: a final HTTP 400 is the model's failure,
+    an HTTP 503 that outlasts the retries is left out, and running `relabel suggest` again asks it again."""
+
+    def test_stored_failures_scored_by_cause_and_the_rerun_asks_again(self, sqlite_engine, vocab, tmp_path: Path):
+        from relabel.ingest import ingest_dataset, plan_ingest
+        from relabel.suggest.adapters.openai_api import OpenAIChatAdapter
+        from relabel.suggest.protocols import ProtocolContext, get_protocol
+        from relabel.suggest.runner import SuggestJob, run_suggestions
+        from tests import images
+        from tests.stub_server import Fault, StubServer
+
+        root = tmp_path / "r"
+        for i in range(6):
+            images.photo(root / f"n02123045_{i}.jpg", color=(30 * i, 90, 90))
+        ingest_dataset(sqlite_engine, plan_ingest(root, vocab), dataset="d", root=root, vocab=vocab,
+                       show_progress=False, workers=1)  # fmt: skip
+        with StubServer(answer="tabby", models=["stub-model"]) as stub:
+
+            def suggest() -> None:
+                adapter = OpenAIChatAdapter("stub-model", base_url=stub.url, api_key="EMPTY", concurrency=1,
+                                            max_retries=1, sleep=lambda _: None)  # fmt: skip
+                job = SuggestJob(sqlite_engine, adapter, get_protocol("cw"), ProtocolContext(vocab), chunk_size=8)
+                run_suggestions(job, dataset="d", run_name="api", show_progress=False)
+
+            # the first request is refused as too large (final); the second gets 503 on both attempts
+            stub.inject(Fault(400, b'{"error": {"message": "Image too large"}}'), Fault.server_error(503),
+                        Fault.server_error(503))  # fmt: skip
+            suggest()
+            first = evaluate(sqlite_engine, dataset="d", references=["imgt"], n_boot=0)
+            suggest()  # asks the 503 again (answered now), not the final 400
+            second = evaluate(sqlite_engine, dataset="d", references=["imgt"], n_boot=0)
+
+        top1 = first.score("api", "imgt").top1
+        assert (top1.n_scored, top1.n_correct, top1.n_failed, top1.n_errors) == (5, 4, 1, 1)  # the 400 is wrong
+        assert [w for w in first.warnings if w.startswith("run 'api'")] == [
+            "run 'api': 1 call(s) got no answer for reasons of the infrastructure (timeouts, connection errors, "
+            "HTTP 429/5xx after retries, unreadable images, out of memory); they are left out of every score, whose "
+            "n is without them; running `relabel suggest --run api` again asks them again"
+        ]
+        top1 = second.score("api", "imgt").top1
+        assert (top1.n_scored, top1.n_correct, top1.n_failed, top1.n_errors) == (6, 5, 1, 0)
+        assert not [w for w in second.warnings if w.startswith("run 'api'")]
+        assert len(stub.chat_requests) == 6 + 1 + 1  # 6 images, one retry of the 503 in the run, one in the rerun
