@@ -48,7 +48,8 @@ DEFINITIONS = {
     "ranking": "ranks by top-1 under the first two references over ranking_images, the images every run scored "
     "under both; rank_intervals: 95 % percentile intervals of each run's ranks and places gained over joint "
     "resamples of those images (one resample for all runs)",
-    "warnings": "runs that cover different images, or part of a reference, with the images in common",
+    "warnings": "runs that cover different images, or part of a reference, with the images in common; and per "
+    "run, the failed calls its scores leave out (infrastructure, set-up), with their count",
     "published": "metrics as their authors define them (--metric), e.g. Shankar et al. (2020): problematic images "
     "skipped, correct or unclear labels count, per-class accuracy by original label averaged over classes",
     "uncertain": "against a probabilistic snapshot (posteriors per image and class, e.g. Dawid-Skene): "
