@@ -108,6 +108,7 @@ def test_none_of_the_struck_sentences_is_in_a_report(evaluation) -> None:
     for phrase in STRUCK:
         assert phrase not in md and phrase not in text
     assert "was never rated and keeps its original label" in md and "13,634" in md
+    assert "each paired difference taken apart" in text and "(imgt 0.00 % by construction: no gain)" in text
 
 
 def test_the_report_cites_what_it_names(evaluation) -> None:
