@@ -141,11 +141,12 @@ def ranking_table(ev: Evaluation) -> Table | None:
 
 
 def failures_table(ev: Evaluation) -> Table | None:
-    """Failed calls per run: failed replies (scored as wrong) apart from infrastructure errors (never scored)."""
+    """Failed calls per run: the model's failures (scored as wrong) apart from infrastructure and set-up errors
+    (never scored; `relabel.evaluation.failure_causes`)."""
     runs = [r for r in ev.runs if r.n_errors]
     if not runs:
         return None
-    header = ["run", "protocol", "predictions", "failed replies (wrong)", "infrastructure errors (left out)"]
+    header = ["run", "protocol", "predictions", "model failures (wrong)", "infrastructure/set-up errors (left out)"]
     return header, [[r.name, r.protocol, str(r.n_predictions), str(r.n_failed), str(r.n_infrastructure_errors)]
                     for r in runs]  # fmt: skip
 
@@ -224,7 +225,7 @@ def render_evaluation(ev: Evaluation) -> str:
     stored = f"stored as evaluation #{ev.id}" if ev.id is not None else "not stored"
     parts = [f"dataset {ev.dataset!r}: {len(ev.runs)} run(s) × {len(ev.references)} reference(s), {stored}",
              *(f"warning: {w}" for w in ev.warnings), columns(references_table(ev), "  "),
-             "top-1 counts failed replies as wrong; infrastructure errors are left out",
+             "top-1 counts the model's failures as wrong; infrastructure and set-up errors are left out",
              columns(scores_table(ev), "  ")]  # fmt: skip
     paired = paired_table(ev)
     if paired is not None:
