@@ -193,7 +193,9 @@ def _label_changes_markdown(ev: Evaluation) -> list[str]:
             f"on the same images; the up to {k} classes that gain most and the up to {k} that lose most, of the "
             f"{change.n_classes:,} classes with images in common. Interval: 95 % paired bootstrap within the class "
             "(its images resampled); with tens of images per class it is wide, so read a class as shifted only "
-            "where its interval excludes 0.",
+            "where its interval excludes 0. These classes are the extremes of many, picked for the size of their "
+            "shift: each interval holds for its class alone, not for the selection (no multiple-comparison "
+            "correction).",
             md_table(shifts),
         ]
     return parts
