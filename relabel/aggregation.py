@@ -342,12 +342,21 @@ def decide(
     return result.posterior >= needed
 
 
-def uncertain(result: Aggregate, threshold: float = 0.9) -> np.ndarray:
-    """(I,) bool: items whose answers settle nothing: a posterior strictly between 1 - threshold and threshold,
-    or left undecided by a counting method. An image with such an item is a candidate for review (category U)."""
+def uncertain(
+    result: Aggregate,
+    threshold: float = 0.9,
+    *,
+    original: np.ndarray | None = None,
+    keep_original: float | None = None,
+) -> np.ndarray:
+    """(I,) bool: items whose answers settle nothing, the one definition of "uncertain" that snapshots (category U,
+    origin "uncertain"), the vote report and the review queue read. For a probabilistic method: an item neither
+    accepted by `decide` (the same `threshold`, `original` and `keep_original`) nor confidently absent (a
+    posterior of at most min(threshold, 1 - threshold)); a counting method's undecided items (set-majority
+    without a majority), none for the others. An image with such an item is a candidate for review."""
     if result.undecided is not None:
         return result.undecided
     if result.accepted is not None:
         return np.zeros(len(result.posterior), dtype=bool)
-    low = min(threshold, 1 - threshold)
-    return (result.posterior > low) & (result.posterior < max(threshold, 1 - threshold))
+    accepted = decide(result, threshold, original=original, keep_original=keep_original)
+    return (result.posterior > min(threshold, 1 - threshold)) & ~accepted

@@ -7,9 +7,14 @@ database). A snapshot (`relabel.snapshots.create_snapshot`) turns each `VotedIma
   threshold, or of `keep_original` for a class of the image's original labels: the burden of proof lies on a
   change; a counting method by its own rule); the image's label set is its accepted classes;
 * an image with an item neither accepted nor confidently absent (a posterior above 1 - threshold; a counting
-  method's undecided items, `relabel.aggregation.uncertain`) is *uncertain*: the answers settle nothing, the
-  snapshot gives it category U and sends it to review first;
+  method's undecided items) is *uncertain*: the answers settle nothing, the snapshot gives it category U and sends
+  it to review first. `relabel.aggregation.uncertain` is the one definition, which the vote report counts too;
+* an uncertain image still carries its *best estimate*: the classes whose posterior reaches 0.5 (for a class of
+  its original labels, `keep_original`), the label set the answers make most likely; a snapshot exports it;
 * an image whose items are all confidently absent has no class that fits (category Z).
+
+Posteriors may be calibrated first (`relabel.calibration`, `relabel.snapshot_votes.fit_votes`): every rule here
+reads whatever posterior the `Aggregate` holds.
 """
 
 from __future__ import annotations
@@ -41,11 +46,13 @@ class Items(Protocol):
 @dataclass(frozen=True)
 class VotedImage:
     """One image as the votes settle it: `classes` accepted (ascending class index), `uncertain` whether an item
-    is undecided, `posteriors` class index -> P(class present) of every item of the image."""
+    is undecided, `posteriors` class index -> P(class present) of every item of the image, `best` its best
+    estimate (see the module docstring; None: the method gives none, as set-majority without a majority)."""
 
     classes: tuple[int, ...]
     uncertain: bool
     posteriors: dict[int, float]
+    best: tuple[int, ...] | None = None
 
     @property
     def none_fit(self) -> bool:
@@ -89,19 +96,27 @@ def voted_images(
     With `keep_original`, a class of the image's `original` labels (image id -> classes) is accepted at that
     posterior already (`relabel.aggregation.decide`: the burden of proof lies on a change), and is uncertain
     only between 1 - threshold and `keep_original`."""
-    mask = None
-    if original is not None and keep_original is not None:
-        mask = np.fromiter((c in original.get(i, ()) for i, c in table.pairs.tolist()), bool, len(table.pairs))
+    mask = original_items(table.pairs, original) if original is not None and keep_original is not None else None
     accepted = decide(result, threshold, original=mask, keep_original=keep_original)
-    if result.accepted is None:  # probabilistic: whatever is neither accepted nor confidently absent
-        undecided = (result.posterior > min(threshold, 1 - threshold)) & ~accepted
-    else:
-        undecided = uncertain(result, threshold)
-    return dict(_per_image(table.pairs, accepted, undecided, result.posterior))
+    undecided = uncertain(result, threshold, original=mask, keep_original=keep_original)
+    best = decide(result, LOWEST_THRESHOLD, original=mask, keep_original=keep_original)
+    estimated = np.ones(len(best), bool) if result.undecided is None else ~result.undecided
+    return dict(_per_image(table.pairs, accepted, undecided, result.posterior, best, estimated))
+
+
+def original_items(pairs: np.ndarray, original: Mapping[int, Collection[int]]) -> np.ndarray:
+    """(I,) bool: the class of each item `pairs` (I, 2) (image id, class index) is one of its image's `original`
+    labels (image id -> classes)."""
+    return np.fromiter((c in original.get(i, ()) for i, c in pairs.tolist()), bool, len(pairs))
 
 
 def _per_image(
-    pairs: np.ndarray, accepted: np.ndarray, undecided: np.ndarray, posterior: np.ndarray
+    pairs: np.ndarray,
+    accepted: np.ndarray,
+    undecided: np.ndarray,
+    posterior: np.ndarray,
+    best: np.ndarray,
+    estimated: np.ndarray,
 ) -> Iterator[tuple[int, VotedImage]]:
     """Walk the items, sorted by image id, one image at a time (`pairs` (I, 2) image id, class index)."""
     if not len(pairs):
@@ -110,6 +125,7 @@ def _per_image(
     ends = np.r_[starts[1:], len(pairs)]
     image_ids, classes = pairs[:, 0].tolist(), pairs[:, 1].tolist()
     accepted_list, undecided_list, p = accepted.tolist(), undecided.tolist(), posterior.tolist()
+    best_list, estimated_list = best.tolist(), estimated.tolist()
     for lo, hi in zip(starts.tolist(), ends.tolist()):
         span = range(lo, hi)
         yield (
@@ -118,6 +134,7 @@ def _per_image(
                 tuple(sorted(classes[k] for k in span if accepted_list[k])),
                 any(undecided_list[k] for k in span),
                 {classes[k]: p[k] for k in span},
+                tuple(sorted(classes[k] for k in span if best_list[k])) if estimated_list[lo] else None,
             ),
         )
 

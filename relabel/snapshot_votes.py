@@ -1,18 +1,29 @@
-"""Fit a vote-based consensus for a snapshot: collect a dataset's votes, aggregate them, settle each image."""
+"""Fit a vote-based consensus for a snapshot: collect a dataset's votes, aggregate them, calibrate the posteriors
+against a reference the user names (optional), settle each image."""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+from sqlalchemy import select
 from sqlalchemy.engine import Connection
+from sqlmodel import col
 
-from relabel.aggregation import METHODS, FitOptions, aggregate
-from relabel.errors import InputError
-from relabel.posteriors import VotedImage, voted_images
+from db.enums import Verdict
+from db.models import Label, LabelSource
+from relabel.aggregation import METHODS, Aggregate, FitOptions, aggregate
+from relabel.calibration import MIN_PAIRS, describe, fit_calibration
+from relabel.consensus import adjudication
+from relabel.decision_log import current_decisions
+from relabel.errors import InputError, unknown_name
+from relabel.posteriors import VotedImage, original_items, voted_images
 from relabel.progress import Progress, progress_bar
-from relabel.votes import collect_votes
+from relabel.votes import VoteTable, collect_votes
+
+ADJUDICATIONS = "adjudications"  # --calibrate against the leads' standing adjudications, not a label source
 
 
 @dataclass(frozen=True)
@@ -35,23 +46,24 @@ def fit_votes(
     *,
     original: Mapping[int, Collection[int]] | None = None,
     keep_original: float | None = None,
+    calibrate: str | None = None,
     show_progress: bool = False,
 ) -> VoteFit:
-    """Aggregate the dataset's votes with `rule` (a name of `relabel.aggregation.METHODS`) and settle each voted
-    image (`relabel.posteriors.voted_images`; `original`: image id -> its ImGT classes, which need only
-    `keep_original`); InputError when there is no vote to aggregate."""
+    """Aggregate the dataset's votes with `rule` (a name of `relabel.aggregation.METHODS`), calibrate the
+    posteriors against `calibrate` (a label source, or "adjudications"; None: as fitted; see `calibrate_posteriors`)
+    and settle each voted image (`relabel.posteriors.voted_images`; `original`: image id -> its ImGT classes).
+    InputError when there is no vote to aggregate."""
     table = collect_votes(conn, dataset_id, sources=sources, studio=studio, with_model=with_model)
     if not len(table.pairs):
         raise InputError(
             f"--consensus {rule}: the dataset has no votes to aggregate; import some (relabel votes import), "
             "decide images in the studio, or use --consensus unanimous"
         )
-    method = METHODS[rule]
-    bar = progress_bar(FitOptions().max_iter, f"{rule} EM", enabled=show_progress and method.probabilistic, unit="step")
-    try:
-        result = aggregate(table.votes, rule, FitOptions(progress=lambda _, change: _step(bar, change)))
-    finally:
-        bar.close()
+    result = _fit(table, rule, show_progress)
+    calibration = None
+    if calibrate is not None:
+        reference = reference_sets(conn, dataset_id, calibrate)
+        result, calibration = calibrate_posteriors(table, result, reference, original or {}, calibrate)
     imported = list(table.sources[: len(table.sources) - studio - (with_model is not None)])
     settings = {
         "threshold": threshold,
@@ -64,9 +76,66 @@ def fit_votes(
         "n_pairs": len(table.pairs),
         "n_votes": len(table.votes.item),
         "n_workers": table.votes.n_workers,
+        "calibration": calibration,
     }
     images = voted_images(table, result, threshold, original=original, keep_original=keep_original)
     return VoteFit(images, settings)
+
+
+def _fit(table: VoteTable, rule: str, show_progress: bool) -> Aggregate:
+    method = METHODS[rule]
+    bar = progress_bar(FitOptions().max_iter, f"{rule} EM", enabled=show_progress and method.probabilistic, unit="step")
+    try:
+        return aggregate(table.votes, rule, FitOptions(progress=lambda _, change: _step(bar, change)))
+    finally:
+        bar.close()
+
+
+def calibrate_posteriors(
+    table: VoteTable,
+    result: Aggregate,
+    reference: Mapping[int, Collection[int]],
+    original: Mapping[int, Collection[int]],
+    against: str,
+) -> tuple[Aggregate, dict[str, Any]]:
+    """`result` with its posteriors calibrated (`relabel.calibration.fit_calibration`) on the items of the images
+    that `reference` labels (image id -> classes; an item is true when its class is in the set), and what a
+    snapshot records of it. InputError for a counting method or fewer than `MIN_PAIRS` reference items."""
+    if not METHODS[result.method].probabilistic:
+        raise InputError(f"--calibrate needs a probabilistic consensus (ds, one-coin), not {result.method!r}")
+    labelled = np.isin(table.pairs[:, 0], np.fromiter(reference, np.int64, len(reference)))
+    if labelled.sum() < MIN_PAIRS:
+        raise InputError(
+            f"--calibrate {against}: it labels {int(labelled.sum())} of the {len(table.pairs):,} voted (image, class) "
+            f"pairs; a calibration needs at least {MIN_PAIRS}: adjudicate or import labels for more voted images"
+        )
+    truth = np.fromiter((c in reference.get(i, ()) for i, c in table.pairs.tolist()), bool, len(table.pairs))
+    is_original = original_items(table.pairs, original)
+    cal = fit_calibration(result.posterior[labelled], truth[labelled], is_original[labelled])
+    calibrated = replace(result, posterior=cal.apply(result.posterior, is_original))
+    return calibrated, {**describe(cal, against), "images": int(len(np.unique(table.pairs[labelled, 0])))}
+
+
+def reference_sets(conn: Connection, dataset_id: int, name: str) -> dict[int, set[int]]:
+    """Image id -> the classes a reference holds: the leads' standing adjudications (`ADJUDICATIONS`; an image
+    adjudicated "none fit" holds none, "unclear" is left out) or the label source `name` of the dataset.
+    NotFoundError naming the known sources for an unknown name."""
+    if name == ADJUDICATIONS:
+        out: dict[int, set[int]] = {}
+        for image_id, decisions in current_decisions(conn, dataset_id).items():
+            adjudicated = adjudication(decisions)
+            if adjudicated is not None and adjudicated.verdict in (Verdict.labels, Verdict.none_fit):
+                out[image_id] = set(adjudicated.classes) if adjudicated.verdict == Verdict.labels else set()
+        return out
+    sources = dict(
+        conn.execute(
+            select(col(LabelSource.name), col(LabelSource.id)).where(col(LabelSource.dataset_id) == dataset_id)
+        ).all()
+    )
+    if name not in sources:
+        raise unknown_name("reference for --calibrate", name, [*sorted(sources), ADJUDICATIONS])
+    rows = conn.execute(select(col(Label.image_id), col(Label.classes)).where(col(Label.source_id) == sources[name]))
+    return {image_id: set(classes or ()) for image_id, classes in rows}
 
 
 def _step(bar: Progress, change: float) -> None:

@@ -17,6 +17,7 @@ from db.engine import session_scope
 from db.enums import Category, Verdict
 from db.models import Dataset, Image, Label, Snapshot, SnapshotLabel, SnapshotPosterior, pk, stored_id
 from relabel import __version__
+from relabel.aggregation import METHODS
 from relabel.bulk_import import insert_chunks
 from relabel.consensus import Consensus, Outcome, categorize, decision_key, settle_images
 from relabel.decision_log import current_decisions
@@ -29,7 +30,8 @@ from relabel.workspace import IMGT, dataset_vocabulary, get_dataset, get_source
 KEEP_ORIGINAL = 0.5  # posterior an original class needs to stay, as `relabel votes aggregate` decides
 MAX_MIN_VOTES = 1000  # more agreeing votes than any team gives one image: a typo, not a policy
 UNDECIDED_POLICIES = {
-    "keep": "undecided images keep the base source's labels (ImGT unless --base names a prior)",
+    "keep": "undecided images keep the base source's labels (ImGT unless --base names a prior); an uncertain "
+    "voted image takes its best estimate",
     "exclude": "undecided images get an empty label set and drop out of multi-label scoring",
 }
 
@@ -115,6 +117,7 @@ def create_snapshot(
     vote_sources: Sequence[str] | None = None,
     with_model: str | None = None,
     studio_votes: bool = True,
+    calibrate: str | None = None,
     show_progress: bool = False,
 ) -> SnapshotSummary:
     """Freeze the consensus of every image of the dataset as snapshot `name`.
@@ -126,12 +129,17 @@ def create_snapshot(
     more worker): a lead's adjudication still settles an image outright; a voted image takes the classes whose
     posterior reaches `threshold` (`keep_original` for a class of its ImGT labels, None: `threshold` too; see
     `relabel.posteriors`), is U with origin "uncertain" when a pair is neither accepted nor confidently absent
-    (posterior above 1 - threshold; labels by the `undecided` policy), Z when every pair is confidently absent;
-    images without votes follow the unanimous rule. The posteriors of the voted images are stored per (image,
+    (posterior above 1 - threshold; `relabel.aggregation.uncertain`) and then takes its best estimate (the classes
+    at posterior >= 0.5, an original class at >= `keep_original`; the `undecided` policy "exclude" gives it none),
+    Z when every pair is confidently absent; images without votes follow the unanimous rule. With `calibrate` (a
+    label source, or "adjudications") the posteriors are first calibrated against it
+    (`relabel.snapshot_votes.calibrate_posteriors`). The posteriors of the voted images are stored per (image,
     class) in `snapshot_posteriors`; an adjudicated image stores none (an adjudication is certain).
     """
     sources = None if vote_sources is None else tuple(vote_sources)
-    request = ConsensusRequest(consensus, threshold, keep_original, min_votes, sources, with_model, studio_votes)
+    request = ConsensusRequest(
+        consensus, threshold, keep_original, min_votes, sources, with_model, studio_votes, calibrate
+    )
     _check_request(name, undecided, request)
     with session_scope(engine) as s:
         ds = get_dataset(s, dataset)
@@ -174,6 +182,7 @@ class ConsensusRequest:
     vote_sources: tuple[str, ...] | None
     with_model: str | None
     studio_votes: bool
+    calibrate: str | None = None
 
 
 def _check_request(name: str, undecided: str, request: ConsensusRequest) -> None:
@@ -187,6 +196,8 @@ def _check_request(name: str, undecided: str, request: ConsensusRequest) -> None
         raise InputError(
             "--votes and --with-model need a consensus that reads votes (ds, majority, ...), not unanimous"
         )
+    if request.calibrate is not None and (not voting or not METHODS[request.rule].probabilistic):
+        raise InputError(f"--calibrate needs a probabilistic consensus (ds, one-coin), not {request.rule!r}")
 
 
 def _freeze(
@@ -216,6 +227,7 @@ def _freeze(
             request.with_model,
             original=original,
             keep_original=request.keep_original,
+            calibrate=request.calibrate,
             show_progress=show_progress,
         )
     voted = fit.images if fit else {}
@@ -265,7 +277,9 @@ def _frozen_row(
         origin = "disputed" if outcome is Outcome.disputed else "base"
         return FrozenRow(image_id, path, undecided_labels, Category.U, origin, f"source {base!r}")
     if voted.uncertain:
-        return FrozenRow(image_id, path, undecided_labels, Category.U, UNCERTAIN, f"source {base!r}", True)
+        if voted.best is None or undecided != "keep":
+            return FrozenRow(image_id, path, undecided_labels, Category.U, UNCERTAIN, f"source {base!r}", True)
+        return FrozenRow(image_id, path, list(voted.best), Category.U, UNCERTAIN, "votes (best estimate)", True)
     key = decision_key(Verdict.none_fit if voted.none_fit else Verdict.labels, voted.classes)
     category = categorize(key, original.get(image_id))
     return FrozenRow(image_id, path, list(voted.classes), category, Outcome.consensus.value, "votes", True)

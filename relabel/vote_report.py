@@ -76,12 +76,13 @@ class AggregationReport:
     images: int
     workers: int
     accepted: int  # items that become labels
-    uncertain: int  # items whose posterior lies between the thresholds (images of category U)
+    uncertain: int  # items that settle nothing (`relabel.aggregation.uncertain`, the original rule included)
     seconds: float  # the fit alone
     iterations: int = 0
     converged: bool = True
     reference: str | None = None
     agreement: list[Agreement] = field(default_factory=list)  # the method's, then majority's
+    uncertain_images: int = 0  # images with an uncertain item: those a snapshot makes U, origin "uncertain"
 
 
 def aggregate_dataset(
@@ -109,10 +110,12 @@ def aggregate_dataset(
     result = aggregate(table.votes, method)
     seconds = time.perf_counter() - started
     accepted = decide(result, threshold, original=original, keep_original=keep_original)
+    undecided = uncertain(result, threshold, original=original, keep_original=keep_original)
     report = AggregationReport(
         method, threshold, keep_original, table.sources, choice.with_model, len(table.votes.item),
         table.votes.n_items, table.votes.n_images, table.votes.n_workers, int(accepted.sum()),
-        int(uncertain(result, threshold).sum()), seconds, result.iterations, result.converged, compare,
+        int(undecided.sum()), seconds, result.iterations, result.converged, compare,
+        uncertain_images=len(np.unique(table.votes.item_image[undecided])),
     )  # fmt: skip
     if reference is not None:
         report.agreement.append(agreement(method, accepted, reference, table))

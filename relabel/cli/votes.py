@@ -219,7 +219,10 @@ def aggregation_report(r: AggregationReport) -> None:
         + (f", {r.iterations} EM steps" if r.iterations else "")
         + ("" if r.converged else " (not converged)")
     )
-    click.echo(f"  labels: {r.accepted:,} pairs accepted, {r.uncertain:,} uncertain (between the thresholds)")
+    click.echo(
+        f"  labels: {r.accepted:,} pairs accepted; {r.uncertain:,} pairs uncertain on {r.uncertain_images:,} images "
+        "(neither accepted nor confidently absent: the images a snapshot makes U, origin uncertain)"
+    )
     for a in r.agreement:
         click.echo(
             f"  vs {r.reference} [{a.method}]: {a.pair_share:.2%} of {a.pairs:,} rated pairs agree; "

@@ -80,7 +80,7 @@ EXPECTED = {  # image -> (labels, category, origin) of the ds snapshot with stud
     "b_cat.jpg": ([281], "A", "consensus"),
     "c_fish.jpg": ([1], "B", "consensus"),
     "d_rocket.jpg": ([], "Z", "consensus"),
-    "e_blur.jpg": ([0], "U", "uncertain"),  # undecided policy keep: the base (ImGT) labels
+    "e_blur.jpg": ([1], "U", "uncertain"),  # its best estimate: goldfish at about 0.79, tench confidently absent
     "f_dog.jpg": ([207], "B", "adjudication"),
     "g_new.jpg": ([], "U", "base"),
 }
@@ -325,14 +325,14 @@ class TestDiff:
         create_snapshot(engine, "plain")
         create_snapshot(engine, "ds", consensus="ds", studio_votes=False)
         d = diff_snapshots(engine, "plain", "ds")
-        assert d.transitions == {"U->A": 1, "U->B": 1, "U->M": 1, "U->Z": 1}
+        assert d.transitions == {"U->A": 1, "U->B": 1, "U->M": 1, "U->U": 1, "U->Z": 1}  # U->U: e_blur's labels
         assert d.matrix == {"B": {"B": 1}, "U": {"A": 1, "B": 1, "M": 1, "Z": 1, "U": 2}}
-        assert d.unchanged == 3  # f_dog adjudicated in both, g_new without votes, e_blur U in both with its labels
+        assert d.unchanged == 2  # f_dog adjudicated in both, g_new without votes
         changed = {path: (ca, cb) for path, ca, cb, *_ in d.changed}
         assert changed["c_fish.jpg"] == ([0], [1])
         tench, goldfish = d.posteriors["c_fish.jpg"][0], d.posteriors["c_fish.jpg"][1]
         assert tench[0] is None and tench[1] < 0.05 and goldfish[0] is None and goldfish[1] > 0.99
-        assert "e_blur.jpg" not in d.posteriors  # unchanged: base labels and U in both
+        assert changed["e_blur.jpg"] == ([0], [1])  # U in both: the base labels, then the votes' best estimate
 
     def test_a_category_change_alone_shows_every_posterior_of_the_image(self, ws) -> None:
         engine, ids = ws
@@ -347,7 +347,7 @@ class TestDiff:
         create_snapshot(engine, "strict", consensus="ds", studio_votes=False)
         create_snapshot(engine, "loose", consensus="ds", threshold=0.75, studio_votes=False)
         d = diff_snapshots(engine, "strict", "loose")
-        assert d.transitions == {"U->B": 1} and d.changed == [("e_blur.jpg", [0], [1], "U", "B")]
+        assert d.transitions == {"U->B": 1} and d.changed == [("e_blur.jpg", [1], [1], "U", "B")]
         (tench_a, tench_b), (goldfish_a, goldfish_b) = d.posteriors["e_blur.jpg"][0], d.posteriors["e_blur.jpg"][1]
         assert tench_a == tench_b < 0.05 and 0.75 < goldfish_a == goldfish_b < 0.9
 
