@@ -28,12 +28,21 @@ from relabel.storable import one_line_name, storable_text
 from relabel.workspace import IMGT, dataset_vocabulary, get_dataset, get_source
 
 KEEP_ORIGINAL = 0.5  # posterior an original class needs to stay, as `relabel votes aggregate` decides
+# (threshold, keep_original) for calibrated posteriors: what bench/bench_calibration.py chose on each half of ReaL's
+# rated images apart (BENCHMARKS.md). Uncalibrated posteriors keep 0.9 and 0.5, fitted on ReaL in-sample.
+CALIBRATED_DEFAULTS: tuple[float, float | None] = (0.75, None)
+UNCALIBRATED_DEFAULTS: tuple[float, float | None] = (0.9, KEEP_ORIGINAL)
 MAX_MIN_VOTES = 1000  # more agreeing votes than any team gives one image: a typo, not a policy
 UNDECIDED_POLICIES = {
     "keep": "undecided images keep the base source's labels (ImGT unless --base names a prior); an uncertain "
     "voted image takes its best estimate",
     "exclude": "undecided images get an empty label set and drop out of multi-label scoring",
 }
+
+
+def consensus_defaults(calibrate: str | None) -> tuple[float, float | None]:
+    """The default (threshold, keep_original) of a vote-based snapshot, with or without a `calibrate` reference."""
+    return CALIBRATED_DEFAULTS if calibrate else UNCALIBRATED_DEFAULTS
 
 
 def snapshot_hash(

@@ -49,16 +49,20 @@ def snapshot() -> None:
 @click.option(
     "--threshold",
     type=float,
-    default=0.9,
-    show_default=True,
-    help="Posterior a class needs to be a label; an image with a class between 1-T and T is uncertain (U).",
+    help="Posterior a class needs to be a label; an image with a class between 1-T and T is uncertain (U). "
+    "Default 0.9; with --calibrate 0.75 (chosen out of sample, see BENCHMARKS.md).",
 )
 @click.option(
     "--keep-original",
     type=float,
-    default=0.5,
-    show_default=True,
-    help="Posterior an original (ImGT) class needs to stay: the burden of proof lies on a change; 0 turns it off.",
+    help="Posterior an original (ImGT) class needs to stay: the burden of proof lies on a change; 0 turns it off. "
+    "Default 0.5; with --calibrate off (the calibration learns how often an original class is right).",
+)
+@click.option(
+    "--calibrate",
+    metavar="SOURCE",
+    help="Calibrate the posteriors (isotonic) against a label source you trust (an imported prior) or "
+    "'adjudications' (the leads' decisions) before thresholds apply; ds and one-coin only.",
 )
 @click.option(
     "--votes", "vote_sources", multiple=True, help="Imported vote source to aggregate (repeat; default: all)."
@@ -77,8 +81,9 @@ def snapshot_create(
     undecided: str,
     min_votes: int,
     consensus: str,
-    threshold: float,
-    keep_original: float,
+    threshold: float | None,
+    keep_original: float | None,
+    calibrate: str | None,
     vote_sources: tuple[str, ...],
     with_model: str | None,
     studio_votes: bool,
@@ -92,15 +97,20 @@ def snapshot_create(
     --consensus that reads votes (ds, one-coin, majority, set-majority), U also holds the images
     whose votes settle nothing: a class neither accepted (posterior >= T, or >= --keep-original
     for an original class) nor confidently absent (posterior <= 1-T); origin "uncertain".
-    They go to the front of the review queue.
+    They go to the front of the review queue and carry their best estimate: the classes at
+    posterior >= 0.5 (an original class at --keep-original), which the export writes.
+    --calibrate SOURCE first maps the posteriors onto how often SOURCE holds such a class.
     \b
     Examples:
       relabel snapshot create round-1
       relabel snapshot create real-baseline --base real     # ReaL labels where nobody decided
       relabel snapshot create round-1-ds --consensus ds --threshold 0.9
       relabel snapshot create raters-ds --consensus ds --votes real-raters --no-studio-votes
+      relabel snapshot create round-2 --consensus ds --calibrate adjudications
     """
-    from relabel.snapshots import create_snapshot
+    from relabel.snapshots import consensus_defaults, create_snapshot
+
+    default_threshold, default_keep = consensus_defaults(calibrate)
 
     s = create_snapshot(
         settings.engine,
@@ -110,8 +120,9 @@ def snapshot_create(
         undecided=undecided,
         min_votes=min_votes,
         consensus=consensus,
-        threshold=threshold,
-        keep_original=keep_original or None,
+        threshold=default_threshold if threshold is None else threshold,
+        keep_original=default_keep if keep_original is None else keep_original or None,
+        calibrate=calibrate,
         vote_sources=vote_sources or None,
         with_model=with_model,
         studio_votes=studio_votes,
@@ -141,6 +152,9 @@ def consensus_line(c: dict[str, Any] | None) -> str:
     parts.append(f"votes {' + '.join(voters) or 'none'}")
     if c.get("with_model"):
         parts.append(f"model {c['with_model']} voted")
+    if c.get("calibration"):
+        cal = c["calibration"]
+        parts.append(f"calibrated against {cal.get('against')} ({sum(cal.get('pairs', [])):,} pairs)")
     if c.get("iterations"):
         parts.append(f"{c['iterations']} EM steps" + ("" if c.get("converged", True) else " (not converged)"))
     return ", ".join(parts)
