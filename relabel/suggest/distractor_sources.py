@@ -18,6 +18,7 @@ under test as long as it is not that model's own run, which `run:` refuses:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -80,15 +81,14 @@ class SourceKind:
 
 
 def _resource(name: str) -> dict[str, Any]:
-    import json
-
     text = resources.files("relabel.resources").joinpath(name).read_text(encoding="utf-8")
     found: dict[str, Any] = json.loads(text)
     return found
 
 
 @lru_cache(maxsize=1)
-def _wordnet_parents() -> dict[str, list[str]]:
+def wordnet_parents() -> dict[str, list[str]]:
+    """{wnid: its direct WordNet hypernyms} for every ImageNet-1k class and every synset above one."""
     parents: dict[str, list[str]] = _resource(WORDNET_RESOURCE)["parents"]
     return parents
 
@@ -123,7 +123,7 @@ def wordnet_distances(vocab: Vocabulary) -> np.ndarray:
     for first cousins), less a thousandth of that ancestor's depth, so that of two equally far classes the one
     under the narrower group comes first (lynx before dalmatian for tabby, whose domestic cat is also a domestic
     animal); `FAR` where a class has no wnid in the tree; the diagonal is inf."""
-    parents = _wordnet_parents()
+    parents = wordnet_parents()
     depth = _depths(parents)
     n = len(vocab)
     below: dict[str, list[tuple[int, int]]] = {}

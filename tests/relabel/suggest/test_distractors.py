@@ -213,3 +213,11 @@ def test_text_neighbours_are_the_nearest_other_classes_and_cached(vocab, tmp_pat
 def test_summary_of_no_questions_has_no_share() -> None:
     assert summarize_distractors([])["hard_distractor_share"] is None
     assert np.isclose(summarize_distractors([["reference", "text", "random"]])["hard_distractor_share"], 0.5)
+
+
+def test_readme_lists_every_source() -> None:
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text(encoding="utf-8")
+    for name, kind in DISTRACTOR_SOURCES.items():
+        shown = f"{name}:{kind.argument}" if kind.argument else name
+        assert f"| `{shown}` |" in readme, shown
+    assert f"`hard` is `{DEFAULT_HARD}`" in readme
