@@ -12,7 +12,8 @@ the joint bootstrap behind rank intervals, and the perturbation grid.
 (b) Joint bootstrap. The ranks of the 100 models under ImGT and under the new reference on the images every model
     scored under both, in 1,000 resamples of those images drawn once for all models (`JointBootstrap.means` over
     200 columns, then `rank_intervals`), and the reliability table's resamples: each model's top-1 on its own
-    scored images and on the images every model scored, over 1,000 draws of the reference's images. Target: ≤ 5 s
+    scored images and on the images every model scored, over 1,000 draws of the reference's images
+    (`relabel.evaluation.row_resamples`, as `relabel evaluate` takes them). Target: ≤ 5 s
     (median).
 (c) Perturbation grid. Every registered corruption at severities 1-5 on photos of the sample, each first resized
     to 224 px on the short side (bicubic, not timed), as the classifier would see it: images/s overall and per
@@ -44,6 +45,7 @@ from evaluator.paired import BatchPairedDifference, JointBootstrap, paired_many
 from evaluator.perturbations import PERTURBATIONS, SEVERITIES, perturb
 from evaluator.ranking import rank_intervals
 from evaluator.scoring import image_outcomes, score_many
+from relabel.evaluation.row_resamples import resample_top1
 
 SECTION = "## Evaluator: rescoring and perturbations"
 RESCORE_TARGET_S = 1.0
@@ -129,9 +131,8 @@ def rank_uncertainty(work: Workload, reference: LabelSets) -> dict[str, float]:
     t3 = time.perf_counter()
     # the reliability table: each row's top-1 on its own images (its overall score's interval), then on the images
     # every row scored (its ranks), over draws of the reference's images
-    boot = JointBootstrap(len(work.imgt), N_BOOT, seed=0)
-    own = boot.means(right_b, scored_b)
-    ranked = boot.means(right_b, np.all(scored_b, axis=0))
+    own = resample_top1(right_b, scored_b, N_BOOT, seed=0)
+    ranked = resample_top1(right_b, scored_b & np.all(scored_b, axis=0), N_BOOT, seed=0)
     t4 = time.perf_counter()
     if len(intervals) != m or not (np.isfinite(means).all() and np.isfinite(own).all() and np.isfinite(ranked).all()):
         sys.exit("benchmark aborted: the joint bootstrap gave no finite resamples")

@@ -18,7 +18,7 @@ infrastructure): a row never depends on which other runs are evaluated beside it
 use the images every compared run scored (`ReferenceOutcomes.common`), and say how many. A model is found on
 another dataset by its model name and protocol.
 
-Resamples: every run's top-1 is resampled over the same draws of the reference's images (`JointBootstrap`, seeded
+Resamples: every run's top-1 is resampled over the same draws of the reference's images (`row_resamples`, seeded
 per dataset; the draws depend on the reference's image count and the seed only), each run on its own scored images
 within a draw. So a row's resamples are the same whatever other rows exist, and rows are still resampled jointly.
 """
@@ -34,10 +34,10 @@ from sqlmodel import Session, col
 
 from db.models import Dataset, ModelRun, Prediction, Snapshot
 from evaluator import EvaluationError, LabelSets
-from evaluator.paired import JointBootstrap
 from evaluator.scoring import image_outcomes
 from relabel.errors import RelabelError
 from relabel.evaluation.references import SNAPSHOT, SOURCE, Reference, load_reference
+from relabel.evaluation.row_resamples import resample_top1
 from relabel.evaluation.runs import RunPredictions, align
 from relabel.suggest.protocols import PROTOCOLS
 from relabel.workspace import IMGT
@@ -125,7 +125,7 @@ class ReferenceOutcomes:
             return {}
         values = np.stack([self.correct[k] for k in keys])
         mask = np.stack([self.scored[k] if where is None else self.scored[k] & where for k in keys])
-        means = JointBootstrap(len(self.image_ids), n_boot, seed).means(values, mask)
+        means = resample_top1(values, mask, n_boot, seed)
         return {k: means[:, i] for i, k in enumerate(keys)}
 
 
