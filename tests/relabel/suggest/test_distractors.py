@@ -64,7 +64,6 @@ def stored_run(ws, vocab, model: str) -> None:
 
 def test_every_source_builds_distinct_distractors_without_the_reference(ws, vocab, tmp_path: Path) -> None:
     stored_run(ws, vocab, "other-model")
-    (tmp_path / "m.npy").write_bytes(b"")
     np.save(tmp_path / "m.npy", np.eye(1000, k=1) * 3)
     specs = {"imagenet-confusions", "wordnet", "run:other-model@topk", f"file:{tmp_path / 'm.npy'}", "text"}
     assert {s.partition(":")[0] for s in specs} == set(DISTRACTOR_SOURCES)  # a new source needs a line here
@@ -118,7 +117,9 @@ def test_unknown_source_lists_the_known_ones() -> None:
         assert name in str(err.value)
     with pytest.raises(InputError, match="write it as run:NAME"):
         parse_distractors("run")
-    assert parse_distractors("hard") == parse_distractors(DEFAULT_HARD) == [("imagenet-confusions", ""), ("wordnet", "")]
+    assert (
+        parse_distractors("hard") == parse_distractors(DEFAULT_HARD) == [("imagenet-confusions", ""), ("wordnet", "")]
+    )
     assert parse_distractors("random") == []
     assert set(distractor_summaries()) == {"random", "hard", "run:NAME", "file:PATH", *DISTRACTOR_SOURCES} - {
         "run",
