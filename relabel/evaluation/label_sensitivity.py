@@ -1,7 +1,7 @@
 """Aggregation sensitivity of the expected top-1: how much the score moves with the way the labels were made.
 
 The interval of the expected top-1 (`evaluator.label_uncertainty`) holds the label noise *given* one consensus:
-the posteriors of the snapshot's rule. Another reasonable rule gives other posteriors, and the score moves by more
+the posteriors of the snapshot's rule. Another reasonable rule gives other posteriors, and the score can move by more
 than that interval. So beside it, for each run against each probabilistic snapshot, on the same images:
 
 | row                   | labels                                                                                |
@@ -11,7 +11,7 @@ than that interval. So beside it, for each run against each probabilistic snapsh
 |                       | as certain, the items it leaves undecided at their share of yes answers)              |
 | every label source    | top-1 against ImGT and each imported prior (ReaL, Shankar, ...): label sets as        |
 |                       | certain, Wilson interval; images the source does not label drop out                   |
-| unrated certain       | the snapshot's posteriors, its unrated images taken as certain (as before v3)         |
+| unrated certain       | the snapshot's posteriors, its unrated images taken as certain (the former reading)   |
 | unrated at base error | its unrated images drawn at the base source's error rate on the rated images, a lower |
 |                       | bound (`evaluator.label_uncertainty.base_error_rate`)                                 |
 
