@@ -201,8 +201,14 @@ def _run(inputs: SourceInputs, name: str) -> Neighbours:
 
 
 def same_model(a: str, b: str) -> bool:
-    """Whether two model specs name one model ("EfficientNet-Lite0" and "efficientnet-lite0" do)."""
-    return a.strip().casefold() == b.strip().casefold()
+    """Whether two model names name one model. A run stores its adapter's name ("stub-model", "efficientnet-lite0")
+    and the model under test is a spec ("openai:stub-model"), so a `KIND:` prefix and case are ignored."""
+
+    def names(spec: str) -> set[str]:
+        spec = spec.strip().casefold()
+        return {spec, spec.partition(":")[2] or spec}
+
+    return bool(names(a) & names(b))
 
 
 def _file(inputs: SourceInputs, path: str) -> Neighbours:

@@ -19,6 +19,7 @@ from relabel.suggest.distractor_sources import (
     distractor_summaries,
     distractors_line,
     parse_distractors,
+    same_model,
 )
 from relabel.suggest.distractors import (
     DistractorSource,
@@ -107,6 +108,8 @@ def test_a_run_of_the_model_under_test_is_refused(ws, vocab) -> None:
         build_job(settings, ws, None)
     with pytest.raises(InputError, match="no model run 'nope'"):
         build_distractors("run:nope", inputs)
+    assert same_model("stub-model", "openai:stub-model") and same_model("Qwen/Q-VL", "hf-vlm:qwen/q-vl")
+    assert not same_model("efficientnet-lite0", "clip:openai/clip-vit-base-patch32")
 
 
 def test_unknown_source_lists_the_known_ones() -> None:
