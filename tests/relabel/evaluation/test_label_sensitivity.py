@@ -7,15 +7,18 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+from pathlib import Path
 
+import numpy as np
 import pytest
 from sqlalchemy import select
 from sqlmodel import Session, col
 
 from db import create_db_engine, init_db
 from db.models import LabelSource
-from relabel.aggregation import METHODS
+from relabel.aggregation import METHODS, Aggregate, Method, Votes
 from relabel.cli import main
+from relabel.evaluation.service import evaluate
 from tests import evaluation_workspace as ws
 
 # Three raters on a, b and d; c and e get no vote and keep ImGT (c goldfish, e tabby): unrated. m5's call on c
@@ -35,8 +38,8 @@ VOTES = "worker,image,label,answer\n" + "".join(
 
 
 @pytest.fixture(scope="module")
-def evaluated(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, dict, list[str]]:
-    """Console text, report.md, evaluation.json of one evaluation against the snapshot, and the label sources."""
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    """The five-image workspace with the votes and the snapshot raters-ds; and its label sources."""
     tmp = tmp_path_factory.mktemp("sensitivity")
     folder = tmp / "ws"
     engine = create_db_engine(f"sqlite:///{folder / 'relabel.db'}")
@@ -49,6 +52,14 @@ def evaluated(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, dict,
     base = ["--workspace", str(folder)]
     main([*base, "votes", "import", str(tmp / "votes.csv"), "--format", "long", "--name", "raters", "--quiet"])
     main([*base, "snapshot", "create", "raters-ds", "--consensus", "ds", "--no-studio-votes", "--quiet"])
+    return folder, sources
+
+
+@pytest.fixture(scope="module")
+def evaluated(workspace: tuple[Path, list[str]]) -> tuple[str, str, dict, list[str]]:
+    """Console text, report.md, evaluation.json of one evaluation against the snapshot, and the label sources."""
+    folder, sources = workspace
+    tmp, base = folder.parent, ["--workspace", str(folder)]
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer):
         main([*base, "evaluate", "--run", "m5", "--reference", "raters-ds", "--boot", "500", "--out", str(tmp / "r")])
@@ -106,3 +117,22 @@ def test_the_console_prints_the_reports_numbers(evaluated) -> None:
         assert cells in report
         assert any(line.split()[:2] == ["m5", "raters-ds"] and f"{100 * row['top1']:.2f}" in line.split()
                    and name.split()[0] in line for line in out.splitlines())  # fmt: skip
+
+
+def _everything_present(votes: Votes, _options: object) -> Aggregate:
+    return Aggregate("everything-present", np.ones(votes.n_items), accepted=np.ones(votes.n_items, bool))
+
+
+def test_a_method_added_to_the_registry_gets_its_row(workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(
+        METHODS, "everything-present", Method("everything-present", "all yes", _everything_present, False)
+    )
+    folder, _ = workspace
+    engine = create_db_engine(f"sqlite:///{folder / 'relabel.db'}")
+    ev = evaluate(engine, runs=["m5"], references=["raters-ds"], n_boot=50, store=False)
+    engine.dispose()
+    rows = {r.labels: r for r in ev.label_sensitivity[0].rows}
+    assert list(rows)[: len(METHODS)] == list(METHODS)
+    # Every voted class present: m5's top-1 on a (goldfish), b (tench) and d (tiger cat) was voted on; e left out.
+    added = rows["everything-present"]
+    assert (added.top1, added.label_ci_low, added.label_ci_high, added.n_images) == (1.0, 1.0, 1.0, 3)
