@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import csv
 import datetime
 import io
 import json
@@ -112,6 +113,16 @@ def console_agrees(data: dict, console: str) -> bool:
     return row[4:6] == [pct(u["thresholded"]["accuracy"]), pct(u["expected_accuracy"])]
 
 
+def shankar_on_unrated() -> tuple[float, int]:
+    """The share of the images ReaL's raters never saw that Shankar et al. put in B or Z (ImGT's label replaced or
+    nothing fits), over those of them Shankar et al. labelled; and that count."""
+    info = np.load(VAL / "real_raters.npz", allow_pickle=True)["info"]
+    rated = {Path(str(name)).stem for name, _ in info}
+    with (VAL / "shankar_multilabel.csv").open(newline="") as f:
+        categories = [row["category"] for row in csv.DictReader(f) if Path(row["id"]).stem not in rated]
+    return sum(c in ("B", "Z") for c in categories) / len(categories), len(categories)
+
+
 def pct(x: float | None) -> str:
     return "—" if x is None else f"{100 * x:.2f}"
 
@@ -120,7 +131,7 @@ def span(a: float | None, b: float | None) -> str:
     return "—" if a is None or b is None else f"{pct(a)}–{pct(b)} ({100 * (b - a):.2f})"
 
 
-def real_lines(data: dict) -> list[str]:
+def real_lines(data: dict, shankar: tuple[float, int]) -> list[str]:
     """The figures of one evaluation.json: top-1 against the snapshot's labels, the expected top-1 and its
     intervals, and the sensitivity rows."""
     score = next(s for s in data["scores"] if s["reference"] == SNAPSHOT)
@@ -131,6 +142,9 @@ def real_lines(data: dict) -> list[str]:
         f"{u['n_draws']:,} draws, seed {u['seed']}. {item['n_unrated']:,} images nobody rated keep ImGT and are left "
         f"out of the label-uncertainty numbers (ImGT's label is absent on {pct(item['base_error_rate'])} % of the "
         "rated images, which ReaL chose as doubtful, so that rate does not carry over to them).",
+        "",
+        f"Shankar et al. put {100 * shankar[0]:.2f} % of the {shankar[1]:,} never-rated images they labelled in B or Z "
+        "(`shankar_multilabel.csv`).",
         "",
         "| number | images | value % | 95 % interval (width, points) |",
         "|---|---|---|---|",
@@ -178,7 +192,7 @@ def main() -> None:
         lines += [
             f"(b) ReaL's raters through `relabel evaluate` ({seconds:.1f} s for the command):",
             "",
-            *real_lines(data),
+            *real_lines(data, shankar_on_unrated()),
             "",
             f"The console printed the same thresholded and expected top-1: {MET[console_agrees(data, console)]}.",
         ]
