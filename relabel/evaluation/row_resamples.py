@@ -4,8 +4,9 @@ The draws are `evaluator.paired.JointBootstrap`'s resamples of a reference's n i
 only, never on which rows are resampled. Row k's value in draw b is Σ_i c_bi · correct_ki / Σ_i c_bi · scored_ki,
 with c_bi how often draw b took image i. Both sums are integers below 2^24 (they add up at most n draws), so they
 are exact in float32 whatever the order of addition: a row's values are bit for bit the same whichever other rows
-are stacked beside it. A row usually scores nearly every image, so its denominator is taken as n minus the draws
-of the few images it did not score, which saves a second matrix product over all images.
+are stacked beside it. Rows usually score nearly the same images, so a row's denominator is taken as the draws of
+the images any row scored minus those of the few it did not (rows with the same images share it), which saves a
+second matrix product over all images.
 """
 
 from __future__ import annotations
@@ -30,13 +31,29 @@ def resample_top1(correct: np.ndarray, scored: np.ndarray, n_boot: int, seed: in
     if n >= 2**24:
         raise EvaluationError(f"{n} images: float32 sums of draws are exact only below 2^24 images")
     values = np.ascontiguousarray(correct & scored, dtype=np.float32)
-    holes = [np.flatnonzero(~row) for row in scored]
+    masks, which = _distinct(scored)
+    base = np.logical_or.reduce(masks, axis=0)
+    seen_base = np.ascontiguousarray(base, dtype=np.float32)
+    # each distinct mask's images drawn: the draws of the images any row scored minus those it did not, or the
+    # draws of its own images, whichever sums fewer columns
+    plans = [(True, np.flatnonzero(base & ~m)) if (base & ~m).sum() <= m.sum() else (False, np.flatnonzero(m))
+             for m in masks]  # fmt: skip
     out = []
     for counts in JointBootstrap(n, n_boot, seed).counts():
         totals = values @ counts.T  # (k, chunk)
-        seen = np.empty_like(totals)
-        for row, missing in enumerate(holes):
-            seen[row] = n - counts[:, missing].sum(axis=1) if len(missing) else n
+        drawn = counts @ seen_base  # (chunk,)
+        seen = np.stack([drawn - counts[:, idx].sum(axis=1) if minus else counts[:, idx].sum(axis=1)
+                         for minus, idx in plans])  # fmt: skip
         with np.errstate(invalid="ignore", divide="ignore"):
-            out.append((totals.astype(np.float64) / seen.astype(np.float64)).T)
-    return np.concatenate(out) if out else np.zeros((0, k))
+            out.append((totals.astype(np.float64) / seen[which].astype(np.float64)).T)
+    return np.concatenate(out)
+
+
+def _distinct(scored: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of `scored` (m, n), and for each row the index of its distinct row (k,)."""
+    first: dict[bytes, int] = {}  # a mask's bits -> the first row that has it
+    for row, mask in enumerate(scored):
+        first.setdefault(np.packbits(mask).tobytes(), row)
+    position = {row: i for i, row in enumerate(first.values())}
+    which = np.array([position[first[np.packbits(mask).tobytes()]] for mask in scored])
+    return scored[list(first.values())], which
