@@ -74,13 +74,13 @@ _COLLECTIVE = re.compile(
 )
 _MARKUP = re.compile(r"[*_`#]+")
 _LABEL = re.compile(
-    r"^\s*(?:[-•>]\s*)?(?:final answer|answer|object|main object|label|class|category)\s*[:\-]\s*", re.IGNORECASE
+    r"^\s*(?:[-•>]\s*)?(?:final answer|answer|object|main object|label|class|category)\s*[:\-—–]\s*", re.IGNORECASE
 )
 _SENTENCE_END = re.compile(r"(?<=[a-z0-9)\]][a-z0-9)\]][a-z0-9)\]])[.!?]+\s+(?=[A-Z0-9\"'(])|[!?]+\s+|\n+")
 _SCENE = re.compile(
-    r"\s*(?:,|;|\(| - |\b(?:on|in|at|inside|under|beside|near|next to|against|by|behind|over|among|across|along|"
-    r"through|into|onto|atop)\s+(?:a|an|the|its|his|her|their|some|this|that|top of)\b|\b(?:sitting|standing|"
-    r"lying|laying|perched|resting|parked|placed|displayed|shown|seen|floating|hanging|running|swimming|flying|"
+    r"\s*(?:,|;|\(| - | -- |\s*[—–]\s*|\b(?:on|in|at|inside|under|beside|near|next to|against|by|behind|over|among|"
+    r"across|along|through|into|onto|atop)\s+(?:a|an|the|its|his|her|their|some|this|that|top of)\b|\b(?:sitting|"
+    r"standing|lying|laying|perched|resting|parked|placed|displayed|shown|seen|floating|hanging|running|swimming|flying|"
     r"walking|sleeping|grazing|wading|hovering|gliding|soaring|basking|hiding|looking|posing|waiting)\b|"
     r"\b(?P<ing>[a-z]{3,}ing)\s+"
     r"(?:(?:on|in|at|into|onto|over|across|along|around|through|up|down|out of|off|from|under)\s+)?"
@@ -90,7 +90,52 @@ _FIRST_WORD = re.compile(r"[\w'-]+")
 _POSTMODIFIER = re.compile(
     r"\s+(?:with|without|that|which|who|whose|for|of|from|like|having|in|on|at|under|near|to|by)\s.*$"
 )
-_EDGE = " \t\n.,;:!?\"'“”‘’()[]{}"
+# a person doing something with the object: the object is what the answer is about ("a man wearing a cowboy hat")
+_PERSON = re.compile(
+    r"^(?:(?:young|old|older|elderly|little|small|smiling|tall)\s+)*(?:man|men|woman|women|person|people|boy|boys|"
+    r"girl|girls|child|children|kid|kids|lady|guy|gentleman|someone|somebody|model|toddler|teenager|baby)\s+"
+    r"(?:who is\s+|is\s+)?(?:wearing|dressed in|holding|carrying|riding|playing|using|pushing|with|"
+    r"(?:(?:sitting|lying|standing)\s+)?(?:in|on|inside)(?=\s+(?:an?|the|some|his|her|their|a pair of)\s))\s+"
+)
+# colours and sizes: words before a comma that make it a list of adjectives ("an orange, striped cat"), not an
+# aside ("a tench, a fish")
+PLAIN_ADJECTIVES = frozenset(
+    re.findall(
+        r"\S+",
+        """red orange yellow green blue purple violet pink brown black white grey gray golden silver tan beige cream
+    ivory olive maroon navy teal turquoise crimson scarlet lavender bronze copper rusty dark light bright pale deep
+    big small large tiny huge little old young tall long short round fat thin flat new giant""",
+    )
+)
+ADJECTIVE_END = re.compile(r"[a-z]{2,}(?:y|ish|ed|en|ful|ous|ic|al|less|ive)$")
+_ASIDE_START = re.compile(
+    r"\s*(?:an?|the|this|that|its|his|her|their|some|which|who|where|probably|likely|possibly|perhaps|maybe|or|and|"
+    r"i|it|[a-z]+ing)\b"
+)
+# amounts whose "of" phrase names the object ("a head of broccoli"); a container's does not ("a pail of water")
+_MEASURES = frozenset(
+    re.findall(
+        r"\S+",
+        """head heads piece pieces slice slices bunch pile stack heap handful scoop serving portion sprig wedge chunk
+    loaf bale kind type sort variety species breed close-up closeup photo picture image""",
+    )
+)
+_POSTMODIFIER_WORDS = (
+    r"with|without|that|which|who|whose|having|plus|&|of|for|from|like|in|on|at|under|near|to|by|used|made|"
+    r"between|among|against|inside|beside|behind|over|across|along|around|through|into|onto|atop|full"
+)
+_PARTICIPLE = (
+    r"[a-z]{3,}(?:ed|ing)\s+(?:with|in|on|at|by|from|into|onto|over|under|across|around|against|to|up|down|out|off)"
+)
+_CONJUNCT = re.compile(rf"\s+(?:{_POSTMODIFIER_WORDS}|and|or|{_PARTICIPLE})\s.*$")
+_CONJUNCT_BUT_AND = re.compile(rf"\s+(?:{_POSTMODIFIER_WORDS}|{_PARTICIPLE})\s.*$")
+_PLACE = re.compile(
+    r"\s*(?:(?:sitting|standing|lying|laying|perched|resting|parked|placed|displayed|floating|hanging|sleeping|"
+    r"curled up|curled|waiting|posing)\s+)?(?:on|in|at|inside|under|beside|near|next to|by|behind|among|atop|on top of"
+    r"|in front of)\s+[^,;(—–]*"
+)
+_APPOSITIVE = re.compile(r"[,—–]\s*(?:an?|the|probably an?|likely an?|possibly an?)\s+([^,—–]+)$")
+_EDGE = " \t\n.,;:!?\"'“”‘’()[]{}—–-"
 
 
 def object_phrase(text: str) -> str:
@@ -105,6 +150,7 @@ def object_phrase(text: str) -> str:
         for pattern in _TRAILING:
             t = pattern.sub("", t, count=1).strip(_EDGE)
         t = _COLLECTIVE.sub("", _ARTICLE.sub("", t)).strip(_EDGE)
+        t = _PERSON.sub("", t, count=1).strip(_EDGE) or t
         if t == before:
             break
     return t or cleaned
@@ -113,21 +159,90 @@ def object_phrase(text: str) -> str:
 def core_phrase(phrase: str, is_name: Callable[[str], bool] | None = None) -> str:
     """`phrase` without the scene after its first word: 'puma sitting on a rock' -> 'puma'; unchanged when it
     names no scene. An "-ing" word that ends a name (`is_name` of the last one to four words up to it) is part of
-    the object, not a scene: 'cliff dwelling in the canyon' -> 'cliff dwelling'."""
+    the object, not a scene: 'cliff dwelling in the canyon' -> 'cliff dwelling'; so is a comma after adjectives
+    alone: 'orange, striped tabby cat on a sofa' -> 'orange, striped tabby cat'. A dash sets an aside off as a comma
+    does: 'gondola — a long narrow boat — on a canal' -> 'gondola'."""
     first = _FIRST_WORD.match(phrase)
     pos = first.end() if first else 0
-    while (m := _SCENE.search(phrase, pos)) and m.group("ing") and is_name is not None:
-        said = phrase[: m.end("ing")].split()
-        if not any(is_name(" ".join(said[-k:])) for k in range(1, min(len(said), 4) + 1)):
+    while m := _SCENE.search(phrase, pos):
+        if m.group("ing") and is_name is not None and _ends_name(phrase[: m.end("ing")], is_name):
+            pos = m.end("ing")
+        elif m.group().strip() == "," and _adjectives_only(phrase[: m.start()], phrase[m.end() :], is_name):
+            pos = m.end()
+        else:
             break
-        pos = m.end("ing")
     return phrase[: m.start()].strip(_EDGE) if m and m.start() > 0 else phrase
+
+
+def _ends_name(said: str, is_name: Callable[[str], bool]) -> bool:
+    """Whether the last one to four words of `said` are a name ("cliff dwelling")."""
+    said_words = said.split()
+    return any(is_name(" ".join(said_words[-k:])) for k in range(1, min(len(said_words), 4) + 1))
+
+
+def _adjectives_only(before: str, after: str, is_name: Callable[[str], bool] | None) -> bool:
+    """Whether a comma between `before` and `after` separates adjectives ("orange, striped tabby cat", "golden,
+    crispy pretzel"): every word before it is a colour or size, or ends like an adjective and names no class, and no
+    aside ("a ...", "which ...", "sitting ...") follows it."""
+    said = [w for w in re.split(r"[\s,]+", before) if w and w not in ("and", "or")]
+    if not said or len(said) > 4 or _ASIDE_START.match(after) or not after.strip():
+        return False
+    return all(
+        w in PLAIN_ADJECTIVES or (ADJECTIVE_END.fullmatch(w) is not None and not (is_name and is_name(w))) for w in said
+    )
 
 
 def head_phrase(phrase: str) -> str:
     """`phrase` before its first postmodifier, so that its last word is the phrase's head: 'bull with horns' ->
     'bull', 'truck that collects rubbish' -> 'truck', 'chest of drawers' -> 'chest'; unchanged when it has none."""
     return _POSTMODIFIER.sub("", phrase)
+
+
+def head_of_name(core: str) -> str:
+    """The words of a core phrase before any "with", "that", "and", "of", "for" or "... -ed in": where a class is
+    named plainly ('desk with a laptop and a lamp' -> 'desk')."""
+    return _CONJUNCT.sub("", core) or core
+
+
+def scene_part(phrase: str, core: str) -> str:
+    """The place the object is in, as the words after `core` say it ('tabby on a patchwork quilt' -> 'on a
+    patchwork quilt'), up to a comma; empty where they say something else ('dog wearing a muzzle')."""
+    rest = phrase[len(core) :] if phrase.startswith(core) else ""
+    m = _PLACE.match(rest)
+    return rest[: m.end()].strip(_EDGE) if m else ""
+
+
+def appositive(phrase: str) -> str:
+    """The name an answer gives after describing the object ('small finch on a branch, a goldfinch' ->
+    'goldfinch'), or empty."""
+    m = _APPOSITIVE.search(phrase)
+    return m.group(1).strip(_EDGE) if m else ""
+
+
+def name_candidates(core: str, is_modifier: Callable[[str], bool] = lambda w: True) -> list[str]:
+    """Word spans of a core phrase that may name its class plainly, in the order to try them, each from its
+    longest suffix down: the words before any "with", "that", "and", "of", "for" or "... -ed in" ('wooden chest with
+    a brass padlock' -> 'wooden chest', 'chest'; 'sleepy tabby' -> ..., 'tabby'; 'ear of corn' -> 'ear'), or after a
+    measure's "of" ('head of broccoli' -> 'broccoli'); then, after an "and" with no article, the words up to the
+    next cut ('black and tan rottie' -> ..., 'rottie'). A shorter suffix is offered only while the words left out
+    are modifiers (`is_modifier`: not 'porcini' in 'porcini mushroom'), and never as a colour word alone."""
+    head = _CONJUNCT.sub("", core)
+    after = core[len(head) :]
+    spans = [head]
+    if after.startswith(" of ") and head.split()[-1] in _MEASURES:
+        spans = [_CONJUNCT.sub("", after[4:].strip())]
+    elif re.match(r" (?:and|or) (?!(?:an?|the|some|his|her|its|their|two)\s)", after):  # 'black and tan ...'
+        spans.append(_CONJUNCT_BUT_AND.sub("", core))
+    out: list[str] = []
+    for span in spans:
+        said = span.split()
+        for k in range(len(said)):
+            if k and not is_modifier(said[k - 1].strip(",")):
+                break
+            suffix = " ".join(said[k:])
+            if suffix not in out and not (k and suffix in PLAIN_ADJECTIVES):
+                out.append(suffix)
+    return out
 
 
 def _clean(text: str) -> str:
