@@ -39,7 +39,7 @@ from relabel.evaluation.cells import NA, Table, pct, span
 from relabel.evaluation.references import SOURCE, Reference, load_reference
 from relabel.evaluation.runs import Aligned, RunPredictions, align
 from relabel.evaluation.scoring import score_uncertain
-from relabel.votes import collect_votes
+from relabel.votes import VoteTable, collect_votes
 
 AGGREGATION, SOURCE_KIND, UNRATED = "aggregation", "label source", "unrated images"
 
@@ -103,39 +103,50 @@ def label_sensitivity(
 def method_posteriors(session: Session, dataset: Dataset, ref: Reference) -> tuple[dict[str, Posteriors], str]:
     """Method name -> posteriors over the images of `ref`: its votes (the vote sources, studio and model its
     consensus read, as they stand now) aggregated by that method on the voted images, its own certain labels
-    elsewhere; and a note when those votes are gone or are not the ones the snapshot aggregated."""
+    elsewhere; the snapshot's own rule: its stored posteriors. And a note when those votes are gone or are not the
+    ones the snapshot aggregated, or when its posteriors were calibrated."""
     if ref.posteriors is None:
         raise InputError(f"reference {ref.name!r} has no posteriors: it is not a probabilistic snapshot")
     settings = ref.info.consensus or {}
+    post, rule = ref.posteriors, settings.get("rule")
     try:
         table = collect_votes(
             session.connection(), stored_id(dataset), sources=settings.get("vote_sources"),
             studio=bool(settings.get("studio", True)), with_model=settings.get("with_model"),
         )  # fmt: skip
     except NotFoundError as exc:
-        return {}, f"no aggregation rows: the votes of {ref.name} are gone ({exc})"
-    then = (settings.get("n_pairs"), settings.get("n_votes"))
-    now = (len(table.pairs), len(table.votes.item))
-    note = "" if then == now else (
-        f"the votes changed since {ref.name} was made ({then[0]} pairs and {then[1]} votes then, {now[0]} and "
-        f"{now[1]} now): the aggregation rows read them as they stand"
-    )  # fmt: skip
+        return {str(rule): post}, f"no other aggregation rows: the votes of {ref.name} are gone ({exc})"
     at = np.searchsorted(ref.image_ids, table.pairs[:, 0])
     inside = at < len(ref.image_ids)
     inside[inside] = ref.image_ids[at[inside]] == table.pairs[inside, 0]
     voted = np.zeros(len(ref.image_ids), bool)
     voted[at[inside]] = True
-    post = ref.posteriors
     keep = ~voted[post.rows]
     out = {}
     for name, method in METHODS.items():
+        if name == rule:  # the snapshot's own posteriors, as stored (calibrated, when it was)
+            out[name] = post
+            continue
         fit = aggregate(table.votes, name)
         probs = fit.posterior if method.probabilistic else _counted(fit)
         out[name] = Posteriors(
             np.r_[post.rows[keep], at[inside]], np.r_[post.classes[keep], table.pairs[inside, 1]],
             np.r_[post.probs[keep], probs[inside]], post.n_images, post.n_classes,
         )  # fmt: skip
-    return out, note
+    return out, _votes_note(ref.name, settings, table)
+
+
+def _votes_note(name: str, settings: dict, table: VoteTable) -> str:
+    """Why the other aggregation rows may not read what the snapshot read; "" when they do."""
+    then = (settings.get("n_pairs"), settings.get("n_votes"))
+    now = (len(table.pairs), len(table.votes.item))
+    notes = [] if then == now or then[0] is None else [
+        f"the votes changed since {name} was made ({then[0]} pairs and {then[1]} votes then, {now[0]} and "
+        f"{now[1]} now): the other aggregation rows read them as they stand"
+    ]  # fmt: skip
+    if settings.get("calibration"):
+        notes.append(f"{name}'s posteriors are calibrated, the other methods' as fitted")
+    return "; ".join(notes)
 
 
 def _counted(fit: Aggregate) -> np.ndarray:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -136,3 +137,20 @@ def test_a_method_added_to_the_registry_gets_its_row(workspace, monkeypatch: pyt
     # Every voted class present: m5's top-1 on a (goldfish), b (tench) and d (tiger cat) was voted on; e left out.
     added = rows["everything-present"]
     assert (added.top1, added.label_ci_low, added.label_ci_high, added.n_images) == (1.0, 1.0, 1.0, 3)
+
+
+def test_changed_votes_are_said_and_the_snapshot_row_keeps_its_posteriors(workspace, tmp_path: Path) -> None:
+    folder = tmp_path / "ws"
+    shutil.copytree(workspace[0], folder)
+    (tmp_path / "votes.csv").write_text(VOTES + "r4,n02123045_e.jpg,tabby,yes\n")
+    base = ["--workspace", str(folder)]
+    main([*base, "votes", "import", str(tmp_path / "votes.csv"), "--format", "long", "--name", "raters", "--replace",
+          "--quiet"])  # fmt: skip
+    engine = create_db_engine(f"sqlite:///{folder / 'relabel.db'}")
+    ev = evaluate(engine, runs=["m5"], references=["raters-ds"], n_boot=50, store=False)
+    engine.dispose()
+    (item,) = ev.label_sensitivity
+    assert "the votes changed since raters-ds was made (6 pairs and 18 votes then, 7 and 19 now)" in item.note
+    own = next(r for r in item.rows if r.labels == "ds")
+    assert ev.scores[0].uncertain is not None and own.top1 == ev.scores[0].uncertain.expected_accuracy
+    assert item.n_unrated == 1  # e is still unrated in the snapshot, whatever the votes say now
