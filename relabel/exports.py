@@ -5,7 +5,8 @@ row gains "posteriors" {class index: P(class present)} and the CSV a `posteriors
 4 decimals), for every (image, class) pair the votes asked about; pairs not listed count as absent, or as present
 when they are the image's labels taken from a decision or the base source. A counting rule (majority,
 set-majority) stores the share of yes answers (of ballots holding the class) instead of a probability. ReaL's
-format stays label sets."""
+format stays label sets: an uncertain image (category U, origin "uncertain") is written with its best estimate, the
+classes the votes make more likely present than absent (`relabel.posteriors`), as the snapshot stores it."""
 
 from __future__ import annotations
 
