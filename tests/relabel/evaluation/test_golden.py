@@ -80,6 +80,7 @@ def test_paired_gain_subsets_and_shankars_metric_on_the_real_files(tmp_path: Pat
     val = shared("imagenet-val")
     (tmp_path / "no-pixels").mkdir()
     base = ["--workspace", str(tmp_path / "ws")]
+    references = ["--reference", "imgt", "--reference", "real", "--reference", "shankar", "--reference", "mturk"]
     steps = [
         ["ingest", str(tmp_path / "no-pixels"), "--labels", str(write_loc_solution(tmp_path)), "--dataset", "val",
          "--quiet"],
@@ -88,10 +89,10 @@ def test_paired_gain_subsets_and_shankars_metric_on_the_real_files(tmp_path: Pat
         ["labels", "import", str(val / "mturk_label_errors.json"), "--format", "mturk"],
         ["predictions", "import", str(val / "cleanlab_cv_predicted_labels_by_index.npy"), "--run", "cleanlab-cv",
          "--order", str(val / "index_to_filepath.json")],
+        ["evaluate", *references, "--out", str(tmp_path / "alone")],
         ["predictions", "import", str(write_mturk_subset(tmp_path)), "--run", "cleanlab-cv-mturk-only",
          "--model", "cleanlab-cv"],
-        ["evaluate", "--reference", "imgt", "--reference", "real", "--reference", "shankar", "--reference", "mturk",
-         "--metric", "shankar", "--out", str(tmp_path / "report")],
+        ["evaluate", *references, "--metric", "shankar", "--out", str(tmp_path / "report")],
     ]  # fmt: skip
     for args in steps:
         main([*base, *args])
@@ -124,6 +125,14 @@ def test_paired_gain_subsets_and_shankars_metric_on_the_real_files(tmp_path: Pat
     assert (full["reference"], full["n_images"], round(100 * full["capability"], 3)) == ("real", 46_837, 77.614)
     assert (full["noise"]["n_images"], round(100 * full["noise"]["difference"], 2)) == (46_837, 2.50)
     assert part["n_images"] == 4_677 and part["capability"] < full["capability"]
+    alone = json.loads((tmp_path / "alone" / "evaluation.json").read_text())
+    ranking = {"rank_by_capability", "rank_by_overall", "rank_by_capability_ci", "rank_by_overall_ci", "shift_ci",
+               "capability_common"}  # fmt: skip
+    [first] = alone["reliability"]["rows"]
+    assert {k: v for k, v in first.items() if k not in ranking} == {k: v for k, v in full.items() if k not in ranking}
+    assert [s for s in alone["scores"] if s["run"] == "cleanlab-cv"] == [
+        s for s in data["scores"] if s["run"] == "cleanlab-cv"
+    ]  # the first run's scores and paired intervals too, bit for bit
 
     shankar = next(p for p in data["published"] if p["run"] == "cleanlab-cv")
     assert (round(100 * shankar["accuracy"], 2), shankar["n_scored"], shankar["n_skipped"]) == (79.55, 18_692, 1_308)
