@@ -21,6 +21,8 @@ from relabel.decision_log import current_decisions
 from relabel.errors import InputError, unknown_name
 from relabel.posteriors import VotedImage, original_items, voted_images
 from relabel.progress import Progress, progress_bar
+from relabel.risk_coverage import CURVE, reference_truth, risk_coverage
+from relabel.risk_coverage import describe as describe_coverage
 from relabel.votes import VoteTable, collect_votes
 
 ADJUDICATIONS = "adjudications"  # --calibrate against the leads' standing adjudications, not a label source
@@ -47,12 +49,14 @@ def fit_votes(
     original: Mapping[int, Collection[int]] | None = None,
     keep_original: float | None = None,
     calibrate: str | None = None,
+    reference: str | None = None,
     show_progress: bool = False,
 ) -> VoteFit:
     """Aggregate the dataset's votes with `rule` (a name of `relabel.aggregation.METHODS`), calibrate the
     posteriors against `calibrate` (a label source, or "adjudications"; None: as fitted; see `calibrate_posteriors`)
     and settle each voted image (`relabel.posteriors.voted_images`; `original`: image id -> its ImGT classes).
-    InputError when there is no vote to aggregate."""
+    With `reference` (a label source, or "adjudications"), the settings record the risk and coverage against it
+    (`relabel.risk_coverage`). InputError when there is no vote to aggregate."""
     table = collect_votes(conn, dataset_id, sources=sources, studio=studio, with_model=with_model)
     if not len(table.pairs):
         raise InputError(
@@ -62,8 +66,8 @@ def fit_votes(
     result = _fit(table, rule, show_progress)
     calibration = None
     if calibrate is not None:
-        reference = reference_sets(conn, dataset_id, calibrate)
-        result, calibration = calibrate_posteriors(table, result, reference, original or {}, calibrate)
+        trusted = reference_sets(conn, dataset_id, calibrate)
+        result, calibration = calibrate_posteriors(table, result, trusted, original or {}, calibrate)
     imported = list(table.sources[: len(table.sources) - studio - (with_model is not None)])
     settings = {
         "threshold": threshold,
@@ -78,6 +82,13 @@ def fit_votes(
         "n_workers": table.votes.n_workers,
         "calibration": calibration,
     }
+    if reference is not None:
+        mask = original_items(table.pairs, original or {}) if keep_original is not None else None
+        truth = reference_truth(table.pairs, reference_sets(conn, dataset_id, reference))
+        points = risk_coverage(
+            table.pairs, result, truth, (*CURVE, threshold), original=mask, keep_original=keep_original
+        )
+        settings["risk_coverage"] = describe_coverage(points, reference, reference == calibrate)
     images = voted_images(table, result, threshold, original=original, keep_original=keep_original)
     return VoteFit(images, settings)
 

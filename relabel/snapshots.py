@@ -127,6 +127,7 @@ def create_snapshot(
     with_model: str | None = None,
     studio_votes: bool = True,
     calibrate: str | None = None,
+    reference: str | None = None,
     show_progress: bool = False,
 ) -> SnapshotSummary:
     """Freeze the consensus of every image of the dataset as snapshot `name`.
@@ -142,12 +143,14 @@ def create_snapshot(
     at posterior >= 0.5, an original class at >= `keep_original`; the `undecided` policy "exclude" gives it none),
     Z when every pair is confidently absent; images without votes follow the unanimous rule. With `calibrate` (a
     label source, or "adjudications") the posteriors are first calibrated against it
-    (`relabel.snapshot_votes.calibrate_posteriors`). The posteriors of the voted images are stored per (image,
-    class) in `snapshot_posteriors`; an adjudicated image stores none (an adjudication is certain).
+    (`relabel.snapshot_votes.calibrate_posteriors`); with `reference`, how many voted images the votes settle and
+    how often those agree with it, at `threshold` and along a curve (`relabel.risk_coverage`), are recorded. The
+    posteriors of the voted images are stored per (image, class) in `snapshot_posteriors`; an adjudicated image
+    stores none (an adjudication is certain).
     """
     sources = None if vote_sources is None else tuple(vote_sources)
     request = ConsensusRequest(
-        consensus, threshold, keep_original, min_votes, sources, with_model, studio_votes, calibrate
+        consensus, threshold, keep_original, min_votes, sources, with_model, studio_votes, calibrate, reference
     )
     _check_request(name, undecided, request)
     with session_scope(engine) as s:
@@ -192,6 +195,7 @@ class ConsensusRequest:
     with_model: str | None
     studio_votes: bool
     calibrate: str | None = None
+    reference: str | None = None
 
 
 def _check_request(name: str, undecided: str, request: ConsensusRequest) -> None:
@@ -207,6 +211,8 @@ def _check_request(name: str, undecided: str, request: ConsensusRequest) -> None
         )
     if request.calibrate is not None and (not voting or not METHODS[request.rule].probabilistic):
         raise InputError(f"--calibrate needs a probabilistic consensus (ds, one-coin), not {request.rule!r}")
+    if request.reference is not None and not voting:
+        raise InputError("--reference needs a consensus that reads votes (ds, majority, ...), not unanimous")
 
 
 def _freeze(
@@ -237,6 +243,7 @@ def _freeze(
             original=original,
             keep_original=request.keep_original,
             calibrate=request.calibrate,
+            reference=request.reference,
             show_progress=show_progress,
         )
     voted = fit.images if fit else {}

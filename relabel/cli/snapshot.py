@@ -65,6 +65,12 @@ def snapshot() -> None:
     "'adjudications' (the leads' decisions) before thresholds apply; ds and one-coin only.",
 )
 @click.option(
+    "--reference",
+    metavar="SOURCE",
+    help="A label source (or 'adjudications') to check against: how many voted images the votes settle and how "
+    "often those agree with it, at the threshold and along the curve.",
+)
+@click.option(
     "--votes", "vote_sources", multiple=True, help="Imported vote source to aggregate (repeat; default: all)."
 )
 @click.option("--with-model", help="A stored run that votes as one more worker (off by default).")
@@ -84,6 +90,7 @@ def snapshot_create(
     threshold: float | None,
     keep_original: float | None,
     calibrate: str | None,
+    reference: str | None,
     vote_sources: tuple[str, ...],
     with_model: str | None,
     studio_votes: bool,
@@ -123,6 +130,7 @@ def snapshot_create(
         threshold=default_threshold if threshold is None else threshold,
         keep_original=default_keep if keep_original is None else keep_original or None,
         calibrate=calibrate,
+        reference=reference,
         vote_sources=vote_sources or None,
         with_model=with_model,
         studio_votes=studio_votes,
@@ -134,6 +142,11 @@ def snapshot_create(
     click.echo(f"  labels from: {counts(s.origins)}")
     if s.consensus.get("rule", "unanimous") != "unanimous":
         click.echo(f"  uncertain images (U, review first): {s.uncertain}; posteriors stored: {s.n_posteriors}")
+    if s.consensus.get("risk_coverage"):
+        from relabel.risk_coverage import coverage_lines
+
+        for line in coverage_lines(s.consensus["risk_coverage"], s.consensus["threshold"]):
+            click.echo(f"  {line}")
 
 
 def consensus_line(c: dict[str, Any] | None) -> str:
