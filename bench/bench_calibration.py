@@ -27,7 +27,7 @@ import json
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -162,16 +162,25 @@ class Held:
     posterior: list[np.ndarray]
     truth: list[np.ndarray]
     seconds: list[float]
+    curve: dict[float, np.ndarray] = field(default_factory=dict)  # threshold -> voted, settled, checked, agreeing
 
 
-def through_snapshot(engine, folder: Path, name: str, choice: Choice, calibrate: str | None) -> tuple:  # noqa: ANN001
-    """Create, export (real and jsonl) and read back one snapshot: (labels by image id, posteriors, origins, s)."""
+def through_snapshot(  # noqa: ANN201
+    engine,  # noqa: ANN001
+    folder: Path,
+    name: str,
+    choice: Choice,
+    calibrate: str | None,
+    reference: str | None = None,
+):
+    """Create, export (real and jsonl) and read back one snapshot: (real-format labels, JSONL records by path,
+    seconds to create, the risk-coverage points recorded against `reference`)."""
     from relabel.snapshots import create_snapshot
 
     started = time.perf_counter()
-    create_snapshot(
+    summary = create_snapshot(
         engine, name, consensus="ds", vote_sources=["real-raters"], studio_votes=False, calibrate=calibrate,
-        threshold=choice.threshold, keep_original=choice.keep_original,
+        threshold=choice.threshold, keep_original=choice.keep_original, reference=reference,
     )  # fmt: skip
     seconds = time.perf_counter() - started
     export_snapshot(engine, name, fmt="real", out=folder / f"{name}.json")
@@ -179,14 +188,18 @@ def through_snapshot(engine, folder: Path, name: str, choice: Choice, calibrate:
     labels = json.loads((folder / f"{name}.json").read_text())  # file-name order: val number order
     records = [json.loads(line) for line in (folder / f"{name}.jsonl").read_text().splitlines()]
     by_path = {r["image"]: r for r in records}
-    return labels, by_path, seconds
+    points = summary.consensus.get("risk_coverage", {}).get("points", [])
+    return labels, by_path, seconds, points
 
 
 def score_half(
     held: Held, p: Pairs, mask: np.ndarray, result: tuple, val_of: dict[int, int], paths: dict[int, str]
 ) -> None:
     """Add the held-out pairs `mask` of one snapshot's export to `held`."""
-    labels, by_path, seconds = result
+    labels, by_path, seconds, points = result
+    for point in points:
+        counts = [point[k] for k in ("voted", "settled", "checked", "agreeing")]
+        held.curve[point["threshold"]] = held.curve.get(point["threshold"], 0) + np.array(counts)
     h = subset(p, mask)
     keys = h.image * 1000 + h.cls
     exported = np.isin(keys, [i * 1000 + c for i in np.unique(h.image).tolist() for c in labels[val_of[i] - 1]])
@@ -198,6 +211,16 @@ def score_half(
     _, _, sets, n_sets = scores(exported[origin], h.truth[origin], h.image[origin])
     held.settled += (n_sets, sets)
     held.seconds.append(seconds)
+
+
+def curve_lines(curve: dict[float, np.ndarray]) -> list[str]:
+    lines = ["| threshold | settled (both snapshots) | held-out settled images agreeing with ReaL |", "|---|---|---|"]
+    for t in sorted(curve):
+        voted, settled, checked, agreeing = curve[t].tolist()
+        lines.append(
+            f"| {t:g} | {100 * settled / voted:.1f} % | {100 * agreeing / max(checked, 1):.2f} % of {checked:,} |"
+        )
+    return lines
 
 
 def diagram_lines(raw: tuple[np.ndarray, np.ndarray], cal: tuple[np.ndarray, np.ndarray]) -> list[str]:
@@ -258,7 +281,7 @@ def measure(folder: Path, real: list[list[int]]) -> list[str]:
         choice = choose(subset(p, train))
         choices.append(choice)
         calibrate = f"real-half-{1 - f}" if CALIBRATIONS[choice.calibration] else None
-        result = through_snapshot(engine, folder, f"held-out-{f}", choice, calibrate)
+        result = through_snapshot(engine, folder, f"held-out-{f}", choice, calibrate, reference=f"real-half-{f}")
         score_half(held, p, fold == f, result, val_of, paths)
     plain = Held(np.zeros(4, np.int64), np.zeros(2, np.int64), [], [], [])
     result = through_snapshot(engine, folder, "uncalibrated", Choice("none", 0.5, 0.9), None)
@@ -310,6 +333,11 @@ def report_lines(p: Pairs, choices: list[Choice], held: Held, plain: Held) -> li
         "Reliability diagram, held-out pairs (raw: the ds posteriors; calibrated: as the snapshots store them):",
         "",
         *diagram_lines((p.posterior, p.truth), (q, t)),
+        "",
+        "Risk and coverage (`snapshot create --reference real-half-F`, recorded by each calibrated snapshot: voted "
+        "images settled, of both halves, and the held-out half's settled images agreeing with ReaL, pooled):",
+        "",
+        *curve_lines(held.curve),
         "",
         f"Without a calibration (defaults: threshold 0.9, original kept at 0.5), the export agrees on "
         f"{100 * u_pairs / u_n:.2f} % of the {u_n:,} rated pairs and {100 * u_sets / u_n_sets:.2f} % of the "
