@@ -94,3 +94,18 @@ class TestCalibratedSnapshot:
 
     def test_calibrated_defaults_differ_from_the_uncalibrated_ones(self) -> None:
         assert consensus_defaults("real") == CALIBRATED_DEFAULTS != consensus_defaults(None) == (0.9, 0.5)
+
+
+class TestOneDefinitionOfUncertain:
+    def test_the_vote_report_and_the_snapshot_count_the_same_uncertain_images(self, ws) -> None:  # noqa: F811
+        from relabel.vote_report import VoteChoice, aggregate_dataset
+
+        engine, _ = ws
+        for threshold, keep in ((0.9, 0.5), (0.9, None), (0.75, 0.5), (0.99, None)):
+            name = f"ds-{threshold}-{keep}"
+            s = create_snapshot(
+                engine, name, consensus="ds", studio_votes=False, threshold=threshold, keep_original=keep
+            )
+            report = aggregate_dataset(engine, threshold=threshold, keep_original=keep, choice=VoteChoice(studio=False))
+            assert report.uncertain_images == s.uncertain, name
+        assert report.uncertain > 1  # at 0.99 more than the split pair is open
