@@ -33,7 +33,8 @@ def snapshot() -> None:
     type=click.Choice(["keep", "exclude"]),
     default="keep",
     show_default=True,
-    help="keep: undecided images keep the base labels; exclude: they get an empty set.",
+    help="keep: undecided images keep the base labels (an uncertain voted image: its best estimate); exclude: "
+    "they get an empty set.",
 )
 @click.option(
     "--min-votes", type=int, default=1, show_default=True, help="Agreeing annotators needed when no lead adjudicated."

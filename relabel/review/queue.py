@@ -5,8 +5,8 @@ Priority is the evidence that an image's original label is wrong, summed from fo
 probability; prior relabels (ReaL, Shankar, MTurk...) leave the original label out; the image is disputed.
 Above all of them: the image is *uncertain* in the dataset's newest snapshot whose consensus read votes (`relabel
 snapshot create --consensus ds`: a pair neither accepted nor confidently absent, `relabel.aggregation.uncertain`;
-category U, origin "uncertain"); `UNCERTAIN_WEIGHT` exceeds the four weights together, so every uncertain image is served before any
-other. Ties keep a seeded shuffle, so two workspaces built the same way serve the same order.
+category U, origin "uncertain"); `UNCERTAIN_WEIGHT` exceeds the four weights together, so every uncertain image is
+served before any other. Ties keep a seeded shuffle, so two workspaces built the same way serve the same order.
 
 Whether an image is disputed or adjudicated, and the category its consensus has, follow `relabel.consensus` (the
 rules a snapshot applies), kept per image and worked out again whenever one of its decisions changes.
