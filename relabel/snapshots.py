@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session, col
 
@@ -310,6 +310,28 @@ def get_snapshot(session: Session, dataset: Dataset, name: str) -> Snapshot:
         known = session.scalars(select(col(Snapshot.name)).where(col(Snapshot.dataset_id) == dataset.id)).all()
         raise unknown_name(f"snapshot of dataset {dataset.name!r}", name, known)
     return row
+
+
+def vote_snapshot_lines(engine: Engine, dataset: str | None = None) -> list[str]:
+    """The dataset's newest snapshot whose consensus read votes, as the dashboard shows it: how many of its images
+    are uncertain (U, review first) and, when it recorded one, its risk and coverage against a reference
+    (`relabel.risk_coverage`). Empty without such a snapshot."""
+    from relabel.risk_coverage import coverage_lines
+
+    ordered = sorted(list_snapshots(engine, dataset), key=lambda x: (x.created_at, x.id or 0))
+    newest = next((x for x in reversed(ordered) if reads_votes(x.consensus)), None)
+    if newest is None:
+        return []
+    query = select(func.count()).where(
+        col(SnapshotLabel.snapshot_id) == newest.id, col(SnapshotLabel.origin) == UNCERTAIN
+    )
+    with engine.connect() as conn:
+        uncertain = conn.execute(query).scalar_one()
+    settings = dict(newest.consensus or {})
+    lines = [f"snapshot {newest.name!r} ({settings.get('rule')}): {uncertain:,} uncertain images, reviewed first"]
+    if settings.get("risk_coverage"):
+        lines += coverage_lines(settings["risk_coverage"], settings.get("threshold", 0.9))
+    return lines
 
 
 def list_snapshots(engine: Engine, dataset: str | None = None) -> list[Snapshot]:

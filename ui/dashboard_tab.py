@@ -27,6 +27,7 @@ from relabel.dashboard import (
     dashboard,
     worker_reliability_table,
 )
+from relabel.snapshots import vote_snapshot_lines
 from ui import handlers
 from ui.context import WorkspaceContext
 
@@ -184,7 +185,7 @@ def dashboard_values(ws: WorkspaceContext, user: str) -> list[Any]:
     pairs = [[p.annotator_a, p.annotator_b, p.n_items, _num(p.observed), _num(p.kappa)] for p in agreement.pairs]
     reference = {r.annotator: [r.n_items, _num(r.exact), _num(r.mean_jaccard)] for r in agreement.reference}
     return [
-        summary_text(d),
+        "\n".join([summary_text(d), *vote_snapshot_lines(ws.engine, ws.dataset_name)]),
         category_figure(d.categories),
         throughput_figure(d.annotators, d.hourly),
         suggestion_rows(d),

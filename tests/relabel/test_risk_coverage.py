@@ -81,3 +81,19 @@ class TestCommand:
         assert "threshold 0.75, votes more + raters, calibrated against trusted (40 pairs)" in result.output
         assert "settled by the votes: 6 of 6 voted images (100.0%); 5 of the 5 that trusted labels" in result.output
         assert "(in-sample: the posteriors were calibrated on it)" in result.output
+
+
+class TestDashboardLines:
+    def test_the_newest_vote_snapshot_shows_its_uncertain_images_and_curve(self, ws, tmp_path) -> None:  # noqa: F811
+        from relabel.snapshots import vote_snapshot_lines
+
+        engine, _ = ws
+        create_snapshot(engine, "plain")
+        assert vote_snapshot_lines(engine) == []  # a unanimous snapshot reads no votes
+        import_trusted(engine, tmp_path)
+        create_snapshot(engine, "ds", consensus="ds", studio_votes=False, reference="trusted")
+        create_snapshot(engine, "plain-2")
+        lines = vote_snapshot_lines(engine)
+        assert lines[0] == "snapshot 'ds' (ds): 1 uncertain images, reviewed first"
+        assert lines[1].startswith("settled by the votes: 5 of 6 voted images (83.3%); 4 of the 4 that trusted")
+        assert lines[2].startswith("risk-coverage vs trusted")
