@@ -81,7 +81,7 @@ _SCENE = re.compile(
     r"\s*(?:,|;|\(| - | -- |\s*[—–]\s*|\b(?:on|in|at|inside|under|beside|near|next to|against|by|behind|over|among|"
     r"across|along|through|into|onto|atop)\s+(?:a|an|the|its|his|her|their|some|this|that|top of)\b|\b(?:sitting|"
     r"standing|lying|laying|perched|resting|parked|placed|displayed|shown|seen|floating|hanging|running|swimming|flying|"
-    r"walking|sleeping|grazing|wading|hovering|gliding|soaring|basking|hiding|looking|posing|waiting)\b|"
+    r"walking|sleeping|asleep|grazing|wading|hovering|gliding|soaring|basking|hiding|looking|posing|waiting)\b|"
     r"\b(?P<ing>[a-z]{3,}ing)\s+"
     r"(?:(?:on|in|at|into|onto|over|across|along|around|through|up|down|out of|off|from|under)\s+)?"
     r"(?:a|an|the|its|his|her|their|some|this|that)\s)"
@@ -93,7 +93,8 @@ _POSTMODIFIER = re.compile(
 # a person doing something with the object: the object is what the answer is about ("a man wearing a cowboy hat")
 _PERSON = re.compile(
     r"^(?:(?:young|old|older|elderly|little|small|smiling|tall)\s+)*(?:man|men|woman|women|person|people|boy|boys|"
-    r"girl|girls|child|children|kid|kids|lady|guy|gentleman|someone|somebody|model|toddler|teenager|baby)\s+"
+    r"girl|girls|child|children|kid|kids|lady|guy|gentleman|someone|somebody|model|toddler|teenager|baby|hand|hands|"
+    r"bride|chef|soldier|worker|tourist|hiker|cyclist|skier|student|nurse|doctor|farmer)\s+"
     r"(?:who is\s+|is\s+)?(?:wearing|dressed in|holding|carrying|riding|playing|using|pushing|with|"
     r"(?:(?:sitting|lying|standing)\s+)?(?:in|on|inside)(?=\s+(?:an?|the|some|his|her|their|a pair of)\s))\s+"
 )
@@ -109,8 +110,8 @@ PLAIN_ADJECTIVES = frozenset(
 )
 ADJECTIVE_END = re.compile(r"[a-z]{2,}(?:y|ish|ed|en|ful|ous|ic|al|less|ive)$")
 _ASIDE_START = re.compile(
-    r"\s*(?:an?|the|this|that|its|his|her|their|some|which|who|where|probably|likely|possibly|perhaps|maybe|or|and|"
-    r"i|it|[a-z]+ing)\b"
+    r"\s*(?:(?:and|or)\s+)?(?:an?|the|this|that|its|his|her|their|some|which|who|where|probably|likely|possibly|"
+    r"perhaps|maybe|i|it|[a-z]+ing)\b"
 )
 # amounts whose "of" phrase names the object ("a head of broccoli"); a container's does not ("a pail of water")
 _MEASURES = frozenset(
@@ -187,9 +188,14 @@ def _adjectives_only(before: str, after: str, is_name: Callable[[str], bool] | N
     said = [w for w in re.split(r"[\s,]+", before) if w and w not in ("and", "or")]
     if not said or len(said) > 4 or _ASIDE_START.match(after) or not after.strip():
         return False
-    return all(
-        w in PLAIN_ADJECTIVES or (ADJECTIVE_END.fullmatch(w) is not None and not (is_name and is_name(w))) for w in said
-    )
+    return all(w in PLAIN_ADJECTIVES or (is_adjective_shaped(w) and not (is_name and is_name(w))) for w in said)
+
+
+def is_adjective_shaped(word: str) -> bool:
+    """Whether `word` is a colour or size, or ends like an adjective ('sleepy', 'striped', 'wooden', 'long-haired',
+    'black-and-white')."""
+    last = word.rsplit("-", 1)[-1]
+    return last in PLAIN_ADJECTIVES or ADJECTIVE_END.fullmatch(last) is not None
 
 
 def head_phrase(phrase: str) -> str:

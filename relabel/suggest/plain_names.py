@@ -21,10 +21,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from relabel.suggest.phrases import (
-    ADJECTIVE_END,
     PLAIN_ADJECTIVES,
     appositive,
     head_of_name,
+    is_adjective_shaped,
     name_candidates,
     scene_part,
 )
@@ -70,4 +70,4 @@ class PlainNames:
         like an adjective, or no word of any listed name ('sleepy', 'rusty', 'orange'; not 'porcini', 'military')."""
         if self.is_name(word) and word not in PLAIN_ADJECTIVES:
             return False
-        return word in PLAIN_ADJECTIVES or bool(ADJECTIVE_END.fullmatch(word)) or word not in self.listed_words
+        return is_adjective_shaped(word) or word not in self.listed_words
