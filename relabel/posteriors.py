@@ -31,6 +31,7 @@ from relabel.errors import InputError, unknown_name
 UNANIMOUS = "unanimous"  # the rule on studio decisions alone (relabel.consensus); every other name reads votes
 UNCERTAIN = "uncertain"  # a snapshot's origin for an image whose votes settle nothing (category U)
 LOWEST_THRESHOLD = 0.5  # below it a class judged more likely absent than present would be accepted
+BEST_ESTIMATE = 0.5  # an uncertain image's best estimate: the classes more likely present than absent
 
 
 class Items(Protocol):
@@ -99,7 +100,7 @@ def voted_images(
     mask = original_items(table.pairs, original) if original is not None and keep_original is not None else None
     accepted = decide(result, threshold, original=mask, keep_original=keep_original)
     undecided = uncertain(result, threshold, original=mask, keep_original=keep_original)
-    best = decide(result, LOWEST_THRESHOLD, original=mask, keep_original=keep_original)
+    best = decide(result, BEST_ESTIMATE, original=mask, keep_original=keep_original)
     estimated = np.ones(len(best), bool) if result.undecided is None else ~result.undecided
     return dict(_per_image(table.pairs, accepted, undecided, result.posterior, best, estimated))
 
