@@ -9,8 +9,9 @@ vocabulary's names:
 - the classes named plainly: by the last words of the phrase's head before any "with", "that", "of" ('wooden chest
   with a brass padlock' -> *chest*), after modifiers only ('sleepy tabby' -> *tabby*, not 'porcini mushroom' ->
   *mushroom*), or by a closing appositive ('a small finch on a branch, a goldfinch');
-- the classes named only around the object: in the scene it is in ('on a patchwork quilt') and, beside an object
-  named plainly, after its "with" ('desk with a laptop and a lamp').
+- beside an object named plainly, the classes named only around it: in the scene it is in ('on a patchwork
+  quilt') and after its "with" ('desk with a laptop and a lamp'). Where the object is named by no class ('books on
+  a bookcase') the scene may be what the answer is about, and nothing is taken.
 
 The mapper adds a bonus to the first and takes a penalty from the second (`textmap.PLAIN_NAME_BONUS`,
 `AROUND_PENALTY`).
@@ -49,12 +50,14 @@ class PlainNames:
         return self.named(named_last) if (named_last := appositive(phrase)) else []
 
     def named_around(self, phrase: str, core: str, plain: list[int]) -> list[int]:
-        """Classes named by the words around the object rather than by it: in the scene ('tabby on a patchwork
-        quilt' -> *quilt*) and, where the object is named plainly, after its "with" ('desk with a lamp' -> the
-        lamp's class); never one of the `plain` classes."""
+        """Classes named by the words around an object named plainly (`plain`) rather than by it: in the scene
+        ('tabby on a patchwork quilt' -> *quilt*) and after its "with" ('desk with a lamp' -> the lamp's class);
+        never one of the `plain` classes, and none where no class is named plainly."""
+        if not plain:  # 'books on a bookcase': the scene may be what the answer is about
+            return []
         around = scene_part(phrase, core)
         accessory = core[len(head_of_name(core)) :]
-        if plain and accessory.startswith((" with ", " and ")):
+        if accessory.startswith((" with ", " and ")):
             around = f"{accessory} {around}"
         said = around.split()
         found = {
