@@ -14,6 +14,7 @@ export, scored against ReaL on images the calibration never saw (2-fold over the
     ones. An uncalibrated snapshot (defaults) is scored beside it.
 (c) `relabel votes aggregate` without a calibration: its threshold and original rule chosen on one half (the best
     set agreement over thresholds 0.50-0.99 and original rules off, 0.3-0.6), scored on the other.
+(d) Spread over the draw of the halves: the calibration of (b) cross-fitted with fold seeds 0-5 (numbers only).
 
 Example:
   python bench/bench_calibration.py --write
@@ -287,7 +288,28 @@ def measure(folder: Path, real: list[list[int]]) -> list[str]:
     result = through_snapshot(engine, folder, "uncalibrated", Choice("none", 0.5, 0.9), None)
     score_half(plain, p, np.ones(len(p.truth), bool), result, val_of, paths)
     engine.dispose()
-    return [*report_lines(p, choices, held, plain), "", aggregate_line(*aggregate_two_fold(p, fold))]
+    return [
+        *report_lines(p, choices, held, plain),
+        "",
+        aggregate_line(*aggregate_two_fold(p, fold)),
+        "",
+        spread_line(p),
+    ]
+
+
+def spread_line(p: Pairs, seeds: range = range(6)) -> str:
+    """(d): held-out pair and set agreement and ECE of the isotonic calibration by original class, per fold seed."""
+    figures = []
+    for seed in seeds:
+        q = cross_fit(p.posterior, p.truth, p.original, image_folds(p.image, 2, seed))[0]
+        pairs_ok, pairs, sets_ok, sets = scores(q >= 0.5, p.truth, p.image)
+        figures.append((100 * pairs_ok / pairs, 100 * sets_ok / sets, expected_calibration_error(q, p.truth)))
+    low, high = np.min(figures, axis=0), np.max(figures, axis=0)
+    return (
+        f"(d) Over fold seeds {seeds.start}-{seeds.stop - 1} (the calibration of (b), cross-fitted without the "
+        f"database): rated pairs {low[0]:.2f}-{high[0]:.2f} %, rated label sets {low[1]:.2f}-{high[1]:.2f} %, ECE "
+        f"{low[2]:.3f}-{high[2]:.3f}."
+    )
 
 
 def aggregate_line(total: np.ndarray, chosen: list[tuple[float, float | None]]) -> str:
