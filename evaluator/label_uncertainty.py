@@ -32,16 +32,17 @@ unrated images   images whose label set rests on one unverified source (a snapsh
                  stays scored; a prediction outside its labels stays wrong (a lower bound given ε). ε = 0 is,
                  number for number, the result without `unrated`.
 
-Only the top-1 prediction matters, so an image's draw reduces to two independent coins: "the predicted class is
-drawn" (probability q, the posterior of the predicted class) and "another class is drawn" (r = 1 − Π(1 − p_c)
-over the other listed classes). The image is right when the first lands, and scored when either does. Images
-whose q and r are both 0 or 1 are the same in every draw and cost no random numbers; the rest are drawn in
-chunks, so 50,000 images × 1,000 draws take seconds.
+Only the top-1 prediction matters, so an image's draw reduces to two independent coins (`evaluator.label_draws`):
+"the predicted class is drawn" (q, the posterior of the predicted class) and "another class is drawn" (r). Images
+whose posteriors are all 0 or 1 are the same in every draw and cost no random numbers; the rest are drawn in
+chunks, so 50,000 images × 1,000 draws take seconds. The draws depend on the posteriors and the seed, never on
+the predictions: `uncertain_accuracies` scores many runs over the images of one reference against one set of
+draws and image resamples, made once, and gives each run the numbers `uncertain_accuracy` gives it alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,7 +50,8 @@ from numpy.typing import ArrayLike
 
 from evaluator.errors import EvaluationError
 from evaluator.intervals import LEVEL
-from evaluator.paired import N_BOOT, JointBootstrap, percentile_interval
+from evaluator.label_draws import DrawAccuracies, coins, draw_accuracies, sampled_images, with_noise
+from evaluator.paired import N_BOOT, percentile_interval
 from evaluator.references import LabelSets, check_boot, check_classes, check_n_classes, check_predictions
 from evaluator.scoring import INTERVAL, Score, multilabel_accuracy
 
@@ -143,25 +145,6 @@ class UncertainScore:
     unrated_noise: float | None = None
 
 
-@dataclass(frozen=True, eq=False)
-class _Coins:
-    """Per counted image: q (the predicted class is present) and r (another class is); `draw` marks the images
-    whose q or r is strictly between 0 and 1, the only ones sampled."""
-
-    counted: np.ndarray  # (n_images,) bool: answered or failed (infrastructure errors are never scored)
-    q: np.ndarray  # (n_images,) float
-    r: np.ndarray  # (n_images,) float
-    draw: np.ndarray  # (n_images,) bool
-
-    @property
-    def fixed_correct(self) -> np.ndarray:
-        return self.counted & ~self.draw & (self.q >= 1)
-
-    @property
-    def fixed_scored(self) -> np.ndarray:
-        return self.counted & ~self.draw & ((self.q >= 1) | (self.r >= 1))
-
-
 def uncertain_accuracy(
     pred: ArrayLike,
     posteriors: Posteriors,
@@ -187,31 +170,92 @@ def uncertain_accuracy(
     `unrated` (n_images,) bool: images whose labels rest on an unverified source; `unrated_noise` None leaves them
     out, a rate in [0, 1] draws them (module docstring).
     """
+    (score,) = uncertain_accuracies(
+        [pred], posteriors, [ok], failed=[failed], threshold=threshold, n_draws=n_draws, seed=seed, level=level,
+        interval=interval, decided=decided, unrated=unrated, unrated_noise=unrated_noise,
+    )  # fmt: skip
+    return score
+
+
+def uncertain_accuracies(
+    preds: Sequence[ArrayLike],
+    posteriors: Posteriors,
+    oks: Sequence[ArrayLike | None] | None = None,
+    *,
+    failed: Sequence[ArrayLike | None] | None = None,
+    threshold: float = THRESHOLD,
+    n_draws: int = N_BOOT,
+    seed: int = 0,
+    level: float = LEVEL,
+    interval: str | None = INTERVAL,
+    decided: LabelSets | None = None,
+    unrated: ArrayLike | None = None,
+    unrated_noise: float | None = None,
+) -> list[UncertainScore]:
+    """`uncertain_accuracy` of every run of `preds` over the same images, number for number what it gives each
+    run alone, with the label draws and image resamples made once for all of them (`evaluator.label_draws`).
+
+    `preds`: one prediction array per run, as `pred` there; `oks`, `failed`: one mask (or None) per run, or None
+    for all. The other arguments are those of `uncertain_accuracy`, shared by every run.
+    """
     if not isinstance(posteriors, Posteriors):
         raise EvaluationError(f"posteriors must be Posteriors, got {type(posteriors).__name__}")
     check_boot(n_draws, allow_zero=False)
+    answers, fails = _per_run(oks, len(preds), "oks"), _per_run(failed, len(preds), "failed")
     support = posteriors.label_sets(threshold=float(np.nextafter(0.0, 1.0)))  # every class that can be drawn
-    arr, answered, wrong = check_predictions(pred, support, 1, ok, failed, batched=False)
     sets = posteriors.label_sets(threshold) if decided is None else _check_decided(decided, posteriors)
     aside = _check_unrated(unrated, unrated_noise, posteriors.n_images)
+    keep = np.flatnonzero(~aside) if unrated_noise is None and aside.any() else None  # left out: as if not held
+    runs = [_checked(p, o, f, support, aside, keep) for p, o, f in zip(preds, answers, fails)]
+    if keep is not None:
+        posteriors, sets, aside = posteriors.subset(keep), LabelSets(sets.labels[keep], sets.n_classes), aside[keep]
+    noise = None if unrated_noise is None else float(unrated_noise)
+    run_coins = [coins(arr[:, 0], posteriors, answered, wrong) for arr, answered, wrong, _ in runs]
+    if noise is not None:
+        run_coins = [with_noise(c, aside, noise) for c in run_coins]
+    if not runs:
+        return []
+    draws = draw_accuracies(run_coins, sampled_images(posteriors, aside, noise), n_draws, seed)
+    out = []
+    for (arr, answered, wrong, n_unrated), c, d in zip(runs, run_coins, draws):
+        thresholded = _thresholded(arr[:, :1], sets, answered, wrong, interval, level)
+        n_uncertain = _n_uncertain(posteriors, c.counted, threshold)
+        out.append(_summary(d, thresholded, n_uncertain, threshold, n_draws, seed, level, n_unrated, noise))
+    return out
+
+
+def _per_run(masks: Sequence[ArrayLike | None] | None, n_runs: int, what: str) -> list[ArrayLike | None]:
+    if masks is None:
+        return [None] * n_runs
+    if len(masks) != n_runs:
+        raise EvaluationError(f"{what} holds {len(masks)} masks for {n_runs} runs; give one per run, or None")
+    return list(masks)
+
+
+def _checked(
+    pred: ArrayLike, ok: ArrayLike | None, failed: ArrayLike | None, support: LabelSets, aside: np.ndarray,
+    keep: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:  # fmt: skip
+    """One run's predictions, answered and failed masks (the images of `keep` only, when given), and how many of
+    its counted images are unrated."""
+    arr, answered, wrong = check_predictions(pred, support, 1, ok, failed, batched=False)
     n_unrated = int((aside & (answered | wrong)).sum())
-    if unrated_noise is None and aside.any():  # left out: as if the reference did not hold them
-        keep = np.flatnonzero(~aside)
-        posteriors, sets = posteriors.subset(keep), LabelSets(sets.labels[keep], sets.n_classes)
-        arr, answered, wrong, aside = arr[keep], answered[keep], wrong[keep], aside[keep]
-    thresholded = _thresholded(arr[:, :1], sets, answered, wrong, interval, level)
-    coins = _coins(arr[:, 0], posteriors, answered, wrong)
-    if unrated_noise is not None:
-        coins = _with_noise(coins, aside & coins.counted, float(unrated_noise))
-    label_acc, boot_acc, scored = _draw_accuracies(coins, n_draws, seed)
-    label_low, label_high = percentile_interval(label_acc, level)
-    low, high = percentile_interval(boot_acc, level)
+    if keep is not None:
+        arr, answered, wrong = arr[keep], answered[keep], wrong[keep]
+    return arr, answered, wrong, n_unrated
+
+
+def _summary(
+    d: DrawAccuracies, thresholded: Score, n_uncertain: int, threshold: float, n_draws: int, seed: int,
+    level: float, n_unrated: int, noise: float | None,
+) -> UncertainScore:  # fmt: skip
+    label_low, label_high = percentile_interval(d.label, level)
+    low, high = percentile_interval(d.boot, level)
     with np.errstate(invalid="ignore"):
-        expected = float(np.nanmean(label_acc)) if np.isfinite(label_acc).any() else float("nan")
+        expected = float(np.nanmean(d.label)) if np.isfinite(d.label).any() else float("nan")
     return UncertainScore(
         float(threshold), thresholded, expected, float(low), float(high), float(label_low), float(label_high),
-        float(scored.mean()), _n_uncertain(posteriors, coins.counted, threshold), int(n_draws), int(seed),
-        n_unrated, None if unrated_noise is None else float(unrated_noise),
+        float(d.scored.mean()), n_uncertain, int(n_draws), int(seed), n_unrated, noise,
     )  # fmt: skip
 
 
@@ -267,16 +311,6 @@ def _check_unrated(unrated: ArrayLike | None, noise: float | None, n_images: int
     return mask
 
 
-def _with_noise(coins: _Coins, unrated: np.ndarray, noise: float) -> _Coins:
-    """The unrated images' labelled classes present with 1 − noise; an image with a label always holds some
-    class (r = 1), so it stays scored when its label is drawn absent."""
-    labelled = unrated & ((coins.q > 0) | (coins.r > 0))
-    q = np.where(labelled, coins.q * (1.0 - noise), coins.q)
-    r = np.where(labelled, 1.0, coins.r)
-    draw = coins.counted & (((q > 0) & (q < 1)) | ((r > 0) & (r < 1)))
-    return _Coins(coins.counted, q, r, draw)
-
-
 def _check_decided(decided: object, posteriors: Posteriors) -> LabelSets:
     if not isinstance(decided, LabelSets):
         raise EvaluationError(f"decided must be LabelSets, got {type(decided).__name__}")
@@ -297,62 +331,6 @@ def _thresholded(
         return multilabel_accuracy(top1, sets, 1, answered, failed=wrong, interval=interval, level=level)
     counted = answered | wrong
     return Score(float("nan"), 0, 0, int((~counted).sum()), int(counted.sum()))
-
-
-def _coins(top1: np.ndarray, post: Posteriors, answered: np.ndarray, wrong: np.ndarray) -> _Coins:
-    """q and r of every image (module docstring) from the listed pairs. Trusts its input."""
-    n = post.n_images
-    counted = answered | wrong
-    hit = answered[post.rows] & (post.classes == top1[post.rows])
-    q = np.bincount(post.rows[hit], post.probs[hit], minlength=n)
-    other = ~hit
-    sure = np.bincount(post.rows[other & (post.probs >= 1)], minlength=n) > 0
-    maybe = other & (post.probs < 1)
-    log_none = np.bincount(post.rows[maybe], np.log1p(-post.probs[maybe]), minlength=n)  # log Π(1 − p)
-    r = np.where(sure, 1.0, -np.expm1(log_none))
-    q, r = np.where(counted, q, 0.0), np.where(counted, r, 0.0)
-    draw = counted & (((q > 0) & (q < 1)) | ((r > 0) & (r < 1)))
-    return _Coins(counted, q, r, draw)
-
-
-def _draw_accuracies(coins: _Coins, n_draws: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(label_only, with_images, scored), each (n_draws,): the accuracy of each label draw on the images as they
-    are, the accuracy of each (image resample, label draw) pair, and the images scored in each label draw.
-
-    Counts are summed in float32 and divided there, as `JointBootstrap.means` does: every sum is a whole number
-    below 2**24, so exact, and the quotients are bit for bit those of the ordinary bootstrap."""
-    boot = JointBootstrap(len(coins.q), n_draws, seed)
-    fixed_correct = coins.fixed_correct.astype(np.float32)
-    fixed_scored = coins.fixed_scored.astype(np.float32)
-    cols = np.flatnonzero(coins.draw)
-    label_acc, boot_acc, scored = [], [], []
-    for counts, (correct, seen) in zip(boot.counts(), _label_draws(coins, cols, boot.chunk, n_draws, seed)):
-        hits = correct.astype(np.float32)
-        present = seen.astype(np.float32)
-        n_correct = float(fixed_correct.sum(dtype=np.float64)) + correct.sum(axis=1)
-        n_seen = float(fixed_scored.sum(dtype=np.float64)) + seen.sum(axis=1)
-        picked = counts[:, cols]
-        totals = counts @ fixed_correct + (picked * hits).sum(axis=1, dtype=np.float32)
-        seen_by = counts @ fixed_scored + (picked * present).sum(axis=1, dtype=np.float32)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            label_acc.append(n_correct / n_seen)
-            boot_acc.append(totals / seen_by)
-        scored.append(n_seen)
-    return tuple(np.concatenate(part).astype(np.float64) for part in (label_acc, boot_acc, scored))  # type: ignore[return-value]
-
-
-def _label_draws(
-    coins: _Coins, cols: np.ndarray, chunk: int, n_draws: int, seed: int
-) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """(right, scored), bool (size, len(cols)) per chunk of draws, for the sampled images only. The stream is
-    a child of `seed` apart from the image resamples', so sampling labels leaves those unchanged."""
-    rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0])
-    q, r = coins.q[cols].astype(np.float32), coins.r[cols].astype(np.float32)
-    for start in range(0, n_draws, chunk):
-        size = min(chunk, n_draws - start)
-        right = rng.random((size, len(cols)), dtype=np.float32) < q
-        other = rng.random((size, len(cols)), dtype=np.float32) < r
-        yield right, right | other
 
 
 def _check_threshold(threshold: object) -> float:

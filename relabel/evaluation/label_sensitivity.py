@@ -38,7 +38,7 @@ from relabel.errors import InputError, NotFoundError
 from relabel.evaluation.cells import NA, Table, pct, span
 from relabel.evaluation.references import SOURCE, Reference, load_reference
 from relabel.evaluation.runs import Aligned, RunPredictions, align
-from relabel.evaluation.scoring import score_uncertain
+from relabel.evaluation.scoring import score_uncertain_runs
 from relabel.votes import VoteTable, collect_votes
 
 AGGREGATION, SOURCE_KIND, UNRATED = "aggregation", "label source", "unrated images"
@@ -89,12 +89,14 @@ def label_sensitivity(
         sources = source_labels(session, dataset, ref)
         base = sources.get(f"{SOURCE}{ref.base_source}")
         rate = float("nan") if base is None else base_error_rate(ref.posteriors, base, ~ref.unrated)
-        for run in runs:
-            aligned = align(run, ref.image_ids)
-            rows = _method_rows(aligned, ref, methods, n_boot, seed) + _source_rows(aligned, ref, sources)
-            rows += _unrated_rows(aligned, ref, rate, n_boot, seed)
+        aligned = [align(run, ref.image_ids) for run in runs]
+        drawn = _method_rows(aligned, ref, methods, n_boot, seed)  # each method's label draws made once for all runs
+        unrated = _unrated_rows(aligned, ref, rate, n_boot, seed)
+        for run, aligned_run, method_rows, unrated_rows in zip(runs, aligned, drawn, unrated):
+            rows = method_rows + _source_rows(aligned_run, ref, sources) + unrated_rows
             rule = str((ref.info.consensus or {}).get("rule", ""))
-            n_unrated = int((ref.unrated[aligned.rows] & (aligned.ok | aligned.failed)).sum())  # as scored
+            counted = aligned_run.ok | aligned_run.failed
+            n_unrated = int((ref.unrated[aligned_run.rows] & counted).sum())  # as scored
             item = LabelSensitivity(run.info.name, ref.name, rule, n_unrated, ref.base_source, rate, tuple(rows), note)
             out.append(item)
     return out
@@ -174,23 +176,29 @@ def source_labels(session: Session, dataset: Dataset, ref: Reference) -> dict[st
 
 
 def _method_rows(
-    aligned: Aligned, ref: Reference, methods: dict[str, Posteriors], n_boot: int, seed: int
-) -> list[SensitivityRow]:
-    rows = []
+    aligned: Sequence[Aligned], ref: Reference, methods: dict[str, Posteriors], n_boot: int, seed: int
+) -> list[list[SensitivityRow]]:
+    """Per run, one row per method; each method's label draws are made once and read by every run."""
+    rows: list[list[SensitivityRow]] = [[] for _ in aligned]
     for name, post in methods.items():
-        score = score_uncertain(aligned, ref, n_boot=n_boot, seed=seed, posteriors=post)
-        if score is not None:
-            rows.append(_uncertain_row(name, AGGREGATION, score))
+        scores = score_uncertain_runs(aligned, ref, n_boot=n_boot, seed=seed, posteriors=post)
+        for run_rows, score in zip(rows, scores):
+            if score is not None:
+                run_rows.append(_uncertain_row(name, AGGREGATION, score))
     return rows
 
 
-def _unrated_rows(aligned: Aligned, ref: Reference, rate: float, n_boot: int, seed: int) -> list[SensitivityRow]:
-    rows = []
+def _unrated_rows(
+    aligned: Sequence[Aligned], ref: Reference, rate: float, n_boot: int, seed: int
+) -> list[list[SensitivityRow]]:
+    """Per run, the two "unrated" rows (the second only with a finite base error rate)."""
+    rows: list[list[SensitivityRow]] = [[] for _ in aligned]
     for name, noise in (("unrated certain", 0.0), ("unrated at base error", rate)):
         if np.isfinite(noise):
-            score = score_uncertain(aligned, ref, n_boot=n_boot, seed=seed, unrated_noise=noise)
-            if score is not None:
-                rows.append(_uncertain_row(name, UNRATED, score))
+            scores = score_uncertain_runs(aligned, ref, n_boot=n_boot, seed=seed, unrated_noise=noise)
+            for run_rows, score in zip(rows, scores):
+                if score is not None:
+                    run_rows.append(_uncertain_row(name, UNRATED, score))
     return rows
 
 

@@ -211,9 +211,11 @@ SCORES_NOTE = (
     "of top-1. Rows of different references are on different images: compare references in the paired table."
 )
 UNCERTAIN_NOTE = (  # one meaning of "uncertain" in a report, the snapshot workflow's own
-    "*Uncertain images (U)*: the scored images the snapshot put in category U (votes that settle nothing at its "
-    "threshold: the images its review queue shows first); this is the one meaning of uncertain in this report, "
-    "the count of column U in the per-category table and of `relabel snapshot`."
+    "*Uncertain images*: the run's images (answered or failed) whose votes settle nothing at the snapshot's "
+    "threshold (category U with votes: the images its review queue shows first); this is the one meaning of "
+    "uncertain in this report, the count of `relabel snapshot`. Category U also holds the images nobody rated "
+    "(*unrated*: the base source's labels alone), which the expected top-1 leaves out; column U of the "
+    "per-category table counts both."
 )
 PUBLISHED_NOTE = (
     "Metrics as their authors define them (`--metric`). Shankar et al. (2020), as recommended with the TFDS "

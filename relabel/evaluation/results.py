@@ -61,13 +61,14 @@ DEFINITIONS = {
     "sets, so it holds both the finite test set and the label uncertainty (with every posterior 0 or 1 it is the "
     "ordinary bootstrap interval); label_ci_low/label_ci_high: the same over label draws alone, images fixed; "
     "n_uncertain (JSON only): images answered (or failed) with a class posterior strictly between 1 - threshold "
-    "and threshold, also beside an accepted label; the report's uncertain images are category U only (per_category); "
+    "and threshold, also beside an accepted label; the report's uncertain images are category U with a vote only; "
     "expected_scored: mean images scored per draw; classes of the snapshot's labels without a stored posterior "
     "count as certain; n_unrated: images nobody rated (category U without a vote: the labels of the snapshot's "
     "base source alone), left out of every number here when unrated_noise is null, else drawn at that rate",
     "mean_per_class": "unweighted mean over classes of top-1 on the scored images whose set holds the class",
     "per_category": "top-1 on the images of each snapshot category (A confirmed, B changed, M several labels, "
-    "Z none fits, X unclear, U uncertain: the votes settle nothing, the review queue's first images)",
+    "Z none fits, X unclear, U undecided: the votes settle nothing, the review queue's first images, or nobody "
+    "rated the image and it keeps the base source's labels)",
     "oop": "out-of-prompt answers among answered calls (generative protocols that record it)",
     "kendall_tau": "Kendall's tau-b between the runs' top-1 under the first two references, on the ranking's images",
     "label_changes": "each paired difference against the first reference (one original label per image) taken "

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from evaluator import EvaluationError, LabelSets
-from evaluator.label_uncertainty import Posteriors, UncertainScore, uncertain_accuracy
+from evaluator.label_uncertainty import Posteriors, UncertainScore, uncertain_accuracies
 from evaluator.scoring import accuracy_by_category, mean_per_class_accuracy, multilabel_accuracy
 from relabel.errors import InputError
 from relabel.evaluation.references import Reference
@@ -70,16 +72,53 @@ def score_uncertain(
     of every number (`evaluator.label_uncertainty`: the rated images are no random sample to estimate the base
     source's error rate from), or drawn at `unrated_noise`. `posteriors`: others over the reference's images in
     place of the snapshot's (another aggregation of its votes), scored against them alone."""
+    (score,) = score_uncertain_runs(
+        [aligned], reference, n_boot=n_boot, seed=seed, posteriors=posteriors, unrated_noise=unrated_noise
+    )
+    return score
+
+
+def score_uncertain_runs(
+    aligned: Sequence[Aligned],
+    reference: Reference,
+    *,
+    n_boot: int,
+    seed: int,
+    posteriors: Posteriors | None = None,
+    unrated_noise: float | None = None,
+) -> list[UncertainScore | None]:
+    """`score_uncertain` of every run of `aligned`, number for number, with one set of label draws and image
+    resamples for all (`evaluator.label_uncertainty.uncertain_accuracies`). Runs that predicted other images of
+    the reference are scored in groups, one per set of images."""
     if reference.posteriors is None or not n_boot:
-        return None
-    own = posteriors is None
-    posteriors = (reference.posteriors if posteriors is None else posteriors).subset(aligned.rows)
-    unrated = None if reference.unrated is None else reference.unrated[aligned.rows]
+        return [None] * len(aligned)
+    groups: dict[bytes, list[int]] = {}
+    for i, a in enumerate(aligned):
+        groups.setdefault(np.asarray(a.rows, dtype=np.int64).tobytes(), []).append(i)
+    own, base = posteriors is None, reference.posteriors if posteriors is None else posteriors
+    out: list[UncertainScore | None] = [None] * len(aligned)
+    for members in groups.values():
+        scores = _score_same_images([aligned[i] for i in members], reference, n_boot, seed, base, own, unrated_noise)
+        for i, score in zip(members, scores):
+            out[i] = score
+    return out
+
+
+def _score_same_images(
+    aligned: Sequence[Aligned], reference: Reference, n_boot: int, seed: int, posteriors: Posteriors, own: bool,
+    unrated_noise: float | None,
+) -> list[UncertainScore]:  # fmt: skip
+    """The runs of `aligned`, all over the same rows of the reference, against `posteriors` (`own`: the
+    reference's, so its own decided labels are the thresholded ones)."""
+    rows = aligned[0].rows
+    posteriors = posteriors.subset(rows)
+    unrated = None if reference.unrated is None else reference.unrated[rows]
     try:
-        return uncertain_accuracy(
-            aligned.classes, posteriors, aligned.ok, failed=aligned.failed, threshold=reference.threshold,
-            n_draws=n_boot, seed=seed, decided=subset_labels(reference.labels, aligned.rows) if own else None,
-            unrated=unrated, unrated_noise=unrated_noise,
+        return uncertain_accuracies(
+            [a.classes for a in aligned], posteriors, [a.ok for a in aligned], failed=[a.failed for a in aligned],
+            threshold=reference.threshold, n_draws=n_boot, seed=seed,
+            decided=subset_labels(reference.labels, rows) if own else None, unrated=unrated,
+            unrated_noise=unrated_noise,
         )  # fmt: skip
     except EvaluationError as exc:
         raise InputError(f"reference {reference.name!r}: {exc}") from None

@@ -82,7 +82,7 @@ def uncertainty_table(ev: Evaluation) -> Table | None:
     if not scored:
         return None
     header = ["run", "reference", "threshold", "scored", "top-1 % (labels)", "expected %",
-              "95 % CI (labels + images)", "95 % CI (labels only)", "uncertain images (U)", "draws"]  # fmt: skip
+              "95 % CI (labels + images)", "95 % CI (labels only)", "uncertain images", "draws"]  # fmt: skip
     rows = []
     for s, u in scored:
         t = u.thresholded
@@ -94,10 +94,14 @@ def uncertainty_table(ev: Evaluation) -> Table | None:
 
 
 def _uncertain_images(s: RunScore) -> str:
-    """Uncertain, as the snapshot decides it (category U: its votes settle nothing), among the run's scored images:
-    the count the per-category table and `relabel snapshot` show, not a second definition."""
+    """Uncertain, as the snapshot decides it (category U with votes that settle nothing), among the run's images
+    (answered or failed): the count `relabel snapshot` shows, not a second definition. Category U also holds the
+    images nobody rated (unrated, left out of the expected top-1), which are not counted here."""
     u = (s.per_category or {}).get("U")
-    return str(u.n_scored) if u is not None else "0" if s.per_category is not None else NA
+    if u is None:
+        return "0" if s.per_category is not None else NA
+    unrated = s.uncertain.n_unrated if s.uncertain is not None else 0
+    return str(u.n_scored + u.n_excluded - unrated)
 
 
 UNCERTAINTY_NOTE = (
