@@ -3,6 +3,7 @@ asides, a comma after colours, a person wearing the object, "X with a Y") and th
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from relabel.suggest.phrases import appositive, core_phrase, name_candidates, object_phrase, scene_part
 from relabel.suggest.plain_names import PlainNames
 from relabel.suggest.textmap import ClassNameIndex
+from tests.conftest import REPO
 
 
 def core_of(answer: str) -> str:
@@ -123,3 +125,21 @@ def minilm_index(vocab, tmp_path_factory) -> ClassNameIndex:
 )
 def test_minilm_maps_a_plainly_named_class_over_descriptions(minilm_index, vocab, answer: str, name: str) -> None:
     assert vocab.classes[int(minilm_index.map([answer]).classes[0])].name == name
+
+
+def test_the_pattern_tuning_set_covers_each_pattern_apart_from_the_other_sets(vocab) -> None:
+    data = REPO / "tests" / "data"
+
+    def read(name: str) -> list[dict]:
+        return [json.loads(line) for line in (data / name).read_text(encoding="utf-8").splitlines() if line.strip()]
+
+    rows = read("mapping_dev_patterns.jsonl")
+    counts: dict[str, int] = {}
+    for row in rows:
+        for wnid in row["truth"] if isinstance(row["truth"], list) else [row["truth"]]:
+            vocab.resolve(wnid)  # raises on an unknown class
+        counts[row["pattern"]] = counts.get(row["pattern"], 0) + 1
+    assert set(counts) == {"named", "colour_comma", "adjective_scene", "person_wearing", "x_with_y", "dash_aside"}
+    assert all(10 <= n <= 30 for n in counts.values())
+    others = ("mapping_dev.jsonl", "mapping_dev_descriptions.jsonl", "mapping_paraphrases.jsonl")
+    assert not {r["answer"] for r in rows} & {r["answer"] for name in others for r in read(name)}
