@@ -18,6 +18,10 @@ than that interval. So beside it, for each run against each probabilistic snapsh
 Every row but the two "unrated" ones leaves out the snapshot's unrated images (category U, no vote, labels of its
 base source), as the expected top-1 does. Votes of images a snapshot's adjudication settled are aggregated like
 any other; the images no vote reached keep the snapshot's labels, certain.
+
+The label draws of a row depend on the posteriors and the seed, never on a run (`evaluator.label_draws`): each
+method's draws (and image resamples) are made once per snapshot and every run is scored against them, with the
+numbers it would get alone.
 """
 
 from __future__ import annotations
@@ -239,9 +243,10 @@ def sensitivity_table(items: Sequence[LabelSensitivity]) -> Table | None:
 
 SENSITIVITY_NOTE = (
     "The interval of the expected top-1 holds the label noise under one consensus. Each row here makes the labels "
-    "another way, on the same images: the snapshot's votes aggregated by every method the tool has, each label "
-    "source of the dataset taken as certain (Wilson interval), and the snapshot's unrated images put back. An image "
-    "whose labels come out empty is left out (ReaL's rule), so the images scored differ from row to row."
+    "another way, on the images of the expected top-1 (the rated ones): the snapshot's votes aggregated by every "
+    "method the tool has, and each label source of the dataset taken as certain (Wilson interval); the two "
+    "'unrated' rows add the images nobody rated back. An image whose labels come out empty is left out (ReaL's "
+    "rule), so the images scored differ from row to row."
 )
 
 

@@ -214,8 +214,9 @@ UNCERTAIN_NOTE = (  # one meaning of "uncertain" in a report, the snapshot workf
     "*Uncertain images*: the run's images (answered or failed) whose votes settle nothing at the snapshot's "
     "threshold (category U with votes: the images its review queue shows first); this is the one meaning of "
     "uncertain in this report, the count of `relabel snapshot`. Category U also holds the images nobody rated "
-    "(*unrated*: the base source's labels alone), which the expected top-1 leaves out; column U of the "
-    "per-category table counts both."
+    "(*unrated*: the base source's labels alone): every number of this table leaves them out, the top-1 against "
+    "the labels too (so it is on fewer images than in the Scores table), and two rows of the "
+    "aggregation-sensitivity table put them back; column U of the per-category table counts both (its scored ones)."
 )
 PUBLISHED_NOTE = (
     "Metrics as their authors define them (`--metric`). Shankar et al. (2020), as recommended with the TFDS "
