@@ -5,16 +5,20 @@ and the aggregation-sensitivity table beside it (`relabel.evaluation.label_sensi
 (a) Speed. 50,000 images, each with two listed classes whose posteriors are drawn from Beta(5, 1) and 1 − that (so
     every image is sampled), 80 % of top-1 predictions on the first class; 1,000 draws, each one label draw and one
     image resample. Target: ≤ 5 s (median).
-(b) ReaL's raters through the tool, as a user runs it: a label-only workspace of the 50,000 val images (ImGT,
+(b) Many runs. The same 50,000 images and 1,000 draws, `--runs N` runs (each the predictions of (a) with another
+    10 % replaced at random): every run alone (`uncertain_accuracy` once per run, how the aggregation-sensitivity
+    rows were scored before) against one set of label draws for all (`uncertain_accuracies`), checked equal.
+(c) ReaL's raters through the tool, as a user runs it: a label-only workspace of the 50,000 val images (ImGT,
     `real.json` and Shankar et al. as priors, the cleanlab cross-validated predictions as run `cleanlab-cv`), ReaL's
-    rater answers imported as votes, a Dawid-Skene snapshot of them, and
+    rater answers imported as votes, a Dawid-Skene snapshot of them (with `--real-runs N`, the predictions imported
+    N times, as N runs), and
 
       relabel evaluate --reference snapshot:raters-ds --out DIR
 
     Every figure is read from that command's evaluation.json, so it is the number the console and report.md show.
 
 Example:
-  python bench/bench_label_uncertainty.py --repeats 3 --write
+  python bench/bench_label_uncertainty.py --repeats 3 --runs 10 --write
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from pathlib import Path
 import numpy as np
 from benchlib import MET, SHARED, command_line, machine_line, write_section
 
-from evaluator.label_uncertainty import Posteriors, uncertain_accuracy
+from evaluator.label_uncertainty import Posteriors, uncertain_accuracies, uncertain_accuracy
 from relabel.cli import main as relabel
 from relabel.vocabulary import load_builtin
 
@@ -41,6 +45,7 @@ TITLE = "## Evaluator: scores with label uncertainty"
 N_IMAGES, N_DRAWS, TARGET_S = 50_000, 1000, 5.0
 VAL = SHARED / "imagenet-val"
 SNAPSHOT = "raters-ds"
+RUN = "cleanlab-cv"
 
 
 def synthetic(seed: int = 0) -> tuple[np.ndarray, Posteriors]:
@@ -62,6 +67,18 @@ def time_synthetic(repeats: int) -> list[float]:
     return times
 
 
+def time_runs(n_runs: int) -> tuple[float, float, bool]:
+    """Seconds to score `n_runs` runs one by one and all against shared draws, and whether the numbers agree."""
+    pred, post = synthetic()
+    rng = np.random.default_rng(1)
+    preds = [np.where(rng.random(N_IMAGES) < 0.1, rng.integers(0, 1000, N_IMAGES), pred) for _ in range(n_runs)]
+    start = time.perf_counter()
+    alone = [uncertain_accuracy(p, post, n_draws=N_DRAWS) for p in preds]
+    middle = time.perf_counter()
+    shared = uncertain_accuracies(preds, post, n_draws=N_DRAWS)
+    return middle - start, time.perf_counter() - middle, alone == shared
+
+
 def write_loc_solution(folder: Path) -> Path:
     """Kaggle's LOC_val_solution.csv for the 50,000 val images, from the original labels (no pixels needed)."""
     vocab = load_builtin()
@@ -74,8 +91,9 @@ def write_loc_solution(folder: Path) -> Path:
     return path
 
 
-def build_workspace(tmp: Path) -> list[str]:
-    """The label-only workspace with the votes and the snapshot; returns the `--workspace` arguments."""
+def build_workspace(tmp: Path, n_runs: int = 1) -> list[str]:
+    """The label-only workspace with the votes and the snapshot, the cleanlab predictions imported as `n_runs`
+    runs (`cleanlab-cv`, then `cleanlab-cv-1`, ...); returns the `--workspace` arguments."""
     (tmp / "no-pixels").mkdir()
     base = ["--workspace", str(tmp / "ws")]
     steps = [
@@ -89,15 +107,19 @@ def build_workspace(tmp: Path) -> list[str]:
         ["snapshot", "create", SNAPSHOT, "--consensus", "ds", "--votes", "real-raters", "--no-studio-votes",
          "--quiet"],
     ]  # fmt: skip
+    steps += [
+        ["predictions", "import", str(VAL / "cleanlab_cv_predicted_labels_by_index.npy"), "--run", f"{RUN}-{i}",
+         "--order", str(VAL / "index_to_filepath.json")] for i in range(1, n_runs)
+    ]  # fmt: skip
     for args in steps:
         relabel([*base, *args])
     return base
 
 
-def evaluate_snapshot(tmp: Path) -> tuple[dict, str, float]:
+def evaluate_snapshot(tmp: Path, n_runs: int = 1) -> tuple[dict, str, float]:
     """evaluation.json and the console text of `relabel evaluate --reference snapshot:raters-ds`, and the seconds
     it took."""
-    base = build_workspace(tmp)
+    base = build_workspace(tmp, n_runs)
     console = io.StringIO()
     start = time.perf_counter()
     with contextlib.redirect_stdout(console):
@@ -108,8 +130,8 @@ def evaluate_snapshot(tmp: Path) -> tuple[dict, str, float]:
 
 def console_agrees(data: dict, console: str) -> bool:
     """Whether the console's label-uncertainty row shows evaluation.json's thresholded and expected top-1."""
-    u = next(s for s in data["scores"] if s["reference"] == SNAPSHOT)["uncertain"]
-    row = next(line.split() for line in console.splitlines() if line.split()[:3] == ["cleanlab-cv", SNAPSHOT, "0.9"])
+    u = next(s for s in data["scores"] if (s["run"], s["reference"]) == (RUN, SNAPSHOT))["uncertain"]
+    row = next(line.split() for line in console.splitlines() if line.split()[:3] == [RUN, SNAPSHOT, "0.9"])
     return row[4:6] == [pct(u["thresholded"]["accuracy"]), pct(u["expected_accuracy"])]
 
 
@@ -134,9 +156,9 @@ def span(a: float | None, b: float | None) -> str:
 def real_lines(data: dict, shankar: tuple[float, int]) -> list[str]:
     """The figures of one evaluation.json: top-1 against the snapshot's labels, the expected top-1 and its
     intervals, and the sensitivity rows."""
-    score = next(s for s in data["scores"] if s["reference"] == SNAPSHOT)
+    score = next(s for s in data["scores"] if (s["run"], s["reference"]) == (RUN, SNAPSHOT))
     u, t = score["uncertain"], score["uncertain"]["thresholded"]
-    (item,) = [i for i in data["label_sensitivity"] if i["reference"] == SNAPSHOT]
+    (item,) = [i for i in data["label_sensitivity"] if (i["run"], i["reference"]) == (RUN, SNAPSHOT)]
     lines = [
         f"cleanlab CV predictions against `{SNAPSHOT}` (Dawid-Skene, threshold 0.9, original kept at 0.5); "
         f"{u['n_draws']:,} draws, seed {u['seed']}. {item['n_unrated']:,} images nobody rated keep ImGT and are left "
@@ -172,6 +194,8 @@ def real_lines(data: dict, shankar: tuple[float, int]) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=10, help="Runs scored against one set of draws in (b).")
+    parser.add_argument("--real-runs", type=int, default=1, help="Runs (copies of the predictions) in (c).")
     parser.add_argument("--write", action="store_true", help="Rewrite this section of BENCHMARKS.md.")
     args = parser.parse_args()
     times = time_synthetic(args.repeats)
@@ -186,11 +210,19 @@ def main() -> None:
         f"{MET[median <= TARGET_S]}.",
         "",
     ]
+    if args.runs > 0:
+        alone, shared, same = time_runs(args.runs)
+        lines += [
+            f"(b) {args.runs} runs × {N_IMAGES:,} images × {N_DRAWS:,} draws: {alone:.1f} s one run at a time, "
+            f"{shared:.1f} s against one set of draws ({alone / shared:.1f}×); the same numbers: {MET[same]}.",
+            "",
+        ]
     if (VAL / "real_raters.npz").exists():
         with tempfile.TemporaryDirectory() as tmp:
-            data, console, seconds = evaluate_snapshot(Path(tmp))
+            data, console, seconds = evaluate_snapshot(Path(tmp), args.real_runs)
         lines += [
-            f"(b) ReaL's raters through `relabel evaluate` ({seconds:.1f} s for the command):",
+            f"(c) ReaL's raters through `relabel evaluate` ({seconds:.1f} s for the command with {args.real_runs} "
+            f"run{'s' * (args.real_runs != 1)}; the figures below are `{RUN}`'s):",
             "",
             *real_lines(data, shankar_on_unrated()),
             "",
