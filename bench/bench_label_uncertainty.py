@@ -30,16 +30,19 @@ import datetime
 import io
 import json
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-from benchlib import MET, SHARED, command_line, machine_line, write_section
+from benchlib import MET, REPO, SHARED, command_line, machine_line, write_section
 
 from evaluator.label_uncertainty import Posteriors, uncertain_accuracies, uncertain_accuracy
 from relabel.cli import main as relabel
-from relabel.vocabulary import load_builtin
+
+sys.path.insert(0, str(REPO / "scripts"))
+from example_report import write_loc_solution  # noqa: E402  (the same LOC_val_solution.csv as the example report)
 
 TITLE = "## Evaluator: scores with label uncertainty"
 N_IMAGES, N_DRAWS, TARGET_S = 50_000, 1000, 5.0
@@ -77,18 +80,6 @@ def time_runs(n_runs: int) -> tuple[float, float, bool]:
     middle = time.perf_counter()
     shared = uncertain_accuracies(preds, post, n_draws=N_DRAWS)
     return middle - start, time.perf_counter() - middle, alone == shared
-
-
-def write_loc_solution(folder: Path) -> Path:
-    """Kaggle's LOC_val_solution.csv for the 50,000 val images, from the original labels (no pixels needed)."""
-    vocab = load_builtin()
-    paths = json.loads((VAL / "index_to_filepath.json").read_text())
-    labels = np.load(VAL / "original_labels_by_index.npy")
-    lines = ["ImageId,PredictionString"]
-    lines += [f"{Path(p).stem},{vocab.classes[int(c)].wnid} 10 20 30 40" for p, c in zip(paths, labels)]
-    path = folder / "LOC_val_solution.csv"
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 def build_workspace(tmp: Path, n_runs: int = 1) -> list[str]:

@@ -17,14 +17,11 @@ import argparse
 import json
 from pathlib import Path
 
+from build_hyponym_names import LICENSE  # scripts/ is on the path when a script runs
+
 from relabel.vocabulary import load_builtin
 
 OUT = Path(__file__).resolve().parent.parent / "relabel" / "resources" / "imagenet1k_wordnet_tree.json"
-LICENSE = (
-    "WordNet 3.0 Copyright 2006 by Princeton University. All rights reserved. Used under the WordNet License "
-    "(https://wordnet.princeton.edu/license-and-commercial-use), which allows use, copying and distribution "
-    "with this notice."
-)
 HYPERNYM_POINTERS = ("@", "@i")
 
 
