@@ -1,0 +1,65 @@
+"""The expected benefit of one more review and the active order (relabel.active_review)."""
+
+import numpy as np
+import pytest
+
+from relabel.active_review import (
+    NO_RUN,
+    active_order,
+    correct_probability,
+    reason,
+    review_benefit,
+    score_variance,
+)
+from relabel.errors import InputError
+
+# image 0: a settled class; image 1: one class at 0.55; image 2: two classes at 0.7 / 0.3; image 3: no pairs
+ROWS = np.array([0, 1, 2, 2])
+CLASSES = np.array([3, 4, 5, 6])
+PROBS = np.array([0.99, 0.55, 0.7, 0.3])
+
+
+def test_label_errors_are_the_expected_wrong_decisions():
+    b = review_benefit(ROWS, CLASSES, PROBS, 4)
+    assert b.label_errors == pytest.approx([0.01, 0.45, 0.6, 0.0])
+    assert b.focus.tolist() == [3, 4, 5, -1]  # 0.7 and 0.3 tie on doubt: the lower class index
+    assert np.isnan(b.focus_prob[3])
+
+
+def test_runs_at_stake_raise_an_image_and_absent_pairs_are_certain():
+    # run A's top-1 on image 1 is the uncertain class; run B's top-1 there is not a listed pair (q = 0), so certain
+    top1 = np.array([[3, 4, 9, NO_RUN], [3, 8, 9, NO_RUN]])
+    q = correct_probability(ROWS, CLASSES, PROBS, 4, top1)
+    assert q.tolist() == [[0.99, 0.55, 0.0, 0.0], [0.99, 0.0, 0.0, 0.0]]
+    b = review_benefit(ROWS, CLASSES, PROBS, 4, top1=top1)
+    assert b.run_risk == pytest.approx([0.02, 0.45, 0.0, 0.0])
+    assert b.runs_at_stake.tolist() == [0, 1, 0, 0]
+    assert b.score == pytest.approx(b.label_errors + b.run_risk)
+    assert active_order(b).tolist() == [1, 2, 0, 3]
+    assert score_variance(q).tolist() == pytest.approx([0.99 * 0.01 + 0.55 * 0.45, 0.99 * 0.01])
+
+
+def test_order_is_seeded_on_ties_and_excludes_reviewed():
+    b = review_benefit(np.array([0, 1, 2]), np.array([0, 0, 0]), np.array([0.5, 0.5, 0.5]), 3)
+    assert active_order(b, seed=1).tolist() == active_order(b, seed=1).tolist()
+    assert sorted(active_order(b, seed=1).tolist()) == [0, 1, 2]
+    assert 1 not in active_order(b, exclude=np.array([False, True, False])).tolist()
+
+
+def test_reason_line():
+    top1 = np.array([[3, 4, 5, NO_RUN]] * 3)
+    b = review_benefit(ROWS, CLASSES, PROBS, 4, top1=top1)
+    names = {4: "tabby cat", 5: "tiger cat", 3: "egyptian cat"}.__getitem__
+    assert reason(b, 1, names) == "P(tabby cat) = 0.55; changes 3 runs' top-1"
+    no_runs = review_benefit(ROWS, CLASSES, PROBS, 4)
+    assert reason(no_runs, 2, names) == "P(tiger cat) = 0.70; 0.60 expected label errors"
+    assert reason(b, 3, names) == "no votes yet"
+
+
+def test_bad_input_is_refused():
+    with pytest.raises(InputError, match="rows must lie"):
+        review_benefit(np.array([5]), np.array([0]), np.array([0.5]), 2)
+    with pytest.raises(InputError, match="one column per image"):
+        correct_probability(ROWS, CLASSES, PROBS, 4, np.array([[1, 2]]))
+    with pytest.raises(InputError, match=r"\[0, 1\]"):
+        review_benefit(np.array([0]), np.array([0]), np.array([1.5]), 1)
