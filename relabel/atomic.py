@@ -2,12 +2,18 @@
 
 Readers never see half a file, and two writers of the same file both write whole files (the last rename wins).
 Snapshot exports, evaluation reports, the studio's display cache and the files it serves all write through here.
+
+Only regular files are written. A rename replaces whatever directory entry has the target's name, so a target that
+is a device (`/dev/null`), a socket, a FIFO or a symbolic link would itself be replaced by a plain file: as root,
+`--out /dev/null` would turn the null device into a file, and a link would stop being one. Such a target is refused
+with one line before anything is written, and checked again just before the rename.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -37,8 +43,10 @@ def atomic_writer(path: Path, *, private: bool = False) -> Iterator[BinaryIO]:
 
     On any exception the temporary file is removed, `path` is left as it was, and the exception (an OSError for a
     file system error) propagates. The file gets the mode a plain open() would give it, or stays readable by its
-    owner alone with `private` (cached and served copies nobody else should read).
+    owner alone with `private` (cached and served copies nobody else should read). A target that exists and is not a
+    regular file is an OutputError (see the module docstring).
     """
+    check_regular_target(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -48,10 +56,37 @@ def atomic_writer(path: Path, *, private: bool = False) -> Iterator[BinaryIO]:
             umask = os.umask(0)
             os.umask(umask)
             os.chmod(tmp, 0o666 & ~umask)
+        check_regular_target(path)  # the name may have been given to a device or a link while the file was written
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+NOT_REGULAR = (  # what a directory entry that is not a regular file is, in words
+    (stat.S_ISLNK, "a symbolic link"),
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def check_regular_target(path: Path) -> None:
+    """Refuse, as an OutputError, a `path` that exists and is not a regular file (the entry itself: a link is not
+    followed). A path that does not exist, or cannot be examined, is left to the write to judge."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return
+    if stat.S_ISREG(mode):
+        return
+    kind = next((name for test, name in NOT_REGULAR if test(mode)), "an entry of another kind")
+    hint = "give the path it points to" if stat.S_ISLNK(mode) else "give the path of a new or regular file"
+    raise OutputError(
+        f"cannot write {brief(str(path), 120)}: it is {kind}, not a regular file; {hint}; nothing written"
+    )
 
 
 def output_error(path: Path, exc: OSError) -> OutputError:

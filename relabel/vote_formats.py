@@ -3,7 +3,8 @@
 Formats (`VOTE_FORMATS`, the only place that knows their names):
 
 * ``real-raters``: ReaL's raw rater answers as published (`real_raters.npz`: `tensor` raters x pairs x 3 one-hot
-  no/maybe/yes, `info` (file name, class index) per pair, `ids` rater ids); an all-zero answer is no vote.
+  no/maybe/yes, `info` (file name, class index) per pair, `ids` rater ids); an all-zero answer is no vote. Each
+  member's .npy header and inflated size are checked before it is read (`relabel.arrays.read_npz`).
 * ``mturk``: cleanlab's `mturk_label_errors.json`; each record's five votes (given / guessed / both / neither)
   become five anonymous ballots, each a yes or no on the given and on the guessed class.
 * ``long``: a CSV or JSON Lines table, one row per answer (worker, image, label, answer yes/no/maybe), or one row
@@ -17,7 +18,6 @@ the value. Matching images and refusing duplicates is `relabel.vote_import`'s jo
 from __future__ import annotations
 
 import re
-import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from relabel.aggregation import ANSWERS, NO, YES
+from relabel.arrays import read_npz
 from relabel.errors import InputError, brief
 from relabel.import_rows import LabelRow, is_integer, resolve_labels, val_key
 from relabel.sources import MTURK_VOTES, parse_mturk
@@ -55,18 +56,9 @@ class ParsedVotes:
 
 
 def _npz_arrays(path: Path) -> dict[str, np.ndarray]:
-    """tensor, info and ids of a ReaL raters file, read without pickles; anything else is one InputError."""
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            missing = [k for k in ("tensor", "info", "ids") if k not in z.files]
-            if missing:
-                raise InputError(
-                    f"{path}: lacks {', '.join(missing)}; a ReaL raters file holds tensor, info and ids "
-                    f"(found: {', '.join(z.files) or 'nothing'})"
-                )
-            return {k: z[k] for k in ("tensor", "info", "ids")}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        raise InputError(f"{path}: not a readable .npz archive ({brief(str(exc), 120)})") from None
+    """tensor, info and ids of a ReaL raters file, each header and size checked before it is read, without pickles
+    (`relabel.arrays.read_npz`); anything else is one InputError."""
+    return read_npz(path, ("tensor", "info", "ids"), what="a ReaL raters file")
 
 
 def _check_rater_shapes(path: Path, tensor: np.ndarray, info: np.ndarray, ids: np.ndarray) -> None:

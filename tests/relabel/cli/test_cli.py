@@ -155,8 +155,24 @@ def test_users_add_reads_the_password_from_the_environment(tmp_path: Path, monke
 
 def test_hostile_input_files_are_one_line_errors_and_write_nothing(tmp_path: Path) -> None:
     """The tester's files: a cut list, NaN scores, latin-1, deep JSON, a vocabulary of numbers, an export to /proc,
-    a lone surrogate, a 401-digit score, a digits vocabulary whose "0" is both an index and a name."""
+    a lone surrogate, a 401-digit score, a digits vocabulary whose "0" is both an index and a name; exports over a
+    symbolic link, a FIFO and a socket (each left as it was); an .npz whose header claims a 1.86 TiB array and one
+    of 2 MB that inflates to 2 GB."""
+    import os
+    import socket
+    import zlib
+
+    from tests.relabel.test_arrays import archive_with_tensor, deflated, npy_header, zeros_deflated
+
     images.photo(tmp_path / "data" / "n01440764_a.jpg")
+    (tmp_path / "keep.csv").write_text("keep\n")
+    (tmp_path / "link.csv").symlink_to(tmp_path / "keep.csv")
+    os.mkfifo(tmp_path / "fifo.csv")
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(tmp_path / "sock.csv"))
+    header = npy_header((85, 1_000_000_000, 3))
+    archive_with_tensor(tmp_path / "huge.npz", (deflated(header), len(header), zlib.crc32(header)))
+    archive_with_tensor(tmp_path / "bomb.npz", (zeros_deflated(npy_header((85, 1_052_787, 3)), 2 << 30), 2 << 30, 0))
     files = {
         "cut.csv": b'id,category,proposed_labels\nn01440764_a.jpg,M,"415, 813, 8',
         "nan.csv": b"image,label,score\nn01440764_a.jpg,tench,nan\n",
@@ -187,6 +203,19 @@ def test_hostile_input_files_are_one_line_errors_and_write_nothing(tmp_path: Pat
             "digits.csv:2: class '0' is ambiguous in vocabulary 'digits': as an index it is class 0 '1', as a name",
         ),
         (["snapshot", "export", "s", "--format", "csv", "--out", "/proc/regt.csv"], 6, "cannot write '/proc/regt"),
+        (["snapshot", "export", "s", "--format", "csv", "--out", str(tmp_path / "link.csv")], 6, "a symbolic link"),
+        (["snapshot", "export", "s", "--format", "csv", "--out", str(tmp_path / "fifo.csv")], 6, "a FIFO"),
+        (["snapshot", "export", "s", "--format", "csv", "--out", str(tmp_path / "sock.csv")], 6, "it is a socket"),
+        (
+            ["votes", "import", str(tmp_path / "huge.npz"), "--format", "real-raters", "--name", "r"],
+            2,
+            "huge.npz member tensor: its header announces a float64 array of shape (85, 1000000000, 3) (1.86 TiB)",
+        ),
+        (
+            ["votes", "import", str(tmp_path / "bomb.npz"), "--format", "real-raters", "--name", "r"],
+            2,
+            "bomb.npz: tensor, info, ids inflate to 2 GiB",
+        ),
     ]
     for args, code, expected in cases:
         r = run(args, tmp_path)
@@ -195,3 +224,5 @@ def test_hostile_input_files_are_one_line_errors_and_write_nothing(tmp_path: Pat
         assert "Traceback" not in r.stderr
     stats = run(["stats"], tmp_path).stdout
     assert "labels:      imgt 1\n" in stats and "model runs:  none\n" in stats
+    assert (tmp_path / "link.csv").is_symlink() and (tmp_path / "keep.csv").read_text() == "keep\n"
+    assert (tmp_path / "fifo.csv").is_fifo() and (tmp_path / "sock.csv").is_socket()
