@@ -40,7 +40,7 @@ the reference would fit the yardstick. Example:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -155,6 +155,8 @@ def simulate(
     on_step: Callable[[Step, State], None] | None = None,
     *,
     method: str = "ds",
+    explore: float = 0.0,
+    run_weight: float = 1.0,
 ) -> list[Step]:
     """Replay `budget` reviews of `pool` in `order` (one of `ORDERS`), refitting every `step` reviews (module
     docstring); `seed` draws the starting answers, the random order and the ties. `method`: an aggregation of
@@ -182,15 +184,25 @@ def simulate(
             return steps
         started = time.perf_counter()
         n = min(step, budget - done)
-        chosen = _next_images(order, pool, state, open_images, permutation, n, seed)
+        explored = permutation[~reviewed[permutation]][: int(round(explore * n))]
+        reviewed[explored] = True
+        chosen = _next_images(
+            order, pool, state, reviewed, open_images, permutation, n - len(explored), seed, run_weight
+        )
         reviewed[chosen] = True
         revealed |= reviewed[answer_image]
-        done += len(chosen)
+        done += len(chosen) + len(explored)
+
+
+def check_order(order: str) -> str:
+    """`order` if it is one of ORDERS; NotFoundError naming the known ones otherwise."""
+    if order not in ORDERS:
+        raise unknown_name("review order", order, list(ORDERS))
+    return order
 
 
 def _check(pool: Pool, order: str, step: int, budget: int, threshold: float, keep: float | None, method: str) -> None:
-    if order not in ORDERS:
-        raise unknown_name("review order", order, list(ORDERS))
+    check_order(order)
     if method not in METHODS:
         raise unknown_name("aggregation method", method, list(METHODS))
     if step < 1 or budget < 0:
@@ -262,17 +274,18 @@ def _next_images(
     order: str,
     pool: Pool,
     state: State,
+    reviewed: np.ndarray,
     open_images: np.ndarray,
     permutation: np.ndarray,
     n: int,
     seed: int,
+    run_weight: float,
 ) -> np.ndarray:
-    """The next `n` images to review in `order` (module docstring), none reviewed yet."""
-    reviewed = state.reviewed
+    """The next `n` images to review in `order` (module docstring), none of them `reviewed` yet."""
     if order == "random":
         return permutation[~reviewed[permutation]][:n]
     if order == "active":
-        benefit = review_benefit(state.rows, state.classes, state.probs, pool.n_images, top1=pool.top1)
+        benefit = review_benefit(state.rows, state.classes, state.probs, pool.n_images, pool.top1, run_weight)
         return active_order(benefit, seed=seed, exclude=reviewed)[:n]
     score = disputed_priority(pool, open_images)
     tiebreak = np.random.default_rng(seed).permutation(pool.n_images)
@@ -303,3 +316,37 @@ def reviews_to_reach(steps: Sequence[Step], goal: float, measure: str = "set_agr
         if getattr(s, measure) >= goal:
             return s.reviews
     return None
+
+
+def curve_lines(curves: Mapping[str, Sequence[Step]], run_names: Sequence[str] = ()) -> list[str]:
+    """A Markdown table of `curves` (order -> its Steps, all at the same reviews): reviews, then set and pair
+    agreement (%) per order, then each run's top-1 (%) per order."""
+    orders = list(curves)
+    head = ["reviews", *(f"{o}: sets" for o in orders), *(f"{o}: pairs" for o in orders)]
+    head += [f"{o}: {r} top-1" for r in run_names for o in orders]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for k, first in enumerate(curves[orders[0]]):
+        row = [curves[o][k] for o in orders]
+        cells = [f"{first.reviews:,}", *(_pct(s.set_agreement) for s in row), *(_pct(s.pair_agreement) for s in row)]
+        cells += [f"{s.run_top1[r]:.2f} ± {s.halfwidth[r]:.2f}" for r in range(len(run_names)) for s in row]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _pct(share: float) -> str:
+    return "-" if np.isnan(share) else f"{100 * share:.2f}"
+
+
+def steps_as_dicts(steps: Sequence[Step], run_names: Sequence[str]) -> list[dict[str, object]]:
+    """`steps` as JSON-ready rows (agreement as shares, run figures by run name)."""
+    return [
+        {
+            "reviews": s.reviews,
+            "pair_agreement": None if np.isnan(s.pair_agreement) else s.pair_agreement,
+            "set_agreement": None if np.isnan(s.set_agreement) else s.set_agreement,
+            "run_top1": dict(zip(run_names, s.run_top1.tolist())),
+            "halfwidth": dict(zip(run_names, s.halfwidth.tolist())),
+            "seconds": s.seconds,
+        }
+        for s in steps
+    ]
