@@ -7,13 +7,15 @@ history. Leads' tabs are Gradio components that load when the lead opens them. E
 the server-side session; lead-only handlers check the role again on the server.
 
 The web trust boundary sits in front of Gradio's routes: sign-in is throttled and hashed off the event loop
-(`ui.login`); cross-origin requests and the API listing are refused, and cookies are SameSite=Lax
-(`ui.security`); uploads are capped at MAX_UPLOAD and request bodies at MAX_BODY.
+(`ui.login`); requests for other host names, cross-origin requests, sign-out by GET and the API listing are
+refused, cookies are SameSite=Lax, and `X-Forwarded-For` counts only from the trusted proxies (`ui.security`);
+uploads are capped at MAX_UPLOAD and request bodies at MAX_BODY.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +28,7 @@ from ui.card_component import asset, card
 from ui.context import WorkspaceContext
 from ui.events import guarded
 from ui.login import FREE_PER_USER, LOCK_S, LoginGuard
-from ui.security import StudioGuard
+from ui.security import StudioGuard, served_hosts
 
 MAX_UPLOAD = "1mb"  # the studio has no upload component; Gradio's upload route takes files up to this size
 MAX_BODY = 2 * 1024 * 1024  # bytes of any request body: the studio's own requests are small JSON
@@ -89,8 +91,12 @@ def launch_app(
     block: bool = True,
     concurrency: int = 16,
     reports_dir: Path | None = None,
+    allowed_hosts: Sequence[str] = (),
+    trusted_proxies: Sequence[str] = (),
 ) -> gr.Blocks:
-    """Serve the studio. Never creates a share link; binds 127.0.0.1 unless told otherwise."""
+    """Serve the studio. Never creates a share link; binds 127.0.0.1 unless told otherwise. Requests must name a
+    loopback name, `host` or one of `allowed_hosts`; `X-Forwarded-For` is read only from `trusted_proxies`
+    (addresses or networks, checked by `ui.security.check_trusted_proxy`), by default from no one."""
     exports_dir.mkdir(parents=True, exist_ok=True)
     reports_dir = reports_dir or exports_dir.parent / reports_tab.REPORTS_DIR  # both in the workspace by default
     reports_dir.mkdir(parents=True, exist_ok=True)
@@ -105,6 +111,9 @@ def launch_app(
     os.environ.setdefault("GRADIO_ANALYTICS_CACHE_FREQUENCY", "1000")
     os.environ.setdefault("GRADIO_ANALYTICS_MAX_EVENTS", "2000")
     app.queue(default_concurrency_limit=concurrency)
+    # uvicorn rewrites the client address from X-Forwarded-For for the peers this names (its default: 127.0.0.1,
+    # so any local page or program could choose its address); Gradio builds uvicorn's config from the environment.
+    os.environ["FORWARDED_ALLOW_IPS"] = ",".join(trusted_proxies)
     app.launch(
         server_name=host,
         server_port=port,
@@ -114,7 +123,10 @@ def launch_app(
         auth_message=AUTH_MESSAGE,
         allowed_paths=[str(studio.display.folder)],
         max_file_size=MAX_UPLOAD,
-        app_kwargs={"middleware": [Middleware(StudioGuard)], "max_body_size": MAX_BODY},
+        app_kwargs={
+            "middleware": [Middleware(StudioGuard, served=served_hosts(host, allowed_hosts))],
+            "max_body_size": MAX_BODY,
+        },
         prevent_thread_lock=not block,
         quiet=True,
         show_error=True,

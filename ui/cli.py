@@ -3,6 +3,8 @@ entry-point group, so the core package never imports the UI."""
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from relabel.cli.options import pass_settings
@@ -23,6 +25,22 @@ from relabel.settings import Settings
 @click.option(
     "--concurrency", type=click.IntRange(1, 256), default=16, show_default=True, help="Requests handled at once."
 )
+@click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="A host name users reach the studio by (behind a proxy: its public name); repeatable. localhost, "
+    "127.0.0.1, ::1 and the --host address are always served; requests naming any other host are refused.",
+)
+@click.option(
+    "--trusted-proxy",
+    "trusted_proxies",
+    multiple=True,
+    metavar="ADDRESS",
+    help="Address or network of a reverse proxy whose X-Forwarded-For names the client; repeatable. "
+    "Default: none (each request counts as the address it comes from).",
+)
 @pass_settings
 def serve(
     settings: Settings,
@@ -33,6 +51,8 @@ def serve(
     suggestion_run: str | None,
     classifier_run: str | None,
     concurrency: int,
+    allowed_hosts: tuple[str, ...],
+    trusted_proxies: tuple[str, ...],
 ) -> None:
     """Open the annotation studio in the browser (sign in with a user from `relabel users add`).
 
@@ -45,11 +65,15 @@ def serve(
       relabel users add lena --role lead
       relabel serve --overlap 3                     # three annotators per image
       relabel serve --suggestion-run gpt-4o@cwplus --port 8080
+      relabel serve --allowed-host studio.lab.example --trusted-proxy 127.0.0.1   # behind nginx on this machine
     """
     from relabel.evaluation.report import REPORTS_DIR
     from relabel.review.studio import Studio
     from ui.app import launch_app
+    from ui.security import WILDCARD_BINDS, check_allowed_host, check_trusted_proxy
 
+    names = [check_allowed_host(h) for h in allowed_hosts]
+    proxies = [check_trusted_proxy(p) for p in trusted_proxies]
     check_port_free(host, port)
     studio = Studio(
         settings.engine,
@@ -66,6 +90,10 @@ def serve(
         f"classifier run {studio.runs.name(studio.runs.classifier)!r}"
     )
     click.echo(f"studio on http://{host}:{port}  (Ctrl-C stops it)")
+    if host in WILDCARD_BINDS and not names:
+        click.echo("note: only localhost names are served; add --allowed-host NAME for the names users type")
+    if os.environ.get("FORWARDED_ALLOW_IPS") and not proxies:
+        click.echo("note: FORWARDED_ALLOW_IPS is not read; name the proxy with --trusted-proxy ADDRESS")
     launch_app(
         studio,
         host=host,
@@ -73,17 +101,24 @@ def serve(
         exports_dir=settings.workspace / "exports",
         reports_dir=settings.workspace / REPORTS_DIR,
         concurrency=concurrency,
+        allowed_hosts=names,
+        trusted_proxies=proxies,
     )
 
 
 def check_port_free(host: str, port: int) -> None:
-    """Refuse, in one line, a port another program already listens on (before the studio loads its queue)."""
+    """Refuse, in one line, a port another program already listens on (before the studio loads its queue).
+
+    The probe binds with SO_REUSEADDR, as the server itself does: after a crash the old connections linger in
+    TIME_WAIT for about a minute, and they must not keep the studio from starting again at once; a port that a
+    program listens on is still refused."""
     import socket
 
     from relabel.errors import InputError
 
     try:
         with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             probe.bind((host, port))
     except OSError as exc:
         raise InputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose another --port") from None

@@ -13,6 +13,7 @@ import re
 import threading
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,13 @@ from relabel.review.studio import Studio
 from tests.studio_workspace import PASSWORD, CardClient, build_workspace, free_port, serving
 from ui import card_api
 from ui.login import FREE_PER_ADDRESS, FREE_PER_USER, LOCK_S, LOCKED_STATUS, LoginGuard, LoginThrottle
-from ui.security import same_origin
+from ui.security import (
+    check_allowed_host,
+    check_trusted_proxy,
+    host_name,
+    same_origin,
+    served_hosts,
+)
 
 
 @pytest.fixture(scope="module")
@@ -480,3 +487,198 @@ def test_a_page_on_another_port_cannot_act_as_the_signed_in_user(server: tuple[s
     assert attempts["json_post"] in (403, "failed"), attempts
     assert attempts["read_config"] in (403, "failed"), attempts
     assert count(studio) == before  # neither the preflighted nor the simple POST stored bob's decision
+
+
+# --- served names, forwarded addresses, sign-out by POST, rebinding after a crash -----------------------------------
+
+
+@contextmanager
+def launched(tmp_path: Path, **options: Any) -> Iterator[tuple[str, Studio]]:
+    """A studio of its own (its sign-in limits shared with no other test), served with `launch_app`'s `options`."""
+    from ui.app import launch_app
+
+    studio = Studio(build_workspace(tmp_path), cache_dir=tmp_path / "cache", overlap=1)
+    port = free_port()
+    app = launch_app(studio, port=port, exports_dir=tmp_path / "exports", block=False, **options)
+    try:
+        yield f"http://127.0.0.1:{port}/", studio
+    finally:
+        app.close()
+
+
+def rotate_forwarded_for(url: str) -> httpx.Response:
+    """FREE_PER_ADDRESS wrong sign-ins under as many names, each claiming another X-Forwarded-For address, then
+    alice's right password from yet another claimed address."""
+    for i in range(FREE_PER_ADDRESS):
+        assert login(url, f"guess-{i}", "wrong-password", **{"X-Forwarded-For": f"10.9.0.{i}"}).status_code == 400
+    return login(url, "alice", **{"X-Forwarded-For": "10.9.1.1"})
+
+
+class TestServedNames:
+    def test_host_names_and_the_served_set(self) -> None:
+        assert host_name("127.0.0.1:7860") == "127.0.0.1" and host_name("[::1]:7860") == "::1"
+        assert host_name("Studio.Lab.Example.") == "studio.lab.example" and host_name(None) is None
+        assert host_name("127.0.0.1:99999") is None and host_name("") is None and host_name("a@127.0.0.1") is None
+        served = served_hosts("0.0.0.0", ["studio.lab.example"])
+        assert served == {"localhost", "127.0.0.1", "::1", "studio.lab.example"}  # a wildcard bind names nothing
+        assert "10.0.0.5" in served_hosts("10.0.0.5")
+
+    @pytest.mark.parametrize("value", ["http://studio.lab", "studio.lab:8080", "studio.lab/x", "*.lab", "", "a b"])
+    def test_an_allowed_host_must_be_a_bare_name_or_address(self, value: str) -> None:
+        with pytest.raises(InputError, match="is not a host name or address; give the name users type"):
+            check_allowed_host(value)
+        assert check_allowed_host(" Studio.Lab ") == "studio.lab" and check_allowed_host("[::1]") == "::1"
+
+    @pytest.mark.parametrize("value", ["*", "proxy.lab", "10.0.0.300", ""])
+    def test_a_trusted_proxy_must_be_an_address_or_network(self, value: str) -> None:
+        with pytest.raises(InputError, match="is not an IP address or network"):
+            check_trusted_proxy(value)
+        assert check_trusted_proxy("10.0.0.7/24") == "10.0.0.0/24" and check_trusted_proxy("::1") == "::1/128"
+
+    def test_a_rebinding_page_is_refused_before_login(self, server: tuple[str, Studio]) -> None:
+        """A page at evil.example whose name now resolves to 127.0.0.1 is same-origin with itself; its requests
+        still name its host, and are refused before any route."""
+        url, _ = server
+        port = url.rstrip("/").rsplit(":", 1)[1]
+        evil = {"Host": f"evil.example:{port}", "Origin": f"http://evil.example:{port}"}
+        refused = login(url, "alice", **evil)
+        assert refused.status_code == 403 and "host 'evil.example' is not served here" in refused.text
+        assert "set-cookie" not in refused.headers
+        page = httpx.get(url, headers={"Host": f"evil.example:{port}"}, timeout=60)
+        assert page.status_code == 403
+        assert httpx.get(url, headers={"Host": ""}, timeout=60).status_code in (400, 403)
+        assert login(url, "alice", Host=f"localhost:{port}", Origin=f"http://localhost:{port}").status_code == 200
+
+    def test_serve_refuses_a_bad_allowed_host_or_proxy_in_one_line(self, tmp_path: Path) -> None:
+        from relabel.cli import cli
+
+        ws = ["--workspace", str(tmp_path / "ws")]
+        runner = CliRunner()
+        assert runner.invoke(cli, [*ws, "init"]).exit_code == 0
+        for option, value, message in (
+            ("--allowed-host", "http://studio.lab", "is not a host name or address"),
+            ("--trusted-proxy", "*", "is not an IP address or network"),
+        ):
+            refused = runner.invoke(cli, [*ws, "serve", option, value])
+            assert refused.exit_code == 2 and message in refused.output, refused.output
+            assert len(refused.output.strip().splitlines()) == 1 and "Traceback" not in refused.output
+
+
+class TestForwardedAddresses:
+    def test_a_rotated_x_forwarded_for_does_not_escape_the_address_limit(self, tmp_path: Path) -> None:
+        with launched(tmp_path) as (url, _):
+            refused = rotate_forwarded_for(url)
+        assert refused.status_code == LOCKED_STATUS and "too many failed sign-ins for this address" in refused.text
+
+    def test_a_configured_proxy_s_x_forwarded_for_names_the_client(self, tmp_path: Path) -> None:
+        with launched(tmp_path, trusted_proxies=["127.0.0.1/32"]) as (url, _):
+            signed_in = rotate_forwarded_for(url)  # each claimed address failed once: none is locked
+        assert signed_in.status_code == 200, signed_in.text
+        assert os.environ["FORWARDED_ALLOW_IPS"] == "127.0.0.1/32"
+
+
+class TestSignOut:
+    def test_a_get_signs_no_one_out_and_a_foreign_post_is_refused(self, server: tuple[str, Studio]) -> None:
+        url, studio = server
+        add_user(studio.engine, "leaver", Role.annotator, PASSWORD)
+        with httpx.Client(base_url=url, timeout=60) as browser:
+            assert browser.post("/login", data={"username": "leaver", "password": PASSWORD}).status_code == 200
+            page = browser.get("/logout")  # what an <img src=/logout> on any page of the site sends
+            assert page.status_code == 200 and '<form method="post" action="logout">' in page.text
+            assert "frame-ancestors 'self'" in page.headers["content-security-policy"]
+            assert browser.get("/config").status_code == 200  # still signed in
+            foreign_post = browser.post("/logout", headers={"Origin": foreign(url)})
+            assert foreign_post.status_code == 403 and browser.get("/config").status_code == 200
+            cookies = dict(browser.cookies)
+            signed_out = browser.post("/logout", headers={"Origin": url.rstrip("/")})
+            assert signed_out.status_code == 302 and browser.get("/config").status_code == 401
+        with httpx.Client(base_url=url, timeout=60, cookies=cookies) as replay:
+            assert replay.get("/config").status_code == 401  # the session itself ended, not just the cookie
+
+
+def test_the_port_can_be_bound_again_at_once_after_a_crash() -> None:
+    """A crashed studio leaves its connections in TIME_WAIT; the free-port check binds with SO_REUSEADDR, as the
+    server does, so `relabel serve` starts again at once; a port still listened on is refused."""
+    import socket
+
+    from relabel.errors import InputError as PortError
+    from ui.cli import check_port_free
+
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn's listening socket
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        with pytest.raises(PortError, match=f"cannot listen on 127.0.0.1:{port}"):
+            check_port_free("127.0.0.1", port)
+        client = socket.create_connection(("127.0.0.1", port))
+        accepted, _ = listener.accept()
+        accepted.close()  # the server side closes first, as when its process dies: its end waits in TIME_WAIT
+        client.recv(1)
+        client.close()
+    # what the check did before: the lingering connection blocks a plain bind
+    with socket.socket() as plain, pytest.raises(OSError):
+        plain.bind(("127.0.0.1", port))
+    check_port_free("127.0.0.1", port)
+
+
+SIGN_OUT_PAGE = """<!doctype html><title>another app on this machine</title>
+<img id="probe" src="STUDIOlogout">
+<script>
+window.attempts = (async () => {
+  await new Promise((done) => { const img = document.getElementById('probe'); img.onload = img.onerror = done;
+    if (img.complete) done(); });
+  try {
+    await fetch(STUDIO + 'logout', {method: 'POST', credentials: 'include', mode: 'no-cors'});
+    return 'sent';
+  } catch (e) { return 'failed'; }
+})();
+</script>"""
+
+
+@pytest.mark.browser
+def test_a_page_on_another_port_cannot_sign_a_user_out_and_the_studio_s_control_can(
+    server: tuple[str, Studio],
+) -> None:
+    from tests.ui.test_browser import CHROMIUM, WAIT_MS, require_browser, sign_in
+
+    require_browser()
+    from playwright.sync_api import sync_playwright
+
+    url, studio = server
+    add_user(studio.engine, "quitter", Role.annotator, PASSWORD)
+    html = SIGN_OUT_PAGE.replace("STUDIOlogout", f"{url}logout").replace("STUDIO", json.dumps(url)).encode()
+
+    class EvilPage(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(html)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    evil = ThreadingHTTPServer(("127.0.0.1", free_port()), EvilPage)
+    threading.Thread(target=evil.serve_forever, daemon=True).start()
+    try:
+        with sync_playwright() as pw:
+            chromium = pw.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-gpu"])
+            page = chromium.new_context().new_page()
+            page.set_default_timeout(WAIT_MS)
+            page.goto(url)
+            sign_in(page, "quitter")
+            page.goto(f"http://127.0.0.1:{evil.server_address[1]}/")
+            attempt = page.evaluate("window.attempts")
+            page.goto(url)
+            page.locator("[data-mode=review] .rg-logout").wait_for()  # still signed in: the card, not the login
+            still_in = page.get_by_label("username").count() == 0
+            page.locator("[data-mode=review] .rg-logout").click()
+            page.get_by_role("button", name="Sign out").click()
+            page.get_by_label("username").wait_for()  # Gradio's sign-in form
+            page.goto(url)
+            page.get_by_label("username").wait_for()  # and the session is gone, not only this page
+            chromium.close()
+    finally:
+        evil.shutdown()
+    assert attempt in ("sent", "failed") and still_in
