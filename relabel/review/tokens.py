@@ -5,6 +5,10 @@ on the item), what it suggested, and the newest decision of that user on the ima
 made on a card that another tab has since answered is refused instead of silently replacing the other answer.
 Only tokens this process issued are accepted: a made-up or pre-restart token is refused (the page reloads the
 card), so a token can never speak for an image that was not served to that user.
+
+Each user has a pool of their own, bounded by MAX_TOKENS_PER_USER, oldest dropped first: one user asking for cards
+as fast as they can (a script, a stuck key) drops only their own old tokens, never a colleague's open card. Users
+are added by leads, so the pools together stay bounded too.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from dataclasses import dataclass
 
 from relabel.errors import ConflictError, InputError, StaleCardError
 
-MAX_TOKENS = 200_000  # tokens kept in memory; an evicted token is refused like an unknown one (the card reloads)
+MAX_TOKENS_PER_USER = 5_000  # a user's tokens kept; an evicted token is refused like an unknown one (card reloads)
 MAX_TOKEN_LENGTH = 64
 
 
@@ -35,10 +39,11 @@ class Shown:
 
 
 class CardTokens:
-    """Issued tokens, newest last, bounded by MAX_TOKENS. Thread-safe."""
+    """Issued tokens, per user newest last, at most `limit` per user. Thread-safe."""
 
-    def __init__(self, limit: int = MAX_TOKENS) -> None:
-        self._shown: OrderedDict[str, Shown] = OrderedDict()
+    def __init__(self, limit: int = MAX_TOKENS_PER_USER) -> None:
+        self._shown: dict[str, Shown] = {}  # every user's tokens, so a token used by another user is named as such
+        self._pools: dict[int, OrderedDict[str, None]] = {}  # each user's tokens, oldest first
         self._lock = threading.Lock()
         self._limit = limit
 
@@ -56,8 +61,10 @@ class CardTokens:
         shown = Shown(user_id, image_id, time.monotonic(), suggestion_id, suggested_class, original, last_event)
         with self._lock:
             self._shown[token] = shown
-            while len(self._shown) > self._limit:
-                self._shown.popitem(last=False)
+            pool = self._pools.setdefault(user_id, OrderedDict())
+            pool[token] = None
+            while len(pool) > self._limit:
+                del self._shown[pool.popitem(last=False)[0]]
         return token
 
     def check(self, token: str, user_id: int, image_id: int) -> Shown:
