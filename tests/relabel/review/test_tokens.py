@@ -34,4 +34,3 @@ def test_a_token_is_another_card_for_another_user_or_image() -> None:
     with pytest.raises(ConflictError, match="another card than image 4"):
         tokens.check(token, ALICE, 4)
     assert tokens.check(token, ALICE, 3).image_id == 3
-
