@@ -159,5 +159,6 @@ def card_payload(
         "others": [answer_payload(vocab, e) for e in card.others(reveal=reveal)],
         "own": own_answer(vocab, card),
         "status": status,
+        "reason": studio.review_reason(card.image_id),  # why the queue ranks it here; None: not by its benefit
         "prefetch": prefetch or [],
     }

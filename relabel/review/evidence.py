@@ -7,15 +7,19 @@ from sqlalchemy.engine import Connection
 from sqlmodel import col
 
 from db.enums import ImageStatus, SourceKind
-from db.models import Image, Label, LabelSource, Prediction, Snapshot, SnapshotLabel, pk
+from db.models import Image, Label, LabelSource, Prediction, SnapshotLabel, pk
 from relabel.decision_log import current_decisions
-from relabel.posteriors import UNCERTAIN, reads_votes
+from relabel.posteriors import UNCERTAIN
+from relabel.review.benefit import ReviewBenefit, newest_vote_snapshot
 from relabel.review.cards import RunChoice
 from relabel.review.queue import Evidence
 
 
-def load_evidence(conn: Connection, dataset_id: int, runs: RunChoice) -> list[Evidence]:
-    """Queue evidence for every readable image of the dataset, in a handful of bulk queries."""
+def load_evidence(
+    conn: Connection, dataset_id: int, runs: RunChoice, benefit: ReviewBenefit | None = None
+) -> list[Evidence]:
+    """Queue evidence for every readable image of the dataset, in a handful of bulk queries. `benefit`: the
+    expected benefit of one more review (`relabel.review.benefit.load_benefit`) each image takes; None: none."""
     ids = (
         conn.execute(
             select(pk(Image.id))
@@ -45,6 +49,7 @@ def load_evidence(conn: Connection, dataset_id: int, runs: RunChoice) -> list[Ev
     confidence = _confidence(classifier, original)
     decisions = current_decisions(conn, dataset_id)
     uncertain = uncertain_images(conn, dataset_id)
+    scores = benefit.scores() if benefit is not None else {}
     out = []
     for image_id in ids:
         e = Evidence(
@@ -55,6 +60,7 @@ def load_evidence(conn: Connection, dataset_id: int, runs: RunChoice) -> list[Ev
             priors.get(image_id, []),
             original_labels=original_labels.get(image_id, ()),
             uncertain=image_id in uncertain,
+            benefit=scores.get(image_id),
         )
         e.take(decisions.get(image_id, ()))
         out.append(e)
@@ -64,16 +70,11 @@ def load_evidence(conn: Connection, dataset_id: int, runs: RunChoice) -> list[Ev
 def uncertain_images(conn: Connection, dataset_id: int) -> set[int]:
     """The images uncertain (origin "uncertain", category U) in the dataset's newest snapshot whose consensus read
     votes; empty when it has none. Older vote-based snapshots are superseded by the newest."""
-    snapshots = conn.execute(
-        select(col(Snapshot.id), col(Snapshot.consensus))
-        .where(col(Snapshot.dataset_id) == dataset_id)
-        .order_by(col(Snapshot.created_at).desc(), col(Snapshot.id).desc())
-    ).all()
-    newest = next((snapshot_id for snapshot_id, settings in snapshots if reads_votes(settings)), None)
+    newest = newest_vote_snapshot(conn, dataset_id)
     if newest is None:
         return set()
     query = select(col(SnapshotLabel.image_id)).where(
-        col(SnapshotLabel.snapshot_id) == newest, col(SnapshotLabel.origin) == UNCERTAIN
+        col(SnapshotLabel.snapshot_id) == newest[0], col(SnapshotLabel.origin) == UNCERTAIN
     )
     return set(conn.execute(query).scalars())
 

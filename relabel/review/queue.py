@@ -1,12 +1,25 @@
-"""The review queue: the most suspect images first, N-way blind overlap, and who is looking at what.
+"""The review queue: the images most worth a look first, N-way blind overlap, and who is looking at what.
 
-Priority is the evidence that an image's original label is wrong, summed from four signals (weights in
-`WEIGHTS`): the suggestion's top-1 differs from the original label; the classifier gives the original label little
-probability; prior relabels (ReaL, Shankar, MTurk...) leave the original label out; the image is disputed.
-Above all of them: the image is *uncertain* in the dataset's newest snapshot whose consensus read votes (`relabel
-snapshot create --consensus ds`: a pair neither accepted nor confidently absent, `relabel.aggregation.uncertain`;
-category U, origin "uncertain"); `UNCERTAIN_WEIGHT` exceeds the four weights together, so every uncertain image is
-served before any other. Ties keep a seeded shuffle, so two workspaces built the same way serve the same order.
+Order. When the dataset has a snapshot whose consensus read votes (`relabel snapshot create --consensus ds`), the
+queue serves in two tiers:
+
+1. **By expected benefit.** The images of the newest such snapshot that hold posteriors and whose expected benefit
+   of one more review (`relabel.active_review.review_benefit` over that snapshot's posteriors and every stored
+   run's top-1, read by `relabel.review.benefit`) reaches `MIN_BENEFIT`, highest benefit first: an image whose
+   label is uncertain and where the runs' scores hang on it comes before one whose label is as uncertain but no
+   run's top-1 is at stake. This is `relabel.active_review.active_order` restricted to these images (the same
+   seeded tie-break). Every image the snapshot leaves *uncertain* (category U, origin "uncertain") is here when
+   its threshold and --keep-original are at most 0.95: its doubtful pair alone adds more than 0.05.
+2. **By evidence.** Every other image (no votes, or votes that settle it: benefit under `MIN_BENEFIT`) by the
+   evidence that its original label is wrong, summed from four signals (weights in `WEIGHTS`): the suggestion's
+   top-1 differs from the original label; the classifier gives the original label little probability; prior
+   relabels (ReaL, Shankar, MTurk...) leave the original label out; the image is disputed. An image uncertain in
+   the snapshot adds `UNCERTAIN_WEIGHT`, more than the four together, so one that fell to this tier (a threshold
+   above 0.95) still leads it.
+
+Without a vote-based snapshot there is no benefit and no uncertain image: the whole queue is tier 2, the evidence
+order. Ties keep a seeded shuffle, so two workspaces built the same way serve the same order. The order is
+fixed when the queue is built (`Studio.refresh`); decisions change who may be served an image, not where it stands.
 
 Whether an image is disputed or adjudicated, and the category its consensus has, follow `relabel.consensus` (the
 rules a snapshot applies), kept per image and worked out again whenever one of its decisions changes.
@@ -29,6 +42,7 @@ from typing import NamedTuple
 import numpy as np
 
 from db.enums import Category
+from relabel.active_review import AT_STAKE
 from relabel.consensus import DECIDED_CATEGORIES, Decision, DecisionKey, Outcome, categorize, settle
 from relabel.errors import InputError
 
@@ -39,6 +53,10 @@ STATUSES = ("open", "disputed", "decided", "mine")  # the queue's status filter:
 # of the current consensus, as a snapshot assigns them; U: no consensus yet (undecided, disputed or uncertain)
 CATEGORIES = tuple(c.value for c in (*DECIDED_CATEGORIES, Category.U))
 DEFAULT_LEASE_SECONDS = 600.0
+# an image's expected benefit below this (expected label errors plus runs' top-1 changes) is nothing worth a review
+# before the evidence order: `relabel.active_review`'s own floor for a run at stake
+MIN_BENEFIT = AT_STAKE
+NOBODY = -1  # a user id no user has: what the queue would serve someone who decided nothing (`upcoming`)
 
 
 class Settled(NamedTuple):
@@ -62,6 +80,7 @@ class Evidence:
     adjudications: dict[int, DecisionKey] = field(default_factory=dict)  # lead id -> adjudication key, oldest first
     original_labels: tuple[int, ...] = ()  # the whole ImGT label set; () means (original,)
     uncertain: bool = False  # uncertain in the newest vote-based snapshot (see the module docstring)
+    benefit: float | None = None  # expected benefit of one more review; None: no posteriors of it
 
     def __post_init__(self) -> None:
         if not self.original_labels and self.original is not None:
@@ -99,6 +118,18 @@ def priority(e: Evidence, disputed: bool | None = None) -> float:
     return score
 
 
+def by_benefit(e: Evidence) -> bool:
+    """Whether the image is served by its expected benefit (tier 1 of the module docstring)."""
+    return e.benefit is not None and e.benefit >= MIN_BENEFIT
+
+
+def rank_key(e: Evidence, evidence_priority: float) -> tuple[int, float]:
+    """Sort key of an image in the queue, smallest first: (tier, minus the benefit or the evidence priority)."""
+    if e.benefit is not None and by_benefit(e):
+        return (0, -e.benefit)
+    return (1, -evidence_priority)
+
+
 @dataclass(frozen=True)
 class QueueFilter:
     """Which images a user wants: an original class, a status (STATUSES), a consensus category (CATEGORIES)."""
@@ -132,7 +163,8 @@ class ReviewQueue:
         self._settled = {e.image_id: e.settle() for e in rows}  # kept up to date by _count
         self.priority = {e.image_id: priority(e, self._settled[e.image_id].outcome is Outcome.disputed) for e in rows}
         tiebreak = np.random.default_rng(seed).permutation(len(rows))
-        ranked = sorted(range(len(rows)), key=lambda i: (-self.priority[rows[i].image_id], tiebreak[i]))
+        keys = [rank_key(e, self.priority[e.image_id]) for e in rows]
+        ranked = sorted(range(len(rows)), key=lambda i: (keys[i], tiebreak[i]))
         self.order = [rows[i].image_id for i in ranked]
         self.evidence = {e.image_id: e for e in rows}
         self.overlap, self.lease_seconds, self.clock = overlap, lease_seconds, clock
@@ -235,6 +267,19 @@ class ReviewQueue:
             if user_id in e.voters or self._leases.get(image_id, {}).get(user_id, 0.0) > now:
                 return True
             return any(self._eligible(image_id, user_id, QueueFilter(status=s), now) for s in ("open", "disputed"))
+
+    def upcoming(self, limit: int, flt: QueueFilter = QueueFilter()) -> list[int]:
+        """The first `limit` images in queue order that the queue would serve to a user who has decided nothing
+        (leases held now count): what is next for a newcomer."""
+        with self._lock:
+            now = self.clock()
+            out: list[int] = []
+            for image_id in self.order:
+                if len(out) >= limit:
+                    break
+                if self._eligible(image_id, NOBODY, flt, now):
+                    out.append(image_id)
+            return out
 
     def remaining(self, user_id: int, flt: QueueFilter = QueueFilter()) -> int:
         """Images still eligible for `user_id` under `flt` (a full pass: for progress displays, not per card)."""

@@ -27,11 +27,12 @@ from relabel.annotations import retract_annotation, store_annotation, verify_pas
 from relabel.consensus import Decision, decision_key, standing
 from relabel.decision_log import current_decisions
 from relabel.errors import ConflictError, InputError, NotFoundError, StaleCardError
+from relabel.review.benefit import ReviewBenefit, class_names, load_benefit
 from relabel.review.cards import IMAGE_COLUMNS, Card, RunChoice, load_card, pick_runs
 from relabel.review.display import DisplayCache, StoredImage
 from relabel.review.evidence import load_evidence
 from relabel.review.examples import load_examples
-from relabel.review.queue import Evidence, QueueFilter, ReviewQueue
+from relabel.review.queue import QueueFilter, ReviewQueue, by_benefit
 from relabel.review.tokens import CardTokens, Shown
 from relabel.storable import storable_text
 from relabel.vocabulary import Vocabulary
@@ -141,7 +142,10 @@ class Studio:
         if hasattr(self, "queue"):
             with self.engine.connect() as conn:
                 self.runs = pick_runs(conn, self.dataset_id, self._run_names[0], self._run_names[1])
-        self.queue = ReviewQueue(self._evidence(), overlap=self.overlap, seed=self.seed)
+        with self.engine.connect() as conn:
+            self.benefit: ReviewBenefit | None = load_benefit(conn, self.dataset_id)
+            evidence = load_evidence(conn, self.dataset_id, self.runs, self.benefit)
+        self.queue = ReviewQueue(evidence, overlap=self.overlap, seed=self.seed)
         with self.engine.connect() as conn:
             self.examples = load_examples(conn, self.dataset_id, self.root)
         with self._cards_lock:
@@ -191,6 +195,14 @@ class Studio:
             last_event=max((e.annotation_id for e in card.history if e.user == user), default=None),
         )
         return card, token
+
+    def review_reason(self, image_id: int) -> str | None:
+        """Why the queue ranks `image_id` where it does, in one line ("P(tabby cat) = 0.55; changes 3 runs'
+        top-1"), when it ranks it by its expected benefit (`relabel.review.queue`); None otherwise."""
+        e = self.queue.evidence.get(image_id)
+        if self.benefit is None or e is None or not by_benefit(e):
+            return None
+        return self.benefit.reason(image_id, class_names(self.vocab))
 
     def stored_image(self, image_id: int) -> StoredImage:
         with self.engine.connect() as conn:
@@ -389,10 +401,6 @@ class Studio:
                 pass
 
         self._prefetch.submit(warm)
-
-    def _evidence(self) -> list[Evidence]:
-        with self.engine.connect() as conn:
-            return load_evidence(conn, self.dataset_id, self.runs)
 
 
 def suggestion_action(chosen: list[int], suggested: int | None) -> SuggestionAction:

@@ -92,6 +92,7 @@
     for (const sel of [".rg-caption", ".rg-original-name", ".rg-original-more", ".rg-suggestion-name",
       ".rg-suggestion-more", ".rg-priors-items", ".rg-progress"]) setText(sel, "");
     clear($(".rg-topk-items")); clear($(".rg-others-items"));
+    renderReason(null);
     $$(".rg-ref").forEach((r) => { r.hidden = true; r.removeAttribute("src"); });
     resetForm(null);
   }
@@ -112,11 +113,18 @@
     }
     setText(".rg-caption", [card.dataset, card.path, card.size, card.notes].filter(Boolean).join(" · "));
     setText(".rg-progress", card.status);
+    renderReason(card);
     renderOriginal(card); renderSuggestion(card); renderTopk(card); renderPriors(card); renderOthers(card);
     resetForm(card.own);
     updateAddress(card.image_id, push);
     prefetch(card.prefetch || []);
     if (ADJ) markCurrentInList();
+  }
+
+  function renderReason(card) {
+    const box = $(".rg-reason");
+    box.hidden = !(card && card.reason);
+    box.textContent = card && card.reason ? `Next because: ${card.reason}` : "";
   }
 
   function showRef(block, example) {
