@@ -25,6 +25,10 @@ Modules, in the order a result is built:
   budgets);
 - `agreement`: annotator reliability: Cohen's and Fleiss' κ, Krippendorff's α with set distances, percent
   agreement and agreement with adjudicated labels, on set-valued labels;
+- `presence`: object-presence probes after POPE (negatives sampled random, popular, adversarial; accuracy,
+  precision, recall, F1, yes-ratio), and the same answers against two references with a paired interval;
+- `chair`: caption hallucination after CHAIR (CHAIR-i, CHAIR-s, coverage) against one or two references;
+- `retrieval`: text → image R@K, item recall@K and mAP, image → text R@K, on embeddings or a similarity matrix;
 - `perturbations`: seeded ImageNet-C corruptions and text typos for robustness runs (a name → function registry).
 - `corruptions`: the ImageNet-C image corruptions themselves, pure functions on uint8 arrays.
 

@@ -1,0 +1,414 @@
+"""Retrieval scores on multi-label references: text → image with one query per class, and image → text over the
+class names.
+
+Input is a similarity of every query (a class's text, e.g. "a photo of a {name}") to every image: either the
+embeddings of both, compared by the dot product of L2-normalised rows (cosine similarity, as CLIP and SigLIP
+rank), or a similarity matrix (n_queries, n_images) the caller computed. Query q stands for class
+`query_classes[q]` (default: class q), one query per class. An image is relevant to a query when the query's class
+is in the image's label set; images whose set is empty are left out of the gallery (as they are excluded from
+scoring), so two references are compared on the images both label.
+
+Ties. R@K and item recall@K rank by similarity, most similar first, with irrelevant items ahead of relevant ones
+at equal similarity: the worst tie-break, so a tie at the K-th place is never a hit. AP takes ties as
+scikit-learn's `average_precision_score` does: items of equal similarity enter the ranking together. Without ties
+(float embeddings, in practice) both are the plain sort.
+
+text → image   per query with at least one relevant image (others are counted apart, `n_without_relevant`):
+    R@K              a hit when at least one relevant image ranks within the top K; the share of queries with a
+                     hit (CLIP_benchmark's "recall@K");
+    item recall@K    the share of the query's relevant images that rank within the top K, averaged over queries
+                     (the textbook recall at K; with 50 relevant images per class it is at most K / 50);
+    AP               average precision over the full ranking: (1 / R) Σ over the R relevant images of precision
+                     at the image, i.e. (relevant images at least as similar) / (images at least as similar);
+                     mAP is its mean over the queries.
+image → text   per gallery image whose set holds a class that has a query: R@K, a hit when one of its classes ranks
+               within the top K of the queries.
+
+Both directions are computed in blocks of about CHUNK_VALUES similarities (a block of queries against every image,
+then a block of images against every query), so 50,000 images × 1,000 queries never hold the whole matrix. Ranks
+within a block come from a histogram: each similarity falls in one of BINS bins of its row's range, the bins above
+a relevant item's bin are counted whole, and only the items sharing a bin with some relevant item are compared
+with it one by one; the counts are exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike
+from scipy import sparse
+
+from evaluator.errors import EvaluationError
+from evaluator.references import LabelSets
+
+KS = (1, 5, 10)
+CHUNK_VALUES = 8_000_000  # similarities per block (32 MB in float32)
+BINS = 8192
+
+
+@dataclass(frozen=True, eq=False)
+class TextToImage:
+    """Text → image scores (module docstring); per-query arrays are (n_queries,)."""
+
+    recall_at_k: dict[int, float]
+    item_recall_at_k: dict[int, float]
+    mean_ap: float
+    average_precision: np.ndarray  # NaN for a query without a relevant image
+    first_rank: np.ndarray  # place of the best relevant image (ties: irrelevant ahead); 0 without one
+    n_queries: int  # queries with at least one relevant image: the denominators
+    n_without_relevant: int
+    n_gallery: int
+
+
+@dataclass(frozen=True, eq=False)
+class ImageToText:
+    """Image → text scores (module docstring); `first_rank` (n_images,) is the place of the image's best-ranked
+    class (ties: irrelevant ahead), 0 for an image not scored (empty set, or none of its classes has a query)."""
+
+    recall_at_k: dict[int, float]
+    first_rank: np.ndarray
+    n_images: int  # scored: the denominator
+    n_without_relevant: int  # in the gallery, but none of its classes has a query
+    n_excluded: int = 0  # outside the gallery
+
+
+@dataclass(frozen=True, eq=False)
+class Retrieval:
+    """Both directions against one reference."""
+
+    text_to_image: TextToImage
+    image_to_text: ImageToText
+
+
+def retrieval_scores(
+    reference: LabelSets,
+    *,
+    similarity: ArrayLike | None = None,
+    query_embeddings: ArrayLike | None = None,
+    image_embeddings: ArrayLike | None = None,
+    query_classes: ArrayLike | None = None,
+    ks: Sequence[int] = KS,
+) -> Retrieval:
+    """Text → image and image → text scores against `reference`, from `similarity` (n_queries, n_images) or from
+    `query_embeddings` (n_queries, d) and `image_embeddings` (n_images, d); `query_classes` (n_queries,) distinct
+    classes (default: query q is class q)."""
+    return compare_retrieval(
+        [reference], similarity=similarity, query_embeddings=query_embeddings,
+        image_embeddings=image_embeddings, query_classes=query_classes, ks=ks,
+    )[0]  # fmt: skip
+
+
+def compare_retrieval(
+    references: Sequence[LabelSets],
+    *,
+    similarity: ArrayLike | None = None,
+    query_embeddings: ArrayLike | None = None,
+    image_embeddings: ArrayLike | None = None,
+    query_classes: ArrayLike | None = None,
+    ks: Sequence[int] = KS,
+) -> list[Retrieval]:
+    """The same similarities against each reference (ImGT, a ReGT snapshot) on one gallery: the images every
+    reference labels. One pass over the similarities serves all references. Arguments as `retrieval_scores`."""
+    refs = _check_references(references)
+    source = _Similarity.build(similarity, query_embeddings, image_embeddings, refs[0].n_images)
+    gallery = np.logical_and.reduce([ref.counts > 0 for ref in refs])
+    if not gallery.any():
+        raise EvaluationError("no image is labelled by every reference: the gallery is empty")
+    source = source.restricted(gallery)
+    classes = _check_query_classes(query_classes, source.n_queries, refs[0].n_classes)
+    ks = _check_ks(ks)
+    labels = [ref.labels[gallery] for ref in refs]
+    t2i = _text_to_image(source, [_relevant_images(lab, classes, ref.n_classes) for lab, ref in zip(labels, refs)], ks)
+    i2t = _image_to_text(source, [_relevant_queries(lab, classes, ref.n_classes) for lab, ref in zip(labels, refs)], ks)
+    return [Retrieval(a, _spread(b, gallery)) for a, b in zip(t2i, i2t, strict=True)]
+
+
+# ------------------------------------------------------------------------------------------- similarities
+
+
+class _Similarity:
+    """Blocks of the (n_queries, n_gallery) similarity, from a matrix or from normalised embeddings."""
+
+    def __init__(self, matrix: np.ndarray | None, queries: np.ndarray | None, images: np.ndarray | None) -> None:
+        self.matrix, self.queries, self.images = matrix, queries, images
+        shape = matrix.shape if matrix is not None else (len(queries), len(images))  # type: ignore[arg-type]
+        self.n_queries, self.n_gallery = int(shape[0]), int(shape[1])
+
+    @classmethod
+    def build(
+        cls, similarity: ArrayLike | None, queries: ArrayLike | None, images: ArrayLike | None, n_images: int
+    ) -> _Similarity:
+        if (similarity is None) == (queries is None or images is None) or (similarity is not None and (
+            queries is not None or images is not None)):  # fmt: skip
+            raise EvaluationError("give either similarity or both query_embeddings and image_embeddings")
+        if similarity is not None:
+            matrix = _finite(similarity, "similarity")
+            if matrix.shape[1] != n_images:
+                raise EvaluationError(f"similarity has {matrix.shape[1]} images but the reference has {n_images}")
+            return cls(matrix, None, None)
+        q, i = _normalised(queries, "query_embeddings"), _normalised(images, "image_embeddings")
+        if q.shape[1] != i.shape[1]:
+            raise EvaluationError(f"query_embeddings have {q.shape[1]} dimensions, image_embeddings {i.shape[1]}")
+        if len(i) != n_images:
+            raise EvaluationError(f"image_embeddings have {len(i)} images but the reference has {n_images}")
+        return cls(None, q, i)
+
+    def restricted(self, gallery: np.ndarray) -> _Similarity:
+        if gallery.all():
+            return self
+        if self.matrix is not None:
+            return _Similarity(self.matrix[:, gallery], None, None)
+        assert self.images is not None
+        return _Similarity(None, self.queries, self.images[gallery])
+
+    def query_blocks(self) -> Iterator[tuple[int, np.ndarray]]:
+        """(first query, block (n, n_gallery)) for consecutive blocks of queries."""
+        step = max(1, CHUNK_VALUES // self.n_gallery)
+        for start in range(0, self.n_queries, step):
+            if self.matrix is not None:
+                yield start, self.matrix[start : start + step]
+            else:
+                assert self.queries is not None and self.images is not None
+                yield start, self.queries[start : start + step] @ self.images.T
+
+    def image_blocks(self) -> Iterator[tuple[int, np.ndarray]]:
+        """(first image, block (n, n_queries)) for consecutive blocks of gallery images."""
+        step = max(1, CHUNK_VALUES // self.n_queries)
+        for start in range(0, self.n_gallery, step):
+            if self.matrix is not None:
+                yield start, np.ascontiguousarray(self.matrix[:, start : start + step].T)
+            else:
+                assert self.queries is not None and self.images is not None
+                yield start, self.images[start : start + step] @ self.queries.T
+
+
+def _finite(values: ArrayLike, what: str) -> np.ndarray:
+    arr = np.asarray(values)
+    if arr.ndim != 2 or arr.dtype.kind not in "iuf" or 0 in arr.shape:
+        raise EvaluationError(f"{what} must be a non-empty 2-D array of numbers, got {arr.dtype} {arr.shape}")
+    if arr.dtype.kind != "f":
+        arr = arr.astype(np.float64)
+    if not np.isfinite(arr).all():
+        row, col = (int(i) for i in np.argwhere(~np.isfinite(arr))[0])
+        raise EvaluationError(f"{what}[{row}, {col}] is {arr[row, col]}; every value must be finite")
+    return arr
+
+
+def _normalised(values: ArrayLike | None, what: str) -> np.ndarray:
+    arr = _finite(values, what).astype(np.float32)  # type: ignore[arg-type]
+    norms = np.linalg.norm(arr, axis=1)
+    if (norms == 0).any():
+        raise EvaluationError(f"{what} row {int(np.argmax(norms == 0))} is all zeros; it has no direction")
+    return arr / norms[:, None]
+
+
+# --------------------------------------------------------------------------------------------- relevance
+
+
+def _check_references(references: Sequence[LabelSets]) -> list[LabelSets]:
+    refs = list(references)
+    if not refs or not all(isinstance(ref, LabelSets) for ref in refs):
+        raise EvaluationError("references must be one or more LabelSets")
+    for ref in refs[1:]:
+        if (ref.n_images, ref.n_classes) != (refs[0].n_images, refs[0].n_classes):
+            raise EvaluationError(
+                f"references differ: {refs[0].n_images} images of {refs[0].n_classes} classes against "
+                f"{ref.n_images} of {ref.n_classes}"
+            )
+    return refs
+
+
+def _check_query_classes(query_classes: ArrayLike | None, n_queries: int, n_classes: int) -> np.ndarray:
+    if query_classes is None:
+        if n_queries > n_classes:
+            raise EvaluationError(f"{n_queries} queries but {n_classes} classes; pass query_classes")
+        return np.arange(n_queries)
+    arr = np.asarray(query_classes)
+    if arr.shape != (n_queries,) or arr.dtype.kind not in "iu":
+        raise EvaluationError(f"query_classes must be {n_queries} class indices, got {arr.dtype} {arr.shape}")
+    bad = np.flatnonzero((arr < 0) | (arr >= n_classes))
+    if len(bad):
+        raise EvaluationError(f"query {int(bad[0])} is of class {int(arr[bad[0]])}, outside 0..{n_classes - 1}")
+    values, counts = np.unique(arr, return_counts=True)
+    if (counts > 1).any():
+        raise EvaluationError(f"class {int(values[np.argmax(counts > 1)])} has {counts.max()} queries; one per class")
+    return arr.astype(np.int64)
+
+
+def _check_ks(ks: Sequence[int]) -> tuple[int, ...]:
+    values = tuple(ks)
+    if not values or any(isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1 for k in values):
+        raise EvaluationError(f"ks must be positive integers, e.g. (1, 5, 10), got {values!r}")
+    return tuple(sorted({int(k) for k in values}))
+
+
+def _relevant_images(labels: np.ndarray, classes: np.ndarray, n_classes: int) -> sparse.csr_matrix:
+    """(n_queries, n_gallery) CSR: query q's row holds the gallery images whose set has its class."""
+    rows, cols = np.nonzero(labels >= 0)
+    by_class = sparse.csr_matrix((np.ones(len(rows), bool), (labels[rows, cols], rows)), shape=(n_classes, len(labels)))
+    return by_class[classes]
+
+
+def _relevant_queries(labels: np.ndarray, classes: np.ndarray, n_classes: int) -> np.ndarray:
+    """(n_gallery, width) int: the queries of each image's classes, -1 where a class has no query (or padding)."""
+    query_of = np.full(n_classes + 1, -1)  # index -1 (padding) reads the last entry
+    query_of[classes] = np.arange(len(classes))
+    return query_of[labels]
+
+
+# -------------------------------------------------------------------------------------------- text → image
+
+
+def _text_to_image(source: _Similarity, relevant: list[sparse.csr_matrix], ks: tuple[int, ...]) -> list[TextToImage]:
+    n_q = source.n_queries
+    ap = [np.full(n_q, np.nan) for _ in relevant]
+    first = [np.zeros(n_q, np.int64) for _ in relevant]
+    found = [{k: np.zeros(n_q) for k in ks} for _ in relevant]
+    for start, block in source.query_blocks():
+        stop = start + len(block)
+        hist = _Histogram(block)
+        for r, rel in enumerate(relevant):
+            part = rel[start:stop]
+            if not part.nnz:
+                continue
+            rows = np.repeat(np.arange(len(block)), np.diff(part.indptr))
+            ranks = hist.ranks(rows, part.indices)
+            _query_scores(rows + start, block[rows, part.indices], ranks, ap[r], first[r], found[r])
+    out = []
+    for r, rel in enumerate(relevant):
+        sizes = np.diff(rel.indptr)
+        has = sizes > 0
+        n = int(has.sum())
+        out.append(
+            TextToImage(
+                {k: _mean(first[r][has] <= k, n) for k in ks},
+                {k: _mean(found[r][k][has] / sizes[has], n) for k in ks},
+                _mean(ap[r][has], n),
+                ap[r],
+                first[r],
+                n,
+                n_q - n,
+                source.n_gallery,
+            )
+        )
+    return out
+
+
+class _Histogram:
+    """Per row of a block, counts of similarities in BINS bins of the row's range, for exact ranks (module
+    docstring). Binning is monotone: a higher bin never holds a smaller value, so whole bins can be counted."""
+
+    def __init__(self, block: np.ndarray) -> None:
+        low, high = block.min(axis=1, keepdims=True), block.max(axis=1, keepdims=True)
+        span = high - low
+        scale = np.where(span > 0, BINS / np.where(span > 0, span, 1), 0).astype(block.dtype)
+        scaled = block - low
+        scaled *= scale
+        bins = scaled.astype(np.intp)  # the index type bincount and take want: no further copy
+        del scaled
+        np.minimum(bins, BINS - 1, out=bins)
+        bins += (np.arange(len(block)) * BINS)[:, None]
+        self.block, self.bins = block, bins  # bins hold the row's offset: one flat index per similarity
+        self.counts = np.bincount(bins.ravel(), minlength=len(block) * BINS)
+
+    def ranks(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """For items (row, column) of the block: how many similarities of the row are ≥ the item's."""
+        n_rows = len(self.block)
+        values, item_bin = self.block[rows, cols], self.bins[rows, cols]
+        marked = np.zeros(n_rows * BINS, bool)
+        marked[item_bin] = True
+        # similarities in unmarked bins above an item's bin are all greater: counted from the histogram
+        whole = np.where(marked, 0, self.counts).reshape(n_rows, BINS)
+        above = np.cumsum(whole[:, ::-1], axis=1)[:, ::-1]  # above[r, b] = count in unmarked bins ≥ b
+        above = np.concatenate([above[:, 1:], np.zeros((n_rows, 1), above.dtype)], axis=1).ravel()
+        # similarities in marked bins are compared one by one with the items of their row
+        sel_rows, sel_cols = np.nonzero(marked[self.bins])
+        sel_values = self.block[sel_rows, sel_cols]
+        merged_rows = np.concatenate([rows, sel_rows])
+        merged_values = np.concatenate([values, sel_values])
+        is_sel = np.concatenate([np.zeros(len(rows), bool), np.ones(len(sel_rows), bool)])
+        order = np.lexsort((is_sel, merged_values, merged_rows))  # equal values: the item first, so ≥ counts it
+        sel_before = np.cumsum(is_sel[order]) - is_sel[order]  # selected strictly before, in all rows
+        per_row = np.bincount(sel_rows, minlength=n_rows)
+        before_row = np.cumsum(per_row) - per_row
+        position = np.empty(len(order), np.int64)
+        position[order] = np.arange(len(order))
+        at_item = position[: len(rows)]
+        in_row_before = sel_before[at_item] - before_row[rows]
+        return above[item_bin] + per_row[rows] - in_row_before
+
+
+def _query_scores(
+    queries: np.ndarray,
+    values: np.ndarray,
+    ranks: np.ndarray,
+    ap: np.ndarray,
+    first: np.ndarray,
+    found: dict[int, np.ndarray],
+) -> None:
+    """AP, best rank and relevant images within each K of the queries of one block (items grouped by query)."""
+    order = np.lexsort((-values, queries))  # per query, most similar first
+    q, v, rank = queries[order], values[order], ranks[order]
+    starts = np.flatnonzero(np.r_[True, q[1:] != q[:-1]])
+    group = np.cumsum(np.r_[True, q[1:] != q[:-1]]) - 1
+    # relevant items at least as similar: up to the last item of the same value in the group
+    new_value = np.r_[True, (q[1:] != q[:-1]) | (v[1:] != v[:-1])]
+    run_end = np.r_[np.flatnonzero(new_value)[1:], len(q)]
+    run = np.cumsum(new_value) - 1
+    relevant_ge = run_end[run] - starts[group]
+    sizes = np.diff(np.r_[starts, len(q)])
+    ap[q[starts]] = np.add.reduceat(relevant_ge / rank, starts) / sizes
+    # place with irrelevant items ahead at ties: the m-th relevant image after the irrelevant ones at least as similar
+    place = np.arange(len(q)) - starts[group] + 1 + (rank - relevant_ge)
+    first[q[starts]] = place[starts]
+    for k, counts in found.items():
+        counts[q[starts]] = np.add.reduceat(place <= k, starts)
+
+
+def _mean(values: np.ndarray, n: int) -> float:
+    return float(np.sum(values) / n) if n else float("nan")
+
+
+# -------------------------------------------------------------------------------------------- image → text
+
+
+def _image_to_text(source: _Similarity, relevant: list[np.ndarray], ks: tuple[int, ...]) -> list[ImageToText]:
+    first = [np.zeros(source.n_gallery, np.int64) for _ in relevant]
+    for start, block in source.image_blocks():
+        stop = start + len(block)
+        for r, queries in enumerate(relevant):
+            first[r][start:stop] = _best_ranks(block, queries[start:stop])
+    out = []
+    for ranks in first:
+        has = ranks > 0
+        n = int(has.sum())
+        out.append(ImageToText({k: _mean(ranks[has] <= k, n) for k in ks}, ranks, n, len(ranks) - n))
+    return out
+
+
+def _best_ranks(block: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """Per image of the block: the place of its best relevant query (1 + the irrelevant queries at least as
+    similar), 0 when it has none."""
+    valid = queries >= 0
+    rows_all = np.arange(len(block))[:, None]
+    values = np.where(valid, block[rows_all, np.where(valid, queries, 0)], -np.inf)  # (n, width)
+    best = np.full(len(block), np.iinfo(np.int64).max)
+    for col in range(queries.shape[1]):
+        rows = np.flatnonzero(valid[:, col])
+        if not len(rows):
+            continue
+        part = block if len(rows) == len(block) else block[rows]
+        value = values[rows, col]
+        relevant_ge = np.count_nonzero(values[rows] >= value[:, None], axis=1)
+        irrelevant_ge = np.count_nonzero(part >= value[:, None], axis=1) - relevant_ge
+        best[rows] = np.minimum(best[rows], irrelevant_ge + 1)
+    return np.where(best == np.iinfo(np.int64).max, 0, best)
+
+
+def _spread(score: ImageToText, gallery: np.ndarray) -> ImageToText:
+    """Per-image ranks over all images of the reference (0 outside the gallery)."""
+    ranks = np.zeros(len(gallery), np.int64)
+    ranks[gallery] = score.first_rank
+    return ImageToText(score.recall_at_k, ranks, score.n_images, score.n_without_relevant, int((~gallery).sum()))
