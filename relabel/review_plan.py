@@ -23,8 +23,10 @@ top-1 classes, q[r, i] = P(run r's top-1 on image i is in the image's label set)
 **Forecast.** Reviews walk the active order (`relabel.active_review.active_order`, highest expected benefit first,
 computed once from the posteriors now) over the images not excluded (already reviewed: they are not served again).
 Assumed: a review *settles* an image, so its q become 0 or 1: its terms leave every variance above, and the
-expected values (top-1 now, Δ) stay as they are. The variance after k reviews is the sum of the terms of the images
-not yet reviewed, so the reviews needed for a criterion are the first k where it holds: (a) every run's half-width
+expected values (top-1 now, Δ) stay as they are. With `residual` ρ > 0 a review leaves ρ of each of its image's
+terms instead (a few answers more narrow an image's label set without settling it). The variance after k reviews
+is the sum of the terms of the images not yet reviewed (plus ρ times those reviewed), so the reviews needed for a
+criterion are the first k where it holds: (a) every run's half-width
 is within `target_halfwidth`; (b) the ranking's stability reaches `stability`. None when the pool cannot get
 there: a tie, or images left out of the pool (excluded) keeping too much variance. What the assumptions leave out:
 a real review may leave an image uncertain (a few answers more, not the truth), refitting the consensus moves the
@@ -132,6 +134,7 @@ def forecast(
     seed: int = 0,
     target_halfwidth: float = TARGET_HALFWIDTH,
     stability: float = STABILITY,
+    residual: float = 0.0,
 ) -> Plan:
     """Reviews in the active order until each run's top-1 half-width is within `target_halfwidth` points and the
     ranking holds with probability `stability` (module docstring: what is assumed).
@@ -140,11 +143,14 @@ def forecast(
     (n_runs, n_images) the runs' top-1 classes (NO_RUN: none); `scored` (n_runs, n_images) bool the images each run
     is scored on (default: where it has a top-1; a failed reply is scored, as wrong, with NO_RUN); `exclude`
     (n_images,) bool images the order no longer serves (reviewed already); `run_weight` and `seed` those of the
-    active order (`relabel.active_review`). InputError for a run scored on no image or a target out of range."""
+    active order (`relabel.active_review`); `residual` in [0, 1) the share of an image's variance a review leaves
+    (0: it settles the image). InputError for a run scored on no image or a target out of range."""
     if not target_halfwidth > 0:
         raise InputError(f"the half-width target must be above 0 points, got {target_halfwidth}")
     if not 0.5 < stability < 1:
         raise InputError(f"the ranking's stability must lie in (0.5, 1), got {stability}")
+    if not 0 <= residual < 1:
+        raise InputError(f"the residual share of a reviewed image's variance must lie in [0, 1), got {residual}")
     top1 = np.atleast_2d(np.asarray(top1, dtype=np.int64))
     q = correct_probability(rows, classes, probs, n_images, top1)
     counted = top1 >= 0 if scored is None else np.atleast_2d(np.asarray(scored, dtype=bool))
@@ -155,12 +161,12 @@ def forecast(
     q, top1, n = _check_runs(q, top1, n)
     order = active_order(review_benefit(rows, classes, probs, n_images, top1, run_weight), seed, exclude)
     # remaining[:, k]: the variance left after the first k reviews (images never served keep theirs)
-    run_left = _remaining(q * (1.0 - q), order)
+    run_left = _remaining(q * (1.0 - q), order, residual)
     needed = (target_halfwidth * n / (100.0 * Z95)) ** 2
     per_run = [_first(run_left[r] <= needed[r]) for r in range(len(q))]
     ranking = ranking_stability(q, top1, n)
     _, delta, terms = _pair_terms(q, top1, n, q.sum(axis=1) / n)
-    pair_left = _remaining(terms, order)
+    pair_left = _remaining(terms, order, residual)
     return Plan(
         expected_top1(q, n),
         halfwidths(q, n),
@@ -215,15 +221,18 @@ def _pair_terms(
     return order, delta, terms
 
 
-def _remaining(terms: np.ndarray, order: np.ndarray) -> np.ndarray:
-    """(rows, len(order) + 1): the sum of `terms` (rows, n_images) left after the first k images of `order`;
-    images outside `order` are never removed. Suffix sums, so the last column is exactly the never-served part."""
+def _remaining(terms: np.ndarray, order: np.ndarray, residual: float = 0.0) -> np.ndarray:
+    """(rows, len(order) + 1): the sum of `terms` (rows, n_images) left after the first k images of `order`, each
+    reviewed image keeping `residual` of its term; images outside `order` are never removed. Suffix sums, so with
+    no residual the last column is exactly the never-served part; the columns never grow."""
     never = np.ones(terms.shape[1], bool)
     never[order] = False
     kept = terms[:, never].sum(axis=1, keepdims=True)
     served = terms[:, order]
-    suffix = np.cumsum(served[:, ::-1], axis=1)[:, ::-1]
-    return np.concatenate([suffix, np.zeros((len(terms), 1))], axis=1) + kept
+    suffix = np.concatenate([np.cumsum(served[:, ::-1], axis=1)[:, ::-1], np.zeros((len(terms), 1))], axis=1)
+    if residual:
+        suffix = (1.0 - residual) * suffix + residual * suffix[:, :1]
+    return suffix + kept
 
 
 def _first(ok: np.ndarray) -> int | None:

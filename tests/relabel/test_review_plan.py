@@ -240,3 +240,15 @@ def test_plan_without_runs_is_one_line(tmp_path: Path) -> None:
     result = invoke(folder)
     assert result.exit_code != 0 and result.stderr.count("\n") == 1
     assert "dataset 'five' has no model runs" in result.stderr
+
+
+def test_a_residual_leaves_part_of_each_reviewed_images_variance():
+    rows, classes, probs, top1 = toy_pool()
+    # ρ = 0.2: after k ≤ 10 reviews each run keeps 3.4 - 0.8 · 0.25 k; V ≤ 1.5 first at k = 10 (1.6 at k = 9)
+    plan = forecast(rows, classes, probs, N, top1, target_halfwidth=1.96 * math.sqrt(1.5), residual=0.2)
+    assert plan.reviews_per_run == [10, 10]
+    # every image reviewed still leaves 0.2 · 3.4 = 0.68
+    assert (
+        forecast(rows, classes, probs, N, top1, target_halfwidth=1.96 * math.sqrt(0.6), residual=0.2).reviews_halfwidth
+        is None
+    )
