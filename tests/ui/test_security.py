@@ -1,6 +1,7 @@
 """The studio's web trust boundary: sign-in throttling and constant work, same-origin requests and cookies, upload
 and body caps, the hidden API listing, the minimum password length, and the display cache against files changed
-in the dataset folder after ingest. Over HTTP against a served studio, and in chromium for a page on another port.
+in the dataset folder after ingest; served host names (DNS rebinding), forwarded addresses, sign-out by POST only,
+and rebinding the port after a crash. Over HTTP against a served studio, and in chromium for a page on another port.
 """
 
 from __future__ import annotations
