@@ -10,8 +10,9 @@ one definition of the benefit, which the review queue ranks by and the card expl
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from sqlalchemy import select
@@ -106,10 +107,7 @@ def snapshot_pairs(
     query = select(
         col(SnapshotPosterior.image_id), col(SnapshotPosterior.class_index), col(SnapshotPosterior.posterior)
     ).where(col(SnapshotPosterior.snapshot_id) == snapshot_id)
-    found = conn.execute(query).all()
-    image = np.fromiter((r[0] for r in found), np.int64, len(found))
-    classes = np.fromiter((r[1] for r in found), np.int64, len(found))
-    probs = np.fromiter((r[2] for r in found), np.float64, len(found))
+    image, classes, probs = _columns(conn.execute(query).all(), (np.int64, np.int64, np.float64))
     rows, known = _positions(image_ids, image)
     return rows[known], classes[known], probs[known]
 
@@ -123,29 +121,36 @@ def runs_top1(
     (elsewhere every pair counts as absent, so a run's top-1 weighs nothing in the benefit), the rest NO_RUN."""
     first = col(Prediction.classes)[0].as_integer()  # the database reads the top-1 out of the JSON ranking
     query = (
-        select(col(ModelRun.name), col(Prediction.image_id), first)
+        select(col(Prediction.run_id), col(Prediction.image_id), first)
         .join(ModelRun, col(ModelRun.id) == col(Prediction.run_id))
-        .where(col(ModelRun.dataset_id) == dataset_id, col(Prediction.status) == PredictionStatus.ok)
+        .where(
+            col(ModelRun.dataset_id) == dataset_id,
+            col(Prediction.status) == PredictionStatus.ok,
+            first.is_not(None),  # an empty ranking
+        )
     )
     if voted_in is not None:
         voted = select(col(SnapshotPosterior.image_id)).where(col(SnapshotPosterior.snapshot_id) == voted_in)
         query = query.where(col(Prediction.image_id).in_(voted.distinct()))
-    answers: dict[str, tuple[list[int], list[int]]] = {}
-    for name, image_id, top in conn.execute(query):
-        if top is not None:  # an empty ranking
-            images, classes = answers.setdefault(name, ([], []))
-            images.append(image_id)
-            classes.append(top)
+    run, image, top = _columns(conn.execute(query).all(), (np.int64,) * 3)
+    named = conn.execute(select(col(ModelRun.id), col(ModelRun.name)).where(col(ModelRun.dataset_id) == dataset_id))
+    at, known = _positions(image_ids, image)
     names, rows = [], []
-    for name in sorted(answers):
-        at, known = _positions(image_ids, np.array(answers[name][0], dtype=np.int64))
-        if not known.any():
+    for run_id, name in sorted(named, key=lambda r: r[1]):
+        mine = known & (run == run_id)
+        if not mine.any():
             continue
         row = np.full(len(image_ids), NO_RUN, dtype=np.int64)
-        row[at[known]] = np.array(answers[name][1], dtype=np.int64)[known]
+        row[at[mine]] = top[mine]
         names.append(name)
         rows.append(row)
     return tuple(names), np.array(rows, dtype=np.int64).reshape(len(rows), len(image_ids))
+
+
+def _columns(rows: Sequence[Sequence[Any]], dtypes: tuple[type, ...]) -> list[np.ndarray]:
+    """The columns of result `rows` as arrays of `dtypes` (one per column)."""
+    columns = list(zip(*rows)) if rows else [()] * len(dtypes)
+    return [np.array(c, dtype=t) for c, t in zip(columns, dtypes)]
 
 
 def _positions(image_ids: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

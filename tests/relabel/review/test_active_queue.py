@@ -59,10 +59,10 @@ def add_vote_snapshot(engine: Engine, ids: dict[str, int], name: str = "ds") -> 
 
 
 @pytest.fixture
-def ws(tmp_path: Path) -> tuple[Engine, dict[str, int]]:
+def ws(db_url: str, tmp_path: Path) -> tuple[Engine, dict[str, int]]:
     """The studio workspace (six photos, a top-3 classifier) plus two runs that say tabby on the egyptian cat and
-    tench on the tench, a run that failed there, and the vote-based snapshot of POSTERIORS."""
-    engine = build_workspace(tmp_path)
+    tench on the tench, and a run that failed there (SQLite in tmp_path/ws, or PostgreSQL)."""
+    engine = build_workspace(tmp_path, db_url)
     with Session(engine) as s:
         ds = get_dataset(s, "photos")
         ids = image_index(s, ds).ids_by_path
@@ -179,8 +179,12 @@ class TestCard:
 
 class TestCommandLine:
     def run(self, folder: Path, *args: str) -> tuple[int, str]:
+        """`relabel queue ARGS` on the SQLite workspace of `ws` (in folder/ws)."""
         from relabel.cli import cli
 
+        folder = folder / "ws"
+        if not (folder / "relabel.db").exists():
+            pytest.skip("the command line opens the workspace's SQLite file")
         done = CliRunner().invoke(cli, ["--workspace", str(folder), "queue", "--classifier-run", CLASSIFIER, *args])
         return done.exit_code, done.output
 
