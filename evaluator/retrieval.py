@@ -24,11 +24,14 @@ text → image   per query with at least one relevant image (others are counted 
 image → text   per gallery image whose set holds a class that has a query: R@K, a hit when one of its classes ranks
                within the top K of the queries.
 
-Both directions are computed in blocks of about CHUNK_VALUES similarities (a block of queries against every image,
-then a block of images against every query), so 50,000 images × 1,000 queries never hold the whole matrix. Ranks
-within a block come from a histogram: each similarity falls in one of BINS bins of its row's range, the bins above
-a relevant item's bin are counted whole, and only the items sharing a bin with some relevant item are compared
-with it one by one; the counts are exact.
+Both directions come from one pass over blocks of about CHUNK_VALUES similarities (a block of images against
+every query: one matrix product per block for embeddings), so 50,000 images × 1,000 queries never hold the whole
+matrix (200 MB in float32; a block is 32 MB). Image → text ranks are counted within a block. A text → image rank
+needs the query's whole row, spread over every block: each row is counted in BINS bins of its range over the pass,
+and the similarities that fall in a bin that may hold a relevant image's similarity are kept; a relevant image's
+rank is the count of the bins above its own plus the kept similarities of its row at least its own. The counts
+are exact: binning is monotone, and a relevant pair's bin is known before the pass from its similarity computed
+alone (for float32 embeddings within the float32 error bound of a dot product, whose bins are all marked).
 """
 
 from __future__ import annotations
@@ -45,7 +48,9 @@ from evaluator.references import LabelSets
 
 KS = (1, 5, 10)
 CHUNK_VALUES = 8_000_000  # similarities per block (32 MB in float32)
-BINS = 8192
+BINS = 4096  # per query: the histogram of all queries is n_queries × BINS counts (33 MB for 1,000 queries)
+RANGE_SAMPLE = 2048  # gallery images sampled to set each query's bin range, for embeddings
+PAIR_CHUNK = 8192  # relevant pairs whose similarity is computed at once before the pass
 
 
 @dataclass(frozen=True, eq=False)
@@ -120,8 +125,9 @@ def compare_retrieval(
     classes = _check_query_classes(query_classes, source.n_queries, refs[0].n_classes)
     ks = _check_ks(ks)
     labels = [ref.labels[gallery] for ref in refs]
-    t2i = _text_to_image(source, [_relevant_images(lab, classes, ref.n_classes) for lab, ref in zip(labels, refs)], ks)
-    i2t = _image_to_text(source, [_relevant_queries(lab, classes, ref.n_classes) for lab, ref in zip(labels, refs)], ks)
+    images = [_relevant_images(lab, classes, ref.n_classes) for lab, ref in zip(labels, refs, strict=True)]
+    queries = [_relevant_queries(lab, classes, ref.n_classes) for lab, ref in zip(labels, refs, strict=True)]
+    t2i, i2t = _score_in_one_pass(source, images, queries, ks)
     return [Retrieval(a, _spread(b, gallery)) for a, b in zip(t2i, i2t, strict=True)]
 
 
@@ -163,15 +169,36 @@ class _Similarity:
         assert self.images is not None
         return _Similarity(None, self.queries, self.images[gallery])
 
-    def query_blocks(self) -> Iterator[tuple[int, np.ndarray]]:
-        """(first query, block (n, n_gallery)) for consecutive blocks of queries."""
-        step = max(1, CHUNK_VALUES // self.n_gallery)
-        for start in range(0, self.n_queries, step):
-            if self.matrix is not None:
-                yield start, self.matrix[start : start + step]
-            else:
-                assert self.queries is not None and self.images is not None
-                yield start, self.queries[start : start + step] @ self.images.T
+    def bin_range(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per query (low, high) of its similarities: exact for a matrix; for embeddings, from a sample of images
+        widened by a tenth (values outside only fall into the end bins, which costs time, never exactness)."""
+        if self.matrix is not None:
+            return self.matrix.min(axis=1), self.matrix.max(axis=1)
+        assert self.queries is not None and self.images is not None
+        step = max(1, self.n_gallery // RANGE_SAMPLE)
+        sample = self.queries @ self.images[::step].T
+        low, high = sample.min(axis=1), sample.max(axis=1)
+        margin = (high - low) / 10 + 4 * self.error_bound
+        return low - margin, high + margin
+
+    @property
+    def error_bound(self) -> float:
+        """How far a similarity of `image_blocks` may be from `pair_values`: 0 for a matrix; for unit vectors of d
+        float32 components, twice the bound d·2⁻²⁴ of a float32 dot product in any order of summation."""
+        return 0.0 if self.queries is None else 2 * self.queries.shape[1] * 2.0**-24
+
+    def pair_values(self, queries: np.ndarray, images: np.ndarray) -> np.ndarray:
+        """The similarities of the pairs (query, gallery image), within `error_bound` of the blocks' values."""
+        if self.matrix is not None:
+            return self.matrix[queries, images]
+        assert self.queries is not None and self.images is not None
+        out = np.empty(len(queries))
+        for start in range(0, len(queries), PAIR_CHUNK):
+            q, i = queries[start : start + PAIR_CHUNK], images[start : start + PAIR_CHUNK]
+            out[start : start + PAIR_CHUNK] = np.einsum(
+                "pd,pd->p", self.queries[q].astype(np.float64), self.images[i].astype(np.float64)
+            )
+        return out
 
     def image_blocks(self) -> Iterator[tuple[int, np.ndarray]]:
         """(first image, block (n, n_queries)) for consecutive blocks of gallery images."""
@@ -261,83 +288,146 @@ def _relevant_queries(labels: np.ndarray, classes: np.ndarray, n_classes: int) -
 # -------------------------------------------------------------------------------------------- text → image
 
 
-def _text_to_image(source: _Similarity, relevant: list[sparse.csr_matrix], ks: tuple[int, ...]) -> list[TextToImage]:
-    n_q = source.n_queries
-    ap = [np.full(n_q, np.nan) for _ in relevant]
-    first = [np.zeros(n_q, np.int64) for _ in relevant]
-    found = [{k: np.zeros(n_q) for k in ks} for _ in relevant]
-    for start, block in source.query_blocks():
+def _score_in_one_pass(
+    source: _Similarity, images: list[sparse.csr_matrix], queries: list[np.ndarray], ks: tuple[int, ...]
+) -> tuple[list[TextToImage], list[ImageToText]]:
+    """Both directions for each reference from one pass over blocks of gallery images × every query.
+
+    Image → text: each block holds whole columns of the queries, so ranks are counted within it. Text → image: a
+    query's similarities are spread over every block, so each query's row is binned (BINS bins of its range) and
+    counted per bin over all blocks; the bins that may hold a relevant image's similarity (its value, known before
+    the pass within `error_bound`) are marked, and the similarities falling in marked bins are kept. After the
+    pass a relevant image's rank is the count in the unmarked bins above its own plus the kept similarities of its
+    row that are at least its own: exact, since binning is monotone and its own bin is marked.
+    """
+    low, high = source.bin_range()
+    dtype = np.float64 if source.matrix is not None else np.float32
+    low = low.astype(dtype)
+    scale = (BINS / np.where(high > low, high - low, 1)).astype(dtype)
+    pairs = [_pairs(rel) for rel in images]  # (query, image) of each relevant pair, by image
+    marked = [_marked_bins(source, q, i, low, scale) for q, i in pairs]
+    counts = np.zeros(source.n_queries * BINS, np.int64)
+    kept: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in images]
+    exact = [np.empty(len(q), dtype) for q, _ in pairs]
+    first_i2t = [np.zeros(source.n_gallery, np.int64) for _ in images]
+    offsets = np.arange(source.n_queries) * BINS
+    for start, block in source.image_blocks():
         stop = start + len(block)
-        hist = _Histogram(block)
-        for r, rel in enumerate(relevant):
-            part = rel[start:stop]
-            if not part.nnz:
-                continue
-            rows = np.repeat(np.arange(len(block)), np.diff(part.indptr))
-            ranks = hist.ranks(rows, part.indices)
-            _query_scores(rows + start, block[rows, part.indices], ranks, ap[r], first[r], found[r])
-    out = []
-    for r, rel in enumerate(relevant):
-        sizes = np.diff(rel.indptr)
-        has = sizes > 0
-        n = int(has.sum())
-        out.append(
-            TextToImage(
-                {k: _mean(first[r][has] <= k, n) for k in ks},
-                {k: _mean(found[r][k][has] / sizes[has], n) for k in ks},
-                _mean(ap[r][has], n),
-                ap[r],
-                first[r],
-                n,
-                n_q - n,
-                source.n_gallery,
-            )
-        )
-    return out
+        bins = _bins(block, low, scale)
+        bins += offsets
+        counts += np.bincount(bins.ravel(), minlength=len(counts))
+        for r, (q, i) in enumerate(pairs):
+            first_i2t[r][start:stop] = _best_ranks(block, queries[r][start:stop])
+            lo, hi = np.searchsorted(i, [start, stop])
+            exact[r][lo:hi] = block[i[lo:hi] - start, q[lo:hi]]
+            rows, cols = np.nonzero(marked[r][bins])
+            kept[r].append((cols, block[rows, cols]))
+    t2i = []
+    for r, (q, _) in enumerate(pairs):
+        cols = np.concatenate([c for c, _ in kept[r]])
+        values = np.concatenate([v for _, v in kept[r]])
+        own_bin = _bins(exact[r], low[q], scale[q]) + q * BINS
+        ranks = _ranks(q, exact[r], own_bin, counts, marked[r], cols, values, source.n_queries)
+        t2i.append(_text_to_image_score(images[r], q, exact[r], ranks, ks, source.n_gallery))
+    return t2i, [_image_to_text_score(ranks, ks) for ranks in first_i2t]
 
 
-class _Histogram:
-    """Per row of a block, counts of similarities in BINS bins of the row's range, for exact ranks (module
-    docstring). Binning is monotone: a higher bin never holds a smaller value, so whole bins can be counted."""
+def _pairs(relevant: sparse.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
+    """(query, gallery image) of each relevant pair, ordered by image."""
+    coo = relevant.tocoo()
+    order = np.lexsort((coo.row, coo.col))
+    return coo.row[order].astype(np.int64), coo.col[order].astype(np.int64)
 
-    def __init__(self, block: np.ndarray) -> None:
-        low, high = block.min(axis=1, keepdims=True), block.max(axis=1, keepdims=True)
-        span = high - low
-        scale = np.where(span > 0, BINS / np.where(span > 0, span, 1), 0).astype(block.dtype)
-        scaled = block - low
-        scaled *= scale
-        bins = scaled.astype(np.intp)  # the index type bincount and take want: no further copy
-        del scaled
-        np.minimum(bins, BINS - 1, out=bins)
-        bins += (np.arange(len(block)) * BINS)[:, None]
-        self.block, self.bins = block, bins  # bins hold the row's offset: one flat index per similarity
-        self.counts = np.bincount(bins.ravel(), minlength=len(block) * BINS)
 
-    def ranks(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-        """For items (row, column) of the block: how many similarities of the row are ≥ the item's."""
-        n_rows = len(self.block)
-        values, item_bin = self.block[rows, cols], self.bins[rows, cols]
-        marked = np.zeros(n_rows * BINS, bool)
-        marked[item_bin] = True
-        # similarities in unmarked bins above an item's bin are all greater: counted from the histogram
-        whole = np.where(marked, 0, self.counts).reshape(n_rows, BINS)
-        above = np.cumsum(whole[:, ::-1], axis=1)[:, ::-1]  # above[r, b] = count in unmarked bins ≥ b
-        above = np.concatenate([above[:, 1:], np.zeros((n_rows, 1), above.dtype)], axis=1).ravel()
-        # similarities in marked bins are compared one by one with the items of their row
-        sel_rows, sel_cols = np.nonzero(marked[self.bins])
-        sel_values = self.block[sel_rows, sel_cols]
-        merged_rows = np.concatenate([rows, sel_rows])
-        merged_values = np.concatenate([values, sel_values])
-        is_sel = np.concatenate([np.zeros(len(rows), bool), np.ones(len(sel_rows), bool)])
-        order = np.lexsort((is_sel, merged_values, merged_rows))  # equal values: the item first, so ≥ counts it
-        sel_before = np.cumsum(is_sel[order]) - is_sel[order]  # selected strictly before, in all rows
-        per_row = np.bincount(sel_rows, minlength=n_rows)
-        before_row = np.cumsum(per_row) - per_row
-        position = np.empty(len(order), np.int64)
-        position[order] = np.arange(len(order))
-        at_item = position[: len(rows)]
-        in_row_before = sel_before[at_item] - before_row[rows]
-        return above[item_bin] + per_row[rows] - in_row_before
+def _bins(values: np.ndarray, low: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """Bin of each value (0..BINS-1), monotone in the value for one query: (value − low) · scale, truncated and
+    clipped. `low` and `scale` are per query (the last axis of a block), in the values' float type."""
+    scaled = values - low
+    scaled *= scale
+    bins = scaled.astype(np.intp)
+    return np.clip(bins, 0, BINS - 1, out=bins)
+
+
+def _marked_bins(
+    source: _Similarity, queries: np.ndarray, images: np.ndarray, low: np.ndarray, scale: np.ndarray
+) -> np.ndarray:
+    """(n_queries · BINS,) bool: the bins that may hold a relevant pair's similarity."""
+    marked = np.zeros(source.n_queries * BINS, bool)
+    if not len(queries):
+        return marked
+    value, bound = source.pair_values(queries, images), source.error_bound
+    first = _bins((value - bound).astype(low.dtype), low[queries], scale[queries])
+    last = _bins((value + bound).astype(low.dtype), low[queries], scale[queries])
+    for step in range(int((last - first).max()) + 1):
+        marked[queries * BINS + np.minimum(first + step, last)] = True
+    return marked
+
+
+def _ranks(
+    queries: np.ndarray,
+    values: np.ndarray,
+    own_bin: np.ndarray,
+    counts: np.ndarray,
+    marked: np.ndarray,
+    kept_queries: np.ndarray,
+    kept_values: np.ndarray,
+    n_queries: int,
+) -> np.ndarray:
+    """Per relevant pair: how many gallery similarities of its query are ≥ its own (`_score_in_one_pass`)."""
+    whole = np.where(marked, 0, counts).reshape(n_queries, BINS)
+    above = np.cumsum(whole[:, ::-1], axis=1)[:, ::-1]  # above[q, b]: in unmarked bins ≥ b
+    above = np.concatenate([above[:, 1:], np.zeros((n_queries, 1), above.dtype)], axis=1).ravel()
+    per_query = np.bincount(kept_queries, minlength=n_queries)
+    if values.dtype == np.float32:  # one int64 key per value, (query, value) in order: a plain sort
+        keys = np.sort(_ordered_keys(kept_queries, kept_values))
+        kept_ge = np.searchsorted(keys, (queries + 1) << 32) - np.searchsorted(keys, _ordered_keys(queries, values))
+        return above[own_bin] + kept_ge
+    merged_queries = np.concatenate([queries, kept_queries])
+    merged_values = np.concatenate([values, kept_values.astype(values.dtype)])
+    is_kept = np.concatenate([np.zeros(len(queries), bool), np.ones(len(kept_queries), bool)])
+    order = np.lexsort((is_kept, merged_values, merged_queries))  # equal values: the pair first, so ≥ counts it
+    kept_before = np.cumsum(is_kept[order]) - is_kept[order]  # kept values strictly before, in all queries
+    before_query = np.cumsum(per_query) - per_query
+    position = np.empty(len(order), np.int64)
+    position[order] = np.arange(len(order))
+    in_query_before = kept_before[position[: len(queries)]] - before_query[queries]
+    return above[own_bin] + per_query[queries] - in_query_before
+
+
+def _ordered_keys(queries: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """int64 keys ordered as (query, value) for float32 values: the query in the high 32 bits, then the value's bits
+    mapped to an unsigned integer of the same order (negative floats reversed; −0 taken as +0)."""
+    bits = (values.astype(np.float32) + np.float32(0)).view(np.uint32).astype(np.int64)
+    ordered = np.where(bits >= 2**31, 2**32 - 1 - bits, bits + 2**31)
+    return (queries.astype(np.int64) << 32) | ordered
+
+
+def _text_to_image_score(
+    relevant: sparse.csr_matrix,
+    queries: np.ndarray,
+    values: np.ndarray,
+    ranks: np.ndarray,
+    ks: tuple[int, ...],
+    n_gallery: int,
+) -> TextToImage:
+    n_q = relevant.shape[0]
+    ap, first = np.full(n_q, np.nan), np.zeros(n_q, np.int64)
+    found = {k: np.zeros(n_q) for k in ks}
+    if len(queries):
+        _query_scores(queries, values, ranks, ap, first, found)
+    sizes = np.diff(relevant.indptr)
+    has = sizes > 0
+    n = int(has.sum())
+    return TextToImage(
+        {k: _mean(first[has] <= k, n) for k in ks},
+        {k: _mean(found[k][has] / sizes[has], n) for k in ks},
+        _mean(ap[has], n),
+        ap,
+        first,
+        n,
+        n_q - n,
+        n_gallery,
+    )
 
 
 def _query_scores(
@@ -374,18 +464,10 @@ def _mean(values: np.ndarray, n: int) -> float:
 # -------------------------------------------------------------------------------------------- image → text
 
 
-def _image_to_text(source: _Similarity, relevant: list[np.ndarray], ks: tuple[int, ...]) -> list[ImageToText]:
-    first = [np.zeros(source.n_gallery, np.int64) for _ in relevant]
-    for start, block in source.image_blocks():
-        stop = start + len(block)
-        for r, queries in enumerate(relevant):
-            first[r][start:stop] = _best_ranks(block, queries[start:stop])
-    out = []
-    for ranks in first:
-        has = ranks > 0
-        n = int(has.sum())
-        out.append(ImageToText({k: _mean(ranks[has] <= k, n) for k in ks}, ranks, n, len(ranks) - n))
-    return out
+def _image_to_text_score(ranks: np.ndarray, ks: tuple[int, ...]) -> ImageToText:
+    has = ranks > 0
+    n = int(has.sum())
+    return ImageToText({k: _mean(ranks[has] <= k, n) for k in ks}, ranks, n, len(ranks) - n)
 
 
 def _best_ranks(block: np.ndarray, queries: np.ndarray) -> np.ndarray:

@@ -108,6 +108,23 @@ class TestAgainstBruteForce:
         assert from_embeddings.text_to_image.mean_ap == pytest.approx(from_matrix.text_to_image.mean_ap, abs=1e-6)
         assert from_embeddings.image_to_text.recall_at_k == from_matrix.image_to_text.recall_at_k
 
+    @pytest.mark.parametrize("bins", [4, 2**20], ids=["crowded bins", "bins finer than float32 error"])
+    def test_ranks_stay_exact_whatever_the_bins(self, bins: int, chunk: int, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(retrieval, "BINS", bins)
+        rng = np.random.default_rng(17)
+        ref = random_sets(500, 10, seed=18)
+        queries = rng.standard_normal((10, 64)).astype(np.float32)
+        images = (queries[ref.labels[:, 0]] * 0.3 + rng.standard_normal((500, 64))).astype(np.float32)
+        out = retrieval_scores(ref, query_embeddings=queries, image_embeddings=images)
+        unit_q = queries / np.linalg.norm(queries, axis=1, keepdims=True)
+        unit_i = images / np.linalg.norm(images, axis=1, keepdims=True)
+        expected = brute_text_to_image(unit_q @ unit_i.T, ref.to_lists(), self.KS)
+        assert out.text_to_image.mean_ap == pytest.approx(expected["map"])
+        assert out.text_to_image.item_recall_at_k == pytest.approx(expected["item"])
+        matrix = retrieval_scores(ref, similarity=np.random.default_rng(19).standard_normal((10, 500)))
+        reference = brute_text_to_image(np.random.default_rng(19).standard_normal((10, 500)), ref.to_lists(), self.KS)
+        assert matrix.text_to_image.mean_ap == pytest.approx(reference["map"])
+
     def test_a_perfect_similarity_scores_one(self) -> None:
         ref = random_sets(200, 10, seed=9)
         perfect = ref.to_sparse().toarray().T.astype(float)
