@@ -4,14 +4,17 @@ Builds a workspace from ../shared/data/imagenet-sample (1,000 photos, one per cl
 EfficientNet-Lite0 (its full softmax; the top-5 is stored as the run `efficientnet-lite0@topk`), then asks the mc
 protocol once per distractor setting through `run_suggestions`, with EfficientNet-Lite0 as the chooser: it answers
 each question with the option it gives the highest probability. No distractor source reads EfficientNet-Lite0
-(imagenet-confusions is another classifier's mistakes on the 50,000 validation images, wordnet the WordNet tree,
-text the MiniLM text space); `run:efficientnet-lite0@topk` is refused by the product, and the refusal is shown.
+(imagenet-confusions is another classifier's mistakes on the 50,000 validation images, real-proposals the classes
+ReaL's 19 models proposed for 24,889 of them, wordnet the WordNet tree, text the MiniLM text space);
+`run:efficientnet-lite0@topk` is refused by the product, and the refusal is shown.
 
 Per setting: MC accuracy on the same photos with the same number of options, and the paired cost against random
 distractors (random − hard, points) with a 95 % bootstrap interval over photos. The default is chosen among the
 candidate combinations on the even-numbered photos (sorted by file name); the odd-numbered ones are held out.
 Independence figures: the share of distractors among the top-5 classes the cleanlab cross-validated classifier
-predicts for validation images of the reference class, and the share that shares a WordNet parent with it.
+predicts for validation images of the reference class, and the share that shares a WordNet parent with it. Reach:
+per source, how many of the photos EfficientNet-Lite0 gets wrong have a class it prefers among the source's first
+3, 10 and 20 classes for the label, the most any question built from that source alone could cost.
 
 Example:
   HF_HUB_OFFLINE=1 python bench/bench_distractors.py --write
@@ -51,6 +54,8 @@ PHOTOS = SHARED / "imagenet-sample"
 VAL = SHARED / "imagenet-val"
 MODEL = "efficientnet-lite0"
 GOAL_POINTS = 8.0
+REACH = ["wordnet", "text", "imagenet-confusions", "real-proposals", "imagenet-confusions|real-proposals"]
+DEPTHS = (3, 10, 20)
 BOOTSTRAP = 2000
 # (label, --distractors, --distractor-spread, candidate for the default)
 SETTINGS = [
@@ -59,10 +64,14 @@ SETTINGS = [
     ("text", "text", 1, False),
     ("wordnet", "wordnet", 1, False),
     ("imagenet-confusions", "imagenet-confusions", 1, False),
+    ("real-proposals", "real-proposals", 1, False),
     ("imagenet-confusions+wordnet, spread 2", "imagenet-confusions+wordnet", 2, True),
     ("imagenet-confusions+wordnet", "imagenet-confusions+wordnet", 1, True),
     ("wordnet+imagenet-confusions", "wordnet+imagenet-confusions", 1, True),
     ("imagenet-confusions+text", "imagenet-confusions+text", 1, True),
+    ("real-proposals+wordnet", "real-proposals+wordnet", 1, True),
+    ("imagenet-confusions|real-proposals+wordnet", "imagenet-confusions|real-proposals+wordnet", 1, True),
+    ("real-proposals|imagenet-confusions+wordnet", "real-proposals|imagenet-confusions+wordnet", 1, True),
 ]
 
 
@@ -180,6 +189,23 @@ def ask(engine: Any, vocab: Vocabulary, probs: dict[int, np.ndarray], setting: t
     return right, {**summary.measured, "mistakes": len(mistakes), "mistakes_offered": sum(mistakes)}, pairs
 
 
+def reach(vocab: Vocabulary, probs: dict[int, np.ndarray], ref: dict[int, list[int]]) -> list[tuple[str, list[int]]]:
+    """Per source in `REACH`: of the photos whose top-1 misses the label, how many have a class that
+    EfficientNet-Lite0 scores above the label among the source's first k classes for the label, k in `DEPTHS`:
+    what any question drawing k distractors from that source alone could cost at most."""
+    above = {i: set(np.flatnonzero(p > p[ref[i][0]]).tolist()) for i, p in probs.items() if ref.get(i)}
+    missed = {i: s for i, s in above.items() if s}
+    inputs = SourceInputs(vocab, MODEL, encoder=lambda: load_encoder("minilm"))
+    found = []
+    for spec in REACH:
+        source = build_distractors(spec, inputs)
+        assert source is not None
+        linked = source.sources[0][1].by_class
+        found.append((spec, [sum(bool(set(linked.get(ref[i][0], [])[:k]) & s) for i, s in missed.items())
+                             for k in DEPTHS]))  # fmt: skip
+    return found
+
+
 def measure(options: int) -> tuple[list[Row], dict[str, Any]]:
     vocab = load_builtin()
     with tempfile.TemporaryDirectory() as tmp:
@@ -205,7 +231,8 @@ def measure(options: int) -> tuple[list[Row], dict[str, Any]]:
         refusal = refused(engine, vocab)
         top1 = float(np.mean([int(np.argmax(probs[i])) in ref[i] for i in order]))
         engine.dispose()
-    return rows, {"refusal": refusal, "top1": top1, "images": len(order)}
+    facts = {"refusal": refusal, "top1": top1, "images": len(order), "reach": reach(vocab, probs, ref)}
+    return rows, facts
 
 
 def refused(engine: Any, vocab: Vocabulary) -> str:
@@ -237,6 +264,11 @@ def choose_default(rows: list[Row]) -> Row:
     return max((r for r in rows if r.candidate), key=lambda r: paired_cost(random, r.right[even])[0])
 
 
+def cell(spec: str) -> str:
+    """A setting as a Markdown table cell: the `|` that merges sources escaped."""
+    return spec.replace("|", "\\|")
+
+
 def table(rows: list[Row]) -> list[str]:
     parts = halves(rows[0].right.size)
     lines = [
@@ -251,7 +283,7 @@ def table(rows: list[Row]) -> list[str]:
         m = r.measured
         share = m["hard_distractor_share"]
         lines.append(
-            f"| {r.label} | {r.spread} | {share:.1%} | {r.in_cv_top5:.1%} | {r.shares_parent:.1%} | "
+            f"| {cell(r.label)} | {r.spread} | {share:.1%} | {r.in_cv_top5:.1%} | {r.shares_parent:.1%} | "
             f"{m['mistakes_offered']} of {m['mistakes']} | {r.right.mean():.1%} | {cells} |"
         )
     return lines
@@ -263,6 +295,9 @@ def report(rows: list[Row], facts: dict[str, Any], options: int, seconds: float)
     parts = halves(rows[0].right.size)
     odd, everything = (paired_cost(rows[0].right[m], chosen.right[m]) for m in (parts["odd (held out)"], parts["all"]))
     ceiling = 100 * (1 - facts["top1"])
+    first = next(i for i, r in enumerate(rows, 1) if r.candidate)
+    candidates = f"{first} to {first + sum(r.candidate for r in rows) - 1}"
+    missed = round(facts["images"] * (1 - facts["top1"]))
     default_note = (
         "the shipped default" if (chosen.spec, chosen.spread) == (DEFAULT_HARD, 1) else "NOT the shipped default"
     )
@@ -283,7 +318,7 @@ classes the cleanlab cross-validated classifier most often predicts for validati
 WordNet parent*: share with a direct WordNet hypernym in common with the reference class; *top-1 mistake
 offered*: of the photos where EfficientNet-Lite0's top-1 misses the label, those whose question offers that
 mistaken class (a question is lost only where an offered distractor outranks the reference, mostly this one).
-The default was chosen among the candidate combinations (rows 6 to 9) on the even-numbered photos (by file name)
+The default was chosen among the candidate combinations (rows {candidates}) on the even-numbered photos (by file name)
 and is reported on the odd-numbered ones, held out, and on all. EfficientNet-Lite0's top-1 on these photos is
 {facts["top1"]:.1%}, so no distractors can cost it more than {ceiling:.1f} points.
 
@@ -297,6 +332,15 @@ Chosen on the even photos: **{chosen.label}** (spread {chosen.spread}), {default
 ({odd[1]:+.1f} to {odd[2]:+.1f}) | {MET[odd[0] >= GOAL_POINTS]} |
 | the same, all photos | {everything[0]:+.1f} ({everything[1]:+.1f} to {everything[2]:+.1f}) | \
 {MET[everything[0] >= GOAL_POINTS]} |
+
+*Reach*: of the {missed} photos whose top-1 misses the label, those where a class EfficientNet-Lite0 scores above
+the label is among a source's first k classes for the label, so a question drawing its k distractors from that
+source alone could be lost; with {options - 1} distractors a cost of {GOAL_POINTS:.0f} points needs about
+{round(GOAL_POINTS * facts["images"] / 100)} such photos.
+
+| source | {" | ".join(f"first {k}" for k in DEPTHS)} |
+|---|{"---:|" * len(DEPTHS)}
+{chr(10).join(f"| {cell(spec)} | " + " | ".join(map(str, counts)) + " |" for spec, counts in facts["reach"])}
 """
 
 

@@ -10,6 +10,7 @@ from sqlmodel import Session, col
 
 from db.models import Annotation, Dataset, Image, Label, LabelSource, ModelRun, Prediction, Snapshot, User
 from relabel.ingest.service import find_duplicates
+from relabel.suggest.distractor_sources import distractors_line
 from relabel.vote_report import Reliability, dataset_reliability
 
 
@@ -26,6 +27,7 @@ class DatasetStats:
     duplicate_groups: int
     users: dict[str, int] = field(default_factory=dict)
     reliability: Reliability | None = None  # per-worker, when the dataset has votes (imported or the studio's)
+    run_notes: dict[str, str] = field(default_factory=dict)  # run -> how it was asked, e.g. an mc run's distractors
 
 
 def workspace_stats(engine: Engine) -> list[DatasetStats]:
@@ -56,6 +58,13 @@ def workspace_stats(engine: Engine) -> list[DatasetStats]:
                 .group_by(col(ModelRun.name), col(Prediction.status))
             ):
                 runs.setdefault(run, {})[getattr(status, "value", status)] = n
+            notes = {
+                name: line
+                for name, params in conn.execute(
+                    select(col(ModelRun.name), col(ModelRun.params)).where(col(ModelRun.dataset_id) == ds.id)
+                )
+                if (line := distractors_line(params or {}))
+            }
             ann = (
                 select(Annotation)
                 .join(Image, col(Image.id) == col(Annotation.image_id))
@@ -83,6 +92,7 @@ def workspace_stats(engine: Engine) -> list[DatasetStats]:
                     len(find_duplicates(engine, ds.id)),
                     {getattr(k, "value", k): v for k, v in users.items()},
                     dataset_reliability(conn.connection(), ds.id),
+                    notes,
                 )
             )
     return out

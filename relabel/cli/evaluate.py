@@ -118,6 +118,14 @@ def evaluate(
     "scores.",
 )
 @click.option("--encoder", help="Text encoder mapping ow/cwplus answers (default: the protocol's, minilm).")
+@registry_option(
+    "--distractors",
+    entries="relabel.suggest.distractor_sources:distractor_summaries",
+    choose=False,
+    default="hard",
+    show_default=True,
+    help="mc protocol: the distractors, as for relabel suggest: {entries}.",
+)
 @click.option("--batch-size", type=int, help="Images per forward pass (default: the model's own).")
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda, mps.")
 @click.option("--base-url", envvar="OPENAI_BASE_URL", help="OpenAI-compatible server (env OPENAI_BASE_URL).")
@@ -136,6 +144,7 @@ def robustness(
     seed: int,
     protocol: str | None,
     encoder: str | None,
+    distractors: str,
     batch_size: int | None,
     device: str,
     base_url: str | None,
@@ -149,7 +158,8 @@ def robustness(
     defocus_blur, motion_blur, jpeg, contrast, brightness, pixelate. Text perturbation: typo (seeded keyboard
     typos) in the class names of CLIP/SigLIP or in the instructions of a generative model's prompt (the
     listed classes and options stay as written); image-only classifiers read
-    no text and refuse it. Generative models are asked through --protocol (default cw). The result is stored
+    no text and refuse it. Generative models are asked through --protocol (default cw; mc draws --distractors,
+    hard by default). The result is stored
     with each image's outcome per condition; `relabel evaluate` folds it into the reliability table (RR, with an
     interval over resamples of these images, and E).
 
@@ -159,6 +169,8 @@ def robustness(
       relabel evaluate robustness --model clip:openai/clip-vit-base-patch32 --perturbations typo,jpeg
       relabel evaluate robustness --model hf-vlm:Qwen/Qwen2.5-VL-3B-Instruct --protocol cw --limit 50 \\
           --perturbations typo,gaussian_noise --severities 1,3,5
+      relabel evaluate robustness --model openai:gpt-4o --protocol mc --distractors hard --limit 50 \\
+          --perturbations jpeg
     """
     from relabel.evaluation import text
     from relabel.evaluation.report import default_report_dir, write_robustness_report
@@ -175,6 +187,7 @@ def robustness(
         seed=seed,
         protocol=protocol,
         encoder=encoder,
+        distractors=distractors,
         cache_dir=settings.workspace / "cache",
         adapter_options=model_options(model_spec, device=device, batch_size=batch_size, base_url=base_url),
         show_progress=not quiet,

@@ -60,6 +60,8 @@ def stats(rows: list[DatasetStats]) -> None:
         click.echo(f"  images:      {counts(s.images)}")
         click.echo(f"  labels:      {counts(s.sources)}")
         click.echo(f"  model runs:  {'; '.join(f'{k}: {counts(v)}' for k, v in s.runs.items()) or 'none'}")
+        for run, note in s.run_notes.items():
+            click.echo(f"    {run}: {note}")
         click.echo(f"  decisions:   {s.decisions} on {s.decided_images} image(s)")
         for name, c in s.snapshots.items():
             click.echo(f"  snapshot {name}: {counts(c)}")

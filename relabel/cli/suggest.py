@@ -69,7 +69,8 @@ model_option = registry_option(
     default="random",
     show_default=True,
     help="MC distractors: {entries}. Join sources with + to try them in order, e.g. "
-    "imagenet-confusions+wordnet; a run: of the model under test is refused.",
+    "imagenet-confusions+wordnet, or with | to merge them in turns, e.g. 'imagenet-confusions|real-proposals'; "
+    "a run: of the model under test is refused.",
 )
 @click.option(
     "--distractor-spread",

@@ -31,6 +31,7 @@ from relabel.evaluation.reliability_text import (
     weights_line,
 )
 from relabel.evaluation.results import DEFINITIONS, ROBUSTNESS_DEFINITIONS, Evaluation, RobustnessResult
+from relabel.suggest.distractor_sources import distractors_line
 
 REPORTS_DIR = "reports"
 REPORT_MD, EVALUATION_JSON, ROBUSTNESS_JSON = "report.md", "evaluation.json", "robustness.json"
@@ -387,6 +388,8 @@ def _protocol_line(r: RobustnessResult) -> str:
     line = "ranked scores (topk)" if name == "topk" else f"protocol {name}"
     if "prompt_version" in r.protocol and name != "topk":
         line += f", prompt version {r.protocol['prompt_version']}"
+    if distractors := distractors_line(r.protocol):
+        line += f"; {distractors}"
     if r.text_perturbations:
         line += f"; text perturbations change the {r.text_target}, the images stay clean"
     return line

@@ -13,8 +13,9 @@ Which models take which perturbations:
   `--protocol` is for generative models only and anything but `topk` is refused for a scoring model;
 - image-only classifiers read no text: `all` means the image perturbations, and naming a text one is an error;
 - generative models (`hf-vlm:...`, `openai:...`) are asked through a suggestion protocol, `cw` by default (`ow` and
-  `cwplus` map free answers with `--encoder`, `mc` builds options around the ImGT label); the top-1 is the parsed
-  answer's class, and an out-of-prompt answer is wrong.
+  `cwplus` map free answers with `--encoder`, `mc` builds options around the ImGT label with the distractors of
+  `--distractors`, `hard` by default, from the registry `relabel suggest` reads:
+  relabel.suggest.distractor_sources); the top-1 is the parsed answer's class, and an out-of-prompt answer is wrong.
 
 A failed call is scored as `evaluate` scores one (`relabel.evaluation.failure_causes`): the model's failures (an
 unparseable reply, a refusal, a final HTTP 400/413/422) are wrong in the clean and every perturbed pass, so in RR
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,7 @@ from relabel.evaluation.runs import MAX_K, RunInfo, RunPredictions
 from relabel.evaluation.scoring import score_run
 from relabel.evaluation.storage import store_robustness
 from relabel.suggest.adapters import adapter_kind, load_adapter
+from relabel.suggest.distractor_sources import HARD, SourceInputs, build_distractors
 from relabel.suggest.protocols import Protocol, ProtocolContext, generative_summaries, get_protocol
 from relabel.suggest.runner import SuggestJob, reference_labels, select_images
 from relabel.suggest.textmap import ClassNameIndex, TextEncoder, load_encoder
@@ -148,6 +150,7 @@ def run_robustness(
     seed: int = 0,
     protocol: str | None = None,
     encoder: str | TextEncoder | None = None,
+    distractors: str = HARD,
     cache_dir: Path | None = None,
     adapter_options: dict[str, Any] | None = None,
     show_progress: bool = True,
@@ -158,8 +161,9 @@ def run_robustness(
 
     `perturbations` None (or `all`): every one that reaches the model. `protocol` asks a generative model (default
     cw); `encoder` (a spec or a TextEncoder; None: the protocol's default) maps ow/cwplus answers, with its class
-    embeddings cached in `cache_dir`. `adapter` replaces the model named by `model` (tests, or an adapter built by
-    the caller).
+    embeddings cached in `cache_dir`. `distractors`: the mc protocol's distractor sources (`--distractors`, as for
+    `relabel suggest`; the result records them). `adapter` replaces the model named by `model` (tests, or an
+    adapter built by the caller).
     """
     requested = parse_perturbations(",".join(perturbations) if perturbations else None)
     sevs = parse_severities(",".join(map(str, severities)))
@@ -177,8 +181,12 @@ def run_robustness(
         dataset_name = ds.name
     if not images:
         raise InputError(f"dataset {dataset_name!r} has no readable image to run {model!r} on")
-    adapter.check()
     ctx = ProtocolContext(vocab, reference=labels, seed=seed)
+    if asked.uses_distractors:  # before the model is checked: a bad source fails first (a run of the model too)
+        load_text = _encoder(encoder or asked.default_encoder)
+        inputs = SourceInputs(vocab, adapter.name, engine, dataset_name, load_text, cache_dir)
+        ctx.distractors = build_distractors(distractors, inputs)
+    adapter.check()
     runner, described = _model(engine, adapter, asked, ctx, encoder, cache_dir)
     conditions: list[Condition] = [None, *((n, v) for n in names for v in sevs)]
     started = time.perf_counter()
@@ -234,6 +242,11 @@ def _model(
     if mapper is not None:
         described["mapper"] = mapper.describe()
     return AskingModel(SuggestJob(engine, adapter, protocol, ctx, mapper), ctx.seed), described
+
+
+def _encoder(encoder: str | TextEncoder) -> Callable[[], TextEncoder]:
+    """The text encoder, loaded only when a distractor source asks for it (`text`)."""
+    return lambda: load_encoder(encoder) if isinstance(encoder, str) else encoder
 
 
 def _mapper(encoder: str | TextEncoder, vocab: Vocabulary, cache_dir: Path | None) -> ClassNameIndex:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from sqlalchemy import select
@@ -51,6 +52,12 @@ class RunInfo:
     n_setup: int = 0  # of the errors left out: refused by the set-up (HTTP 401/403/404, no reference label)
     n_asked_again: int = 0  # of the errors left out: those running `relabel suggest` again asks again
     origin: str = ""  # `relabel suggest`, or the file the run was imported from
+    distractors: str | None = None  # an mc run's `--distractors` (e.g. "random", "wordnet"); None for other runs
+
+    @property
+    def protocol_label(self) -> str:
+        """The protocol as tables show it: an mc run with its distractors, "mc (random)" or "mc (wordnet)"."""
+        return f"{self.protocol} ({self.distractors})" if self.distractors else self.protocol
 
     @property
     def n_infrastructure_errors(self) -> int:
@@ -132,8 +139,17 @@ def load_run(session: Session, run: ModelRun) -> RunPredictions:
         n_setup=sum(cause is FailureCause.setup for cause, _ in causes.values()),
         n_asked_again=sum(not cause.scored and again for cause, again in causes.values()),
         origin=run.origin,
+        distractors=_distractors(run.params),
     )
     return RunPredictions(info, ids, classes, ok, oop, failed)
+
+
+def _distractors(params: dict[str, Any] | None) -> str | None:
+    """An mc run's distractor setting with its spread when not 1; None for runs that record none."""
+    if not params or "distractors" not in params:
+        return None
+    spread = params.get("distractor_spread", 1)
+    return str(params["distractors"]) + (f", spread {spread}" if spread != 1 else "")
 
 
 def _error_causes(session: Session, run: ModelRun) -> dict[int, tuple[FailureCause, bool]]:

@@ -23,6 +23,7 @@ from relabel.evaluation.reliability_text import (
 )
 from relabel.evaluation.results import Evaluation, RobustnessResult, RunScore
 from relabel.evaluation.storage import HistoryEntry
+from relabel.suggest.distractor_sources import distractors_line
 
 
 def references_table(ev: Evaluation) -> Table:
@@ -41,7 +42,7 @@ def scores_table(ev: Evaluation) -> Table:
     the images behind them."""
     header = ["run", "protocol", "reference", "predicted", "scored", "top-1 %", "95 % CI", "excl. failures %",
               "top-5 %", "per-class %", "failed replies", "infra errors", "excluded"]  # fmt: skip
-    protocol = {r.name: r.protocol for r in ev.runs}
+    protocol = {r.name: r.protocol_label for r in ev.runs}
     rows = []
     for s in ev.scores:
         t = s.top1
@@ -151,7 +152,7 @@ def failures_table(ev: Evaluation) -> Table | None:
     if not runs:
         return None
     header = ["run", "protocol", "predictions", "model failures (wrong)", "infrastructure/set-up errors (left out)"]
-    return header, [[r.name, r.protocol, str(r.n_predictions), str(r.n_failed), str(r.n_infrastructure_errors)]
+    return header, [[r.name, r.protocol_label, str(r.n_predictions), str(r.n_failed), str(r.n_infrastructure_errors)]
                     for r in runs]  # fmt: skip
 
 
@@ -268,6 +269,7 @@ def render_robustness(r: RobustnessResult) -> str:
     """A robustness run as terminal text: the grid per reference, RR, and the efficiency measurements."""
     stored = f"stored as robustness run #{r.id}" if r.id is not None else "not stored"
     asked = f" asked with protocol {protocol_name(r)}" if protocol_name(r) != "topk" else ""
+    asked += f" ({line})" if (line := distractors_line(r.protocol)) else ""
     parts = [f"{r.model}{asked} on {r.n_images} image(s) of {r.dataset!r} in {r.seconds:.1f} s, {stored}; "
              f"model failures {r.failed} (scored as wrong), failures left out {r.errors}",
              *(f"warning: {w}" for w in r.warnings)]  # fmt: skip

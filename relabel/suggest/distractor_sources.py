@@ -1,28 +1,41 @@
 """The sources of hard multiple-choice distractors, one registry entry each, and the `--distractors` setting.
 
 `--distractors` is `random`, `hard` (the default sources, `DEFAULT_HARD`) or sources joined by `+`, tried in that
-order: `imagenet-confusions+wordnet`, `run:clip@topk+wordnet`. Every source but `text` is independent of the model
-under test as long as it is not that model's own run, which `run:` refuses:
+order (`run:clip@topk+wordnet`: wordnet fills only the slots the run's classes leave), or by `|`, merged in turns
+(`imagenet-confusions|real-proposals`: each source's most confusable class, then each one's second, ...; with three
+slots that is two from the first source and one from the second, never the same class twice). `|` binds tighter
+than `+`. Every source but `text` is independent of the model under test as long as it is not that model's own
+run, which `run:` refuses:
 
 - `imagenet-confusions`: the classes a cross-validated classifier (cleanlab's label-errors release, not
   EfficientNet-Lite0) predicted for the 50,000 ImageNet validation images of the reference class, and the classes
   whose images it took for the reference class, most frequent first (relabel/resources/imagenet1k_cv_confusions.json,
   built by scripts/build_confusion_table.py);
+- `real-proposals`: the classes ReaL's pool of 19 models proposed for the 24,889 validation images it had rated,
+  beside the reference class, and the classes beside which the reference class was proposed, most frequent first
+  (relabel/resources/imagenet1k_real_proposals.json, built by scripts/build_real_proposals_table.py): the
+  confusions of many strong models, both look-alikes and other objects in the photo;
 - `wordnet`: the classes closest in the WordNet 3.0 noun tree, siblings (one shared parent) first, then cousins
   (relabel/resources/imagenet1k_wordnet_tree.json, built by scripts/build_wordnet_tree.py);
 - `run:NAME`: a stored run of another model: the classes it ranked (top-5 for scoring models) for images labelled
   with the reference class, and both ways;
 - `file:PATH`: class groups (.json, like confusion_clusters.json) or a (C, C) confusion matrix (.npy);
 - `text`: the classes nearest in the text-embedding space of the mapping encoder.
+
+Merging takes turns by rank rather than adding counts: one table counts a classifier's mistakes, the other models'
+proposals, so their counts are not on one scale. On the 1,000 sample photos the merge of the two shipped tables
+costs EfficientNet-Lite0 about as much as either table alone (bench/bench_distractors.py): with three distractors
+per question, a per-class table offers the class that model prefers for only about half of its mistakes.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
@@ -51,8 +64,11 @@ from relabel.vocabulary import Vocabulary
 from relabel.workspace import get_dataset
 
 HARD = "hard"
-DEFAULT_HARD = "imagenet-confusions+wordnet"  # chosen on the even-numbered sample photos (bench_distractors.py)
+THEN, MERGE = "+", "|"  # sources tried in order; sources merged in turns
+# chosen on the even-numbered sample photos (bench/bench_distractors.py)
+DEFAULT_HARD = "imagenet-confusions|real-proposals+wordnet"
 CONFUSIONS_RESOURCE = "imagenet1k_cv_confusions.json"
+PROPOSALS_RESOURCE = "imagenet1k_real_proposals.json"
 WORDNET_RESOURCE = "imagenet1k_wordnet_tree.json"
 FAR = 99.0  # the tree distance of two classes without a common ancestor (or without a wnid)
 
@@ -154,8 +170,10 @@ def _wordnet(inputs: SourceInputs, argument: str) -> Neighbours:
     return Neighbours(by_class, "WordNet 3.0 noun tree: siblings, then cousins")
 
 
-def _imagenet_confusions(inputs: SourceInputs, argument: str) -> Neighbours:
-    doc = _resource(CONFUSIONS_RESOURCE)
+def _shipped_table(resource: str, inputs: SourceInputs) -> Neighbours:
+    """A shipped {wnid: {wnid: count}} confusion table (`confusions`) as neighbours, both ways, by count; equally
+    frequent classes by WordNet distance."""
+    doc = _resource(resource)
     index = {c.wnid: c.index for c in inputs.vocab.classes if c.wnid}
     n = len(inputs.vocab)
     matrix = np.zeros((n, n))
@@ -164,11 +182,18 @@ def _imagenet_confusions(inputs: SourceInputs, argument: str) -> Neighbours:
             if true in index and other in index:
                 matrix[index[true], index[other]] = count
     if not matrix.any():
-        raise InputError("the imagenet-confusions distractor source knows ImageNet-1k wnids; this vocabulary has none")
+        raise InputError(f"the {resource} distractor table knows ImageNet-1k wnids; this vocabulary has none")
     tie_break = wordnet_distances(inputs.vocab)  # equally frequent confusions: the closer class in WordNet first
     found = neighbours_from_matrix(matrix, n, "", tie_break)
-    origin = f"{CONFUSIONS_RESOURCE}: {doc['source']}"
-    return Neighbours(found.by_class, origin, {"images": doc["images"]})
+    return Neighbours(found.by_class, f"{resource}: {doc['source']}", {"images": doc["images"]})
+
+
+def _imagenet_confusions(inputs: SourceInputs, argument: str) -> Neighbours:
+    return _shipped_table(CONFUSIONS_RESOURCE, inputs)
+
+
+def _real_proposals(inputs: SourceInputs, argument: str) -> Neighbours:
+    return _shipped_table(PROPOSALS_RESOURCE, inputs)
 
 
 def _run(inputs: SourceInputs, name: str) -> Neighbours:
@@ -228,6 +253,10 @@ DISTRACTOR_SOURCES: dict[str, SourceKind] = {
         "a shipped table of another classifier's mistakes on the 50,000 ImageNet validation images",
         _imagenet_confusions,
     ),
+    "real-proposals": SourceKind(
+        "a shipped table of the classes ReaL's 19 models proposed beside each label of the validation images",
+        _real_proposals,
+    ),
     "wordnet": SourceKind("the classes closest in the WordNet tree, siblings first", _wordnet),
     "run": SourceKind("the ranked classes of a stored run of another model", _run, "NAME"),
     "file": SourceKind("class groups (.json) or a confusion matrix (.npy)", _file, "PATH"),
@@ -244,33 +273,53 @@ def distractor_summaries() -> dict[str, str]:
     }
 
 
-def parse_distractors(spec: str) -> list[tuple[str, str]]:
-    """`--distractors` as (source name, argument) pairs in order; [] for `random`. Raises InputError naming an
-    unknown source and listing the known ones, or a source whose argument is missing or not wanted."""
+def parse_distractors(spec: str) -> list[list[tuple[str, str]]]:
+    """`--distractors` as steps in order, each a list of (source name, argument) pairs merged into one (`|`);
+    [] for `random`. Raises InputError naming an unknown source and listing the known ones, or a source whose
+    argument is missing or not wanted."""
     spec = spec.strip()
     if spec == RANDOM:
         return []
-    pairs = []
-    for part in (DEFAULT_HARD if spec == HARD else spec).split("+"):
-        name, sep, argument = part.strip().partition(":")
-        kind = DISTRACTOR_SOURCES.get(name)
-        if kind is None:
-            raise unknown_name("distractor source", name, list(distractor_summaries()))
-        if bool(kind.argument) != bool(argument):
-            form = f"{name}:{kind.argument}" if kind.argument else name
-            raise InputError(f"distractor source {part.strip()!r}: write it as {form}")
-        pairs.append((name, argument))
-    return pairs
+    return [[_parse_source(part) for part in step.split(MERGE)] for step in (DEFAULT_HARD if spec == HARD else
+                                                                            spec).split(THEN)]  # fmt: skip
+
+
+def _parse_source(part: str) -> tuple[str, str]:
+    name, _, argument = part.strip().partition(":")
+    kind = DISTRACTOR_SOURCES.get(name)
+    if kind is None:
+        raise unknown_name("distractor source", name, list(distractor_summaries()))
+    if bool(kind.argument) != bool(argument):
+        form = f"{name}:{kind.argument}" if kind.argument else name
+        raise InputError(f"distractor source {part.strip()!r}: write it as {form}")
+    return name, argument
+
+
+def interleave(found: Sequence[tuple[str, Neighbours]]) -> Neighbours:
+    """(source name, neighbours) pairs merged: per class, the sources take turns by rank (each one's first class,
+    then each one's second, ...), a class already taken is skipped, at most `MAX_NEIGHBOURS`. Turns rather than
+    summed counts because the tables count different things (one classifier's mistakes, many models' proposals):
+    each source's best guess comes before any source's second. The record lists the merged sources' records."""
+    by_class: dict[int, list[int]] = {}
+    for c in sorted({c for _, f in found for c in f.by_class}):
+        ranks = zip_longest(*(f.by_class.get(c, []) for _, f in found))
+        by_class[c] = list(dict.fromkeys(d for rank in ranks for d in rank if d is not None))[:MAX_NEIGHBOURS]
+    records = [{"source": name, "origin": f.origin, **f.record} for name, f in found]
+    return Neighbours(by_class, "in turns: " + "; ".join(f.origin for _, f in found), {"merged": records})
 
 
 def build_distractors(spec: str, inputs: SourceInputs, spread: int = 1) -> DistractorSource | None:
-    """The hard-distractor sources `spec` names, built in order; None for `random`."""
-    pairs = parse_distractors(spec)
-    if not pairs:
+    """The hard-distractor sources `spec` names, built in order, the sources of a step joined by `|` merged by
+    `interleave`; None for `random`."""
+    steps = parse_distractors(spec)
+    if not steps:
         return None
-    built = tuple((name, DISTRACTOR_SOURCES[name].build(inputs, argument)) for name, argument in pairs)
-    label = "+".join(f"{name}:{argument}" if argument else name for name, argument in pairs)
-    return DistractorSource(built, spread, label)
+    built = []
+    for step in steps:
+        found = [(name, DISTRACTOR_SOURCES[name].build(inputs, argument)) for name, argument in step]
+        built.append(found[0] if len(found) == 1 else (MERGE.join(n for n, _ in found), interleave(found)))
+    label = THEN.join(MERGE.join(f"{n}:{a}" if a else n for n, a in step) for step in steps)
+    return DistractorSource(tuple(built), spread, label)
 
 
 def distractors_line(params: dict[str, Any]) -> str | None:
@@ -281,9 +330,14 @@ def distractors_line(params: dict[str, Any]) -> str | None:
     records = params.get("distractor_sources") or []
     if not records:
         return f"distractors: {params['distractors']}"
-    parts = []
-    for r in records:
-        name = f"run:{r['run']} (a run of {r['model']})" if "run" in r else r["source"]
-        parts.append(f"file:{r['file']}" if "file" in r else name)
     spread = params.get("distractor_spread", 1)
-    return "distractors: " + ", then ".join(parts) + (f"; spread {spread}" if spread != 1 else "")
+    return "distractors: " + ", then ".join(map(_named, records)) + (f"; spread {spread}" if spread != 1 else "")
+
+
+def _named(record: dict[str, Any]) -> str:
+    """One recorded source in words: `run:NAME (a run of MODEL)`, `file:PATH`, merged ones `A in turns with B`."""
+    if "merged" in record:
+        return " in turns with ".join(map(_named, record["merged"]))
+    if "run" in record:
+        return f"run:{record['run']} (a run of {record['model']})"
+    return f"file:{record['file']}" if "file" in record else str(record["source"])

@@ -18,6 +18,7 @@ from relabel.suggest.distractor_sources import (
     build_distractors,
     distractor_summaries,
     distractors_line,
+    interleave,
     parse_distractors,
     same_model,
 )
@@ -66,7 +67,14 @@ def stored_run(ws, vocab, model: str) -> None:
 def test_every_source_builds_distinct_distractors_without_the_reference(ws, vocab, tmp_path: Path) -> None:
     stored_run(ws, vocab, "other-model")
     np.save(tmp_path / "m.npy", np.eye(1000, k=1) * 3)
-    specs = {"imagenet-confusions", "wordnet", "run:other-model@topk", f"file:{tmp_path / 'm.npy'}", "text"}
+    specs = {
+        "imagenet-confusions",
+        "real-proposals",
+        "wordnet",
+        "run:other-model@topk",
+        f"file:{tmp_path / 'm.npy'}",
+        "text",
+    }
     assert {s.partition(":")[0] for s in specs} == set(DISTRACTOR_SOURCES)  # a new source needs a line here
     inputs = SourceInputs(vocab, "model-under-test", ws, encoder=TrigramEncoder, cache_dir=tmp_path)
     references = {1: [281], 2: [0], 3: [817, 511], 4: [999]}
@@ -98,6 +106,45 @@ def test_imagenet_confusions_rank_the_cat_family_first(vocab) -> None:
     assert "cleanlab" in source.describe()["distractor_sources"][0]["origin"]
 
 
+def test_real_proposals_rank_the_cat_family_first(vocab) -> None:
+    source = build_distractors("real-proposals", SourceInputs(vocab, "m"))
+    assert source is not None
+    tabby = source.sources[0][1].by_class[vocab.resolve("tabby")]
+    assert {vocab.classes[c].name for c in tabby[:2]} == {"tiger cat", "Egyptian cat"}
+    record = source.describe()["distractor_sources"][0]
+    assert "reassessed-imagenet" in record["origin"] and record["images"] == 24_889
+
+
+def test_merged_sources_take_turns_by_rank_without_repeats(vocab) -> None:
+    a, b = Neighbours({1: [2, 3, 4], 7: [8]}, "a", {"file": "a.json"}), Neighbours({1: [3, 5], 9: [1]}, "b")
+    merged = interleave([("file", a), ("wordnet", b)])
+    assert merged.by_class == {1: [2, 3, 5, 4], 7: [8], 9: [1]}
+    assert merged.record["merged"] == [
+        {"source": "file", "origin": "a", "file": "a.json"},
+        {"source": "wordnet", "origin": "b"},
+    ]
+    ctx = ProtocolContext(vocab, reference={10: [1]}, mc_options=4, distractors=DistractorSource((("a|b", merged),)))
+    question = mc_options(10, ctx)
+    assert question is not None and sorted(question.classes) == [1, 2, 3, 5]  # two from a, one from b
+    assert sorted(question.sources) == ["a|b", "a|b", "a|b", "reference"]
+
+
+def test_the_default_merges_the_two_tables_then_wordnet(vocab) -> None:
+    source = build_distractors("hard", SourceInputs(vocab, "m"))
+    assert source is not None and source.names == ["imagenet-confusions|real-proposals", "wordnet"]
+    params = source.describe()
+    assert params["distractors"] == DEFAULT_HARD
+    first = params["distractor_sources"][0]
+    assert [r["source"] for r in first["merged"]] == ["imagenet-confusions", "real-proposals"]
+    assert distractors_line(params) == "distractors: imagenet-confusions in turns with real-proposals, then wordnet"
+    tabby = vocab.resolve("tabby")
+    confusions = build_distractors("imagenet-confusions", SourceInputs(vocab, "m"))
+    proposals = build_distractors("real-proposals", SourceInputs(vocab, "m"))
+    assert confusions is not None and proposals is not None
+    firsts = [confusions.sources[0][1].by_class[tabby][0], proposals.sources[0][1].by_class[tabby][0]]
+    assert source.sources[0][1].by_class[tabby][:2] == list(dict.fromkeys(firsts))[:2]
+
+
 def test_a_run_of_the_model_under_test_is_refused(ws, vocab) -> None:
     stored_run(ws, vocab, "efficientnet-lite0")
     inputs = SourceInputs(vocab, "EfficientNet-Lite0", ws)
@@ -120,9 +167,13 @@ def test_unknown_source_lists_the_known_ones() -> None:
         assert name in str(err.value)
     with pytest.raises(InputError, match="write it as run:NAME"):
         parse_distractors("run")
-    assert (
-        parse_distractors("hard") == parse_distractors(DEFAULT_HARD) == [("imagenet-confusions", ""), ("wordnet", "")]
-    )
+    assert parse_distractors("hard") == parse_distractors(DEFAULT_HARD)
+    assert parse_distractors("imagenet-confusions|real-proposals+run:x") == [
+        [("imagenet-confusions", ""), ("real-proposals", "")],
+        [("run", "x")],
+    ]
+    with pytest.raises(NotFoundError, match="unknown distractor source 'confusables'"):
+        parse_distractors("wordnet|confusables")
     assert parse_distractors("random") == []
     assert set(distractor_summaries()) == {"random", "hard", "run:NAME", "file:PATH", *DISTRACTOR_SOURCES} - {
         "run",
