@@ -36,8 +36,12 @@ the yes-ratio describes what the model said. A ratio over nothing is NaN.
 `compare_presence` scores the same answers against two references (ImGT and a ReGT snapshot) on the probes of the
 images both label. Probe truth is re-read from each reference, so a probe built as a negative from ImGT can be a
 positive under ReGT: a yes to it is a "hallucination under ImGT" that is a true object under ReGT, and those are
-counted. The accuracy difference b − a gets a paired bootstrap interval over images (`evaluator.paired`'s
-`JointBootstrap`): an image's probes are resampled together, since probes of one image are not independent.
+counted. The accuracy difference b − a gets a paired bootstrap interval over images: an image's probes are
+resampled together, since probes of one image are not independent. An image enters a run's difference only
+through its kind, (probes right under b − right under a, probes scored), of which there are a few dozen, so
+resampling the n images with replacement draws the count of each kind from Multinomial(n, observed shares),
+exactly, as `evaluator.paired` does for its four cells; each run is drawn on its own from `seed`, so its interval
+does not depend on the other runs.
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ from numpy.typing import ArrayLike
 
 from evaluator.errors import EvaluationError, unknown_name
 from evaluator.intervals import LEVEL, wilson_interval
-from evaluator.paired import N_BOOT, JointBootstrap, percentile_interval
+from evaluator.paired import N_BOOT, percentile_interval
 from evaluator.references import LabelSets, check_boot
 
 YES, NO, FAILED, ERROR = 1, 0, -1, -2
@@ -236,7 +240,7 @@ def _top_classes(scores: np.ndarray, labels: np.ndarray, n: int, rng: np.random.
     m, n_classes = scores.shape
     rows, cols = np.nonzero(labels >= 0)
     scores[rows, labels[rows, cols]] = -np.inf  # never a positive
-    nth = np.partition(scores, n_classes - n, axis=1)[:, n_classes - n, None]  # the n-th highest score
+    nth = _nth_highest(scores, n)[:, None]
     # keys: above the n-th score in (1, 2], tied with it random in [0, 1), below it in [-1, 0): all distinct
     # within a group, since selection among many equal values is slow
     column = np.arange(n_classes) / n_classes
@@ -245,6 +249,22 @@ def _top_classes(scores: np.ndarray, labels: np.ndarray, n: int, rng: np.random.
     key[ties] = rng.random(np.count_nonzero(ties))  # drawn for the tied entries only, in row order
     chosen = np.argpartition(key, n_classes - n, axis=1)[:, n_classes - n :]
     return np.sort(chosen, axis=1).astype(np.int64)
+
+
+def _nth_highest(scores: np.ndarray, n: int) -> np.ndarray:
+    """(m,) the n-th highest score of each row, counting repeats: a value at a time from the top (at most n
+    passes; np.partition slows down badly on the many equal scores sampling produces)."""
+    work = scores.copy()
+    nth, left = np.full(len(scores), -np.inf), np.full(len(scores), n)
+    for _ in range(n):
+        top = work.max(axis=1)
+        hit = work == top[:, None]
+        nth = np.where(left > 0, top, nth)
+        left -= np.count_nonzero(hit, axis=1)
+        if (left <= 0).all():
+            break
+        work[hit] = -np.inf
+    return nth
 
 
 def _check_negatives(n_negatives: object, reference: LabelSets) -> int:
@@ -406,20 +426,27 @@ def _per_image_correct(
 def _paired_interval(
     right_a: np.ndarray, right_b: np.ndarray, scored: np.ndarray, n_boot: int, level: float, seed: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Percentile interval of Σ w (b − a) / Σ w n over image resamples w; when no image's probes differ between
-    the references, ± the Wilson upper bound of 0 discordant probes (as `evaluator.paired` does)."""
-    gain = np.ascontiguousarray(right_b - right_a, dtype=np.float32)
-    size = np.ascontiguousarray(scored, dtype=np.float32)
-    diffs = []
-    for counts in JointBootstrap(gain.shape[1], n_boot, seed).counts():
+    """Per run, the percentile interval of Σ (b − a) / Σ n over resamples of the images (module docstring); when
+    no image's probes differ between the references, ± the Wilson upper bound of 0 discordant probes in n (as
+    `evaluator.paired` does)."""
+    low, high = np.full(len(scored), np.nan), np.full(len(scored), np.nan)
+    for run, (gain, size) in enumerate(zip(right_b - right_a, scored, strict=True)):
+        n = int(size.sum())
+        if not n:
+            continue
+        if not gain.any():
+            high[run] = wilson_interval(0, n, level)[1]
+            low[run] = -high[run]
+            continue
+        # an image is one of a few kinds (gain, probes); resampling the images draws the count of each kind
+        width = int(size.max()) + 1  # |gain| ≤ size < width: one integer per kind
+        counts = np.bincount((gain + width) * width + size)
+        kind = np.flatnonzero(counts)
+        draws = np.random.default_rng(seed).multinomial(len(size), counts[kind] / len(size), size=n_boot)
         with np.errstate(invalid="ignore", divide="ignore"):
-            diffs.append((counts @ gain.T) / (counts @ size.T))  # (chunk, n_runs)
-    low, high = percentile_interval(np.concatenate(diffs), level)
-    n = scored.sum(axis=1)
-    flat = ~(gain != 0).any(axis=1)
-    bound = wilson_interval(np.zeros_like(n), np.maximum(n, 1), level)[1]
-    low, high = np.where(flat, -bound, low), np.where(flat, bound, high)
-    return np.where(n == 0, np.nan, low), np.where(n == 0, np.nan, high)
+            diffs = (draws @ (kind // width - width)) / (draws @ (kind % width))
+        low[run], high[run] = percentile_interval(diffs, level)
+    return low, high
 
 
 def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
