@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +35,7 @@ from relabel.suggest.runner import SuggestJob, run_suggestions
 from relabel.suggest.setup import SuggestSettings, build_job
 from relabel.vocabulary import ClassInfo, Vocabulary
 from tests import images
+from tests.conftest import shared
 from tests.fakes import ScriptedChatModel, ScriptedScorer, TrigramEncoder
 
 FILES = ["n02123045_cat.jpg", "n07920052_espresso.jpg", "n03773504_missile.jpg", "n01440764_tench.jpg"]
@@ -276,3 +278,19 @@ def test_readme_lists_every_source() -> None:
         shown = f"{name}:{kind.argument}" if kind.argument else name
         assert f"| `{shown}` |" in readme, shown
     assert f"`hard` is `{DEFAULT_HARD}`" in readme
+
+
+def test_the_shipped_real_proposals_table_is_the_release_counted_again(vocab) -> None:
+    from scripts.build_real_proposals_table import count_proposals, original_by_file
+
+    paths = json.loads(shared("imagenet-val", "index_to_filepath.json").read_text(encoding="utf-8"))
+    original = original_by_file(np.load(shared("imagenet-val", "original_labels_by_index.npy")), paths)
+    with np.load(shared("imagenet-val", "real_raters.npz")) as raters:
+        pairs = raters["info"]
+    table, images = count_proposals(pairs, original, [c.wnid or "" for c in vocab.classes])
+    shipped = json.loads((Path(__file__).resolve().parents[3] / "relabel/resources/imagenet1k_real_proposals.json")
+                         .read_text(encoding="utf-8"))  # fmt: skip
+    assert shipped["confusions"] == table and shipped["images"] == images == 24_889
+    assert shipped["proposals"] == 160_073 and "Apache" in shipped["license"]
+    tabby = table[vocab.classes[vocab.resolve("tabby")].wnid or ""]
+    assert list(tabby)[:2] == ["n02123159", "n02124075"]  # tiger cat, Egyptian cat: the most often proposed
