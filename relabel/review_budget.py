@@ -28,7 +28,7 @@ from relabel.errors import InputError
 from relabel.evaluation.failure_causes import failure_cause
 from relabel.evaluation.runs import select_runs
 from relabel.posteriors import reads_votes
-from relabel.review_plan import STABILITY, TARGET_HALFWIDTH, Plan, forecast
+from relabel.review_plan import REVIEW_RESIDUAL, STABILITY, TARGET_HALFWIDTH, Plan, forecast
 from relabel.snapshots import get_snapshot
 from relabel.suggest.failures import RETRYABLE_MARK
 from relabel.workspace import get_dataset
@@ -65,6 +65,7 @@ class BudgetReport:
             "pool": p.pool,
             "target_halfwidth": p.target_halfwidth,
             "stability": p.stability,
+            "residual": p.residual,
             "runs": runs,
             "ranking": order,
             "ranking_pairs": [
@@ -86,10 +87,12 @@ def plan_reviews(
     runs: Sequence[str] = (),
     target_halfwidth: float = TARGET_HALFWIDTH,
     stability: float = STABILITY,
+    residual: float = REVIEW_RESIDUAL,
 ) -> BudgetReport:
     """How many more reviews, in the active order, until each run's top-1 half-width from label uncertainty is
     within `target_halfwidth` points and the ranking of `runs` (default: every stored run) holds with `stability`
-    (`relabel.review_plan.forecast`), from `snapshot` (default: the newest whose consensus read votes)."""
+    (`relabel.review_plan.forecast`, a review leaving `residual` of its image's variance), from `snapshot`
+    (default: the newest whose consensus read votes)."""
     with session_scope(engine) as s:
         ds = get_dataset(s, dataset)
         snap = _vote_snapshot(s, ds, snapshot)
@@ -107,7 +110,7 @@ def plan_reviews(
         raise InputError(f"run {empty[0]!r} is scored on none of the images of snapshot {snap.name!r}; leave it out")
     plan = forecast(
         images.rows, images.classes, images.probs, n, top1, scored=scored,
-        target_halfwidth=target_halfwidth, stability=stability,
+        target_halfwidth=target_halfwidth, stability=stability, residual=residual,
     )  # fmt: skip
     rule = str((snap.consensus or {}).get("rule", ""))
     n_scored = [int(k) for k in scored.sum(axis=1)]

@@ -54,6 +54,10 @@ Z95 = 1.96  # two-sided 95 % normal quantile of the half-width
 TARGET_HALFWIDTH = 0.25  # points of top-1
 STABILITY = 0.95
 TIE = 1e-12  # top-1 shares closer than this are tied
+# the share of an image's variance a review leaves, as `relabel plan` assumes by default: chosen on one seed of
+# bench/bench_plan.py's replay of ReaL's raters (a review there reveals the image's other answers), checked on two
+# others (BENCHMARKS.md). `forecast` itself defaults to 0: a review settles the image.
+REVIEW_RESIDUAL = 0.35
 
 
 @dataclass(frozen=True)
@@ -73,7 +77,8 @@ class Plan:
     `reviews_per_run` until its half-width is within `target_halfwidth` (None: not within the pool). Reviews until
     (a) every run is within the target (`reviews_halfwidth`) and (b) the ranking holds with `stability`
     (`reviews_ranking`); None where the pool cannot get there. `ranking` now; `pool` the images the active order
-    can still serve; `order` that order (image indices)."""
+    can still serve; `order` that order (image indices); `residual` the share of an image's variance a review was
+    assumed to leave."""
 
     top1_now: np.ndarray
     halfwidth_now: np.ndarray
@@ -85,6 +90,7 @@ class Plan:
     order: np.ndarray
     target_halfwidth: float
     stability: float
+    residual: float = 0.0
 
     @property
     def reviews(self) -> int | None:
@@ -178,6 +184,7 @@ def forecast(
         order,
         float(target_halfwidth),
         float(stability),
+        float(residual),
     )
 
 

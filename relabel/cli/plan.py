@@ -7,7 +7,7 @@ import json
 import click
 
 from relabel.cli.options import pass_settings
-from relabel.review_plan import STABILITY, TARGET_HALFWIDTH
+from relabel.review_plan import REVIEW_RESIDUAL, STABILITY, TARGET_HALFWIDTH
 from relabel.settings import Settings
 
 
@@ -31,6 +31,14 @@ from relabel.settings import Settings
     show_default=True,
     help="Probability with which the ranking of the runs must hold.",
 )
+@click.option(
+    "--residual",
+    type=float,
+    default=REVIEW_RESIDUAL,
+    show_default=True,
+    help="Share of an image's variance one review leaves (measured on a replay of ReaL's raters, BENCHMARKS.md); "
+    "0 assumes a review settles the image.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 @pass_settings
 def plan(
@@ -40,15 +48,16 @@ def plan(
     runs: tuple[str, ...],
     target: float,
     stability: float,
+    residual: float,
     as_json: bool,
 ) -> None:
     """How many more reviews, in the active order, until (a) each run's top-1 interval from label uncertainty is
     within ±TARGET points and (b) the ranking of the runs holds with probability STABILITY.
 
-    From the posteriors of a vote-based snapshot and the stored runs. A review is assumed to settle an image: its
-    share of each run's variance goes, the expected scores stay (relabel.review_plan states every assumption).
-    Refitting the consensus moves other images too, so treat the numbers as a forecast and run the command again
-    after each round.
+    From the posteriors of a vote-based snapshot and the stored runs. A review is assumed to remove (1 - RESIDUAL)
+    of its image's share of each run's variance, the expected scores staying as they are (relabel.review_plan
+    states every assumption). Refitting the consensus moves other images too, so treat the numbers as a forecast
+    and run the command again after each round.
 
     \b
     Examples:
@@ -59,8 +68,9 @@ def plan(
     from relabel.review_budget import plan_reviews
 
     report = plan_reviews(
-        settings.engine, dataset=dataset, snapshot=snapshot, runs=runs, target_halfwidth=target, stability=stability
-    )
+        settings.engine, dataset=dataset, snapshot=snapshot, runs=runs, target_halfwidth=target, stability=stability,
+        residual=residual,
+    )  # fmt: skip
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
         return
@@ -74,7 +84,7 @@ def plan_lines(d: dict) -> list[str]:
     left_out = f", {unrated:,} nobody rated left out" if unrated else ""
     lines = [
         f"snapshot {d['snapshot']!r} ({d['rule']}): {d['n_images']:,} images{left_out}; "
-        f"reviews counted in the active order (pool {d['pool']:,})"
+        f"reviews counted in the active order (pool {d['pool']:,}), each leaving {d['residual']:g} of its variance"
     ]
     width = max(len("run"), *(len(r["run"]) for r in d["runs"]))
     lines.append(f"{'run':<{width}}  {'top-1 now':>9}  {'± now':>6}  reviews until ±{target:g}")

@@ -16,7 +16,7 @@ from evaluator.label_uncertainty import Posteriors, uncertain_accuracy
 from relabel.active_review import NO_RUN, correct_probability
 from relabel.cli import cli, main
 from relabel.errors import InputError
-from relabel.review_plan import expected_top1, forecast, halfwidths, ranking_stability
+from relabel.review_plan import REVIEW_RESIDUAL, expected_top1, forecast, halfwidths, ranking_stability
 from tests import evaluation_workspace as ws
 from tests import images
 from tests.relabel.evaluation.test_label_sensitivity import VOTES
@@ -194,11 +194,14 @@ def test_plan_prints_each_run_and_the_ranking(workspace: Path) -> None:
     assert lines[0].startswith("snapshot 'raters-ds' (ds): 5 images, 2 nobody rated left out")
     assert [line.split()[0] for line in lines[2:4]] == ["m1", "m5"]
     assert lines[-1].startswith("ranking m5 > m1: holds with")
-    data = json.loads(invoke(workspace, "--json").output)
+    data = json.loads(invoke(workspace, "--json", "--residual", "0").output)
     # a, b, d are rated; c and e are not: left out (m1 failed on d: scored, wrong; m5 never answered c)
     assert [r["n_scored"] for r in data["runs"]] == [3, 3] and data["n_unrated"] == 2
     assert data["reviews"] == max(data["reviews_until_halfwidth"], data["reviews_until_stable_ranking"])
-    one = json.loads(invoke(workspace, "--json", "--run", "m5", "--target", "50").output)
+    # by default a review leaves REVIEW_RESIDUAL of its variance: three images cannot bring ±0.25
+    default = json.loads(invoke(workspace, "--json").output)
+    assert default["residual"] == REVIEW_RESIDUAL and default["reviews_until_halfwidth"] is None
+    one = json.loads(invoke(workspace, "--json", "--run", "m5", "--target", "50", "--residual", "0").output)
     assert one["runs"][0]["run"] == "m5" and one["reviews_until_halfwidth"] == 0 and one["ranking_pairs"] == []
 
 
@@ -209,6 +212,7 @@ def test_plan_prints_each_run_and_the_ranking(workspace: Path) -> None:
         (["--snapshot", "nope"], "unknown snapshot of dataset 'five' 'nope'"),
         (["--run", "nope"], "unknown model run of dataset 'five' 'nope'; known: m1, m5"),
         (["--stability", "1.5"], "stability must lie in (0.5, 1)"),
+        (["--residual", "1"], "residual share of a reviewed image's variance must lie in [0, 1)"),
     ],
 )
 def test_plan_errors_are_one_line(workspace: Path, args: list[str], expected: str) -> None:
