@@ -160,8 +160,12 @@ def simulate(
 ) -> list[Step]:
     """Replay `budget` reviews of `pool` in `order` (one of `ORDERS`), refitting every `step` reviews (module
     docstring); `seed` draws the starting answers, the random order and the ties. `method`: an aggregation of
-    `relabel.aggregation.METHODS`. Returns the Steps at 0, step, 2·step, ... reviews and at the end of the budget
-    (at most all images); `on_step` gets each Step with its State as it is measured."""
+    `relabel.aggregation.METHODS`. `explore` in [0, 1]: the share of each step's images taken from the random
+    order instead (for disputed and active); `run_weight`: the active order's weight of the runs at stake
+    (`review_benefit`). Returns the Steps at 0, step, 2·step, ... reviews and at the end of the budget (at most all
+    images); `on_step` gets each Step with its State as it is measured."""
+    if not 0.0 <= explore <= 1.0:
+        raise InputError(f"explore is a share of each step, in [0, 1]; got {explore}")
     _check(pool, order, step, budget, threshold, keep_original, method)
     rng = np.random.default_rng(seed)
     revealed = _starting_answers(pool.votes, rng)

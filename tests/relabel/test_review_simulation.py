@@ -132,6 +132,17 @@ class TestActiveOrder:
         goal = at["random"][150]
         assert reviews_to_reach(curves["active"], goal) <= 0.5 * 150
 
+    def test_an_explore_share_of_one_is_the_random_order(self) -> None:
+        pool = ambiguous_pool(n_images=60, ambiguous=6)
+        picked: dict[str, list[np.ndarray]] = {"random": [], "active": []}
+        simulate(pool, "random", 10, 40, seed=2, on_step=lambda s, st: picked["random"].append(st.reviewed))
+        simulate(
+            pool, "active", 10, 40, seed=2, explore=1.0, on_step=lambda s, st: picked["active"].append(st.reviewed)
+        )
+        assert all(np.array_equal(a, b) for a, b in zip(picked["random"], picked["active"]))
+        with pytest.raises(InputError, match="explore"):
+            simulate(pool, "active", 10, 40, explore=1.5)
+
     def test_runs_top1_and_its_halfwidth_follow_the_labels(self) -> None:
         pool = ambiguous_pool(runs=True)
         steps = simulate(pool, "active", 30, 30, seed=0)
