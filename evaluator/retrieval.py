@@ -48,7 +48,7 @@ from evaluator.references import LabelSets
 
 KS = (1, 5, 10)
 CHUNK_VALUES = 8_000_000  # similarities per block (32 MB in float32)
-BINS = 4096  # per query: the histogram of all queries is n_queries × BINS counts (33 MB for 1,000 queries)
+BINS = 2048  # per query: the histogram of all queries is n_queries × BINS counts (16 MB for 1,000 queries)
 RANGE_SAMPLE = 2048  # gallery images sampled to set each query's bin range, for embeddings
 PAIR_CHUNK = 8192  # relevant pairs whose similarity is computed at once before the pass
 
