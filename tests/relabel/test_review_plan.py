@@ -256,3 +256,22 @@ def test_a_residual_leaves_part_of_each_reviewed_images_variance():
         forecast(rows, classes, probs, N, top1, target_halfwidth=1.96 * math.sqrt(0.6), residual=0.2).reviews_halfwidth
         is None
     )
+
+
+def test_plan_reads_the_same_from_sqlite_and_postgres(db_url: str, tmp_path: Path) -> None:
+    """Each run's first class is read in SQL (a JSON index): both backends give the runs' scored images and
+    the snapshot's posteriors as `relabel evaluate` reads them."""
+    from relabel.review_budget import plan_reviews
+
+    engine = create_db_engine(db_url)
+    init_db(engine)
+    ws.build(engine, tmp_path)
+    (tmp_path / "votes.csv").write_text(VOTES)
+    base = ["--db", db_url]
+    main([*base, "votes", "import", str(tmp_path / "votes.csv"), "--format", "long", "--name", "raters", "--quiet"])
+    main([*base, "snapshot", "create", "raters-ds", "--consensus", "ds", "--no-studio-votes", "--quiet"])
+    report = plan_reviews(engine, residual=0.0)
+    assert report.run_names == ["m1", "m5"] and report.n_scored == [3, 3] and report.n_unrated == 2
+    # the expected top-1 of m1 and m5 on a, b, d (the same on both backends; pinned from the SQLite run)
+    assert report.plan.top1_now == pytest.approx([32.80, 98.68], abs=0.01)
+    engine.dispose()
