@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-from sqlalchemy import select
+from sqlalchemy import String, cast, select
 from sqlalchemy.engine import Connection
 from sqlmodel import col
 
@@ -17,11 +17,11 @@ from db.models import Label, LabelSource
 from relabel.aggregation import METHODS, Aggregate, FitOptions, aggregate
 from relabel.calibration import MIN_PAIRS, describe, fit_calibration
 from relabel.consensus import adjudication
-from relabel.decision_log import current_decisions
+from relabel.decision_log import ParsedLists, current_decisions
 from relabel.errors import InputError, unknown_name
-from relabel.posteriors import VotedImage, original_items, voted_images
+from relabel.posteriors import VotedImage, items_held, original_items, voted_images
 from relabel.progress import Progress, progress_bar
-from relabel.risk_coverage import CURVE, reference_truth, risk_coverage
+from relabel.risk_coverage import CURVE, risk_coverage
 from relabel.risk_coverage import describe as describe_coverage
 from relabel.votes import VoteTable, collect_votes
 
@@ -64,10 +64,10 @@ def fit_votes(
             "decide images in the studio, or use --consensus unanimous"
         )
     result = _fit(table, rule, show_progress)
+    references = _References(conn, dataset_id)
     calibration = None
     if calibrate is not None:
-        trusted = reference_sets(conn, dataset_id, calibrate)
-        result, calibration = calibrate_posteriors(table, result, trusted, original or {}, calibrate)
+        result, calibration = calibrate_posteriors(table, result, references[calibrate], original or {}, calibrate)
     imported = list(table.sources[: len(table.sources) - studio - (with_model is not None)])
     settings = {
         "threshold": threshold,
@@ -84,7 +84,8 @@ def fit_votes(
     }
     if reference is not None:
         mask = original_items(table.pairs, original or {}) if keep_original is not None else None
-        truth = reference_truth(table.pairs, reference_sets(conn, dataset_id, reference))
+        trusted = references[reference]
+        truth = items_held(table.pairs, trusted), np.isin(table.pairs[:, 0], _ids(trusted))
         points = risk_coverage(
             table.pairs, result, truth, (*CURVE, threshold), original=mask, keep_original=keep_original
         )
@@ -114,29 +115,29 @@ def calibrate_posteriors(
     snapshot records of it. InputError for a counting method or fewer than `MIN_PAIRS` reference items."""
     if not METHODS[result.method].probabilistic:
         raise InputError(f"--calibrate needs a probabilistic consensus (ds, one-coin), not {result.method!r}")
-    labelled = np.isin(table.pairs[:, 0], np.fromiter(reference, np.int64, len(reference)))
+    labelled = np.isin(table.pairs[:, 0], _ids(reference))
     if labelled.sum() < MIN_PAIRS:
         raise InputError(
             f"--calibrate {against}: it labels {int(labelled.sum())} of the {len(table.pairs):,} voted (image, class) "
             f"pairs; a calibration needs at least {MIN_PAIRS}: adjudicate or import labels for more voted images"
         )
-    truth = np.fromiter((c in reference.get(i, ()) for i, c in table.pairs.tolist()), bool, len(table.pairs))
+    truth = items_held(table.pairs, reference)
     is_original = original_items(table.pairs, original)
     cal = fit_calibration(result.posterior[labelled], truth[labelled], is_original[labelled])
     calibrated = replace(result, posterior=cal.apply(result.posterior, is_original))
     return calibrated, {**describe(cal, against), "images": int(len(np.unique(table.pairs[labelled, 0])))}
 
 
-def reference_sets(conn: Connection, dataset_id: int, name: str) -> dict[int, set[int]]:
+def reference_sets(conn: Connection, dataset_id: int, name: str) -> dict[int, frozenset[int]]:
     """Image id -> the classes a reference holds: the leads' standing adjudications (`ADJUDICATIONS`; an image
     adjudicated "none fit" holds none, "unclear" is left out) or the label source `name` of the dataset.
     NotFoundError naming the known sources for an unknown name."""
     if name == ADJUDICATIONS:
-        out: dict[int, set[int]] = {}
+        out: dict[int, frozenset[int]] = {}
         for image_id, decisions in current_decisions(conn, dataset_id).items():
             adjudicated = adjudication(decisions)
             if adjudicated is not None and adjudicated.verdict in (Verdict.labels, Verdict.none_fit):
-                out[image_id] = set(adjudicated.classes) if adjudicated.verdict == Verdict.labels else set()
+                out[image_id] = frozenset(adjudicated.classes if adjudicated.verdict == Verdict.labels else ())
         return out
     sources = dict(
         conn.execute(
@@ -145,8 +146,29 @@ def reference_sets(conn: Connection, dataset_id: int, name: str) -> dict[int, se
     )
     if name not in sources:
         raise unknown_name("reference for --calibrate", name, [*sorted(sources), ADJUDICATIONS])
-    rows = conn.execute(select(col(Label.image_id), col(Label.classes)).where(col(Label.source_id) == sources[name]))
-    return {image_id: set(classes or ()) for image_id, classes in rows}
+    query = select(col(Label.image_id), cast(col(Label.classes), String)).where(col(Label.source_id) == sources[name])
+    sets: dict[str, frozenset[int]] = {}  # one set per distinct list: a source has far fewer lists than images
+    lists = ParsedLists()
+    return {
+        image_id: sets.get(text) or sets.setdefault(text, frozenset(lists[text]))
+        for image_id, text in conn.execute(query)
+    }
+
+
+class _References(dict[str, dict[int, frozenset[int]]]):
+    """`reference_sets` by name, each read once: a snapshot may calibrate against the source it is checked on."""
+
+    def __init__(self, conn: Connection, dataset_id: int) -> None:
+        super().__init__()
+        self.conn, self.dataset_id = conn, dataset_id
+
+    def __missing__(self, name: str) -> dict[int, frozenset[int]]:
+        value = self[name] = reference_sets(self.conn, self.dataset_id, name)
+        return value
+
+
+def _ids(reference: Mapping[int, Collection[int]]) -> np.ndarray:
+    return np.fromiter(reference, np.int64, len(reference))
 
 
 def _step(bar: Progress, change: float) -> None:

@@ -2,27 +2,35 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from sqlalchemy import func, select
+from sqlalchemy import String, cast, func, select
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session, col
 
+from db.bulk import insert_plain, table_of
 from db.engine import session_scope
 from db.enums import Category, Verdict
 from db.models import Dataset, Image, Label, Snapshot, SnapshotLabel, SnapshotPosterior, pk, stored_id
 from relabel import __version__
 from relabel.aggregation import METHODS
-from relabel.bulk_import import insert_chunks
 from relabel.consensus import Consensus, Outcome, categorize, decision_key, settle_images
-from relabel.decision_log import current_decisions
+from relabel.consensus import consensus as image_consensus
+from relabel.decision_log import ParsedLists, current_decisions
 from relabel.errors import ConflictError, InputError, examples, unknown_name
-from relabel.posteriors import UNANIMOUS, UNCERTAIN, VotedImage, check_rule, posterior_rows, reads_votes
+from relabel.posteriors import (
+    POSTERIOR_COLUMNS,
+    UNANIMOUS,
+    UNCERTAIN,
+    VotedImage,
+    check_rule,
+    posterior_rows,
+    reads_votes,
+)
+from relabel.snapshot_hash import ClassListText, snapshot_hash
 from relabel.snapshot_votes import VoteFit, fit_votes
 from relabel.storable import one_line_name, storable_text
 from relabel.workspace import IMGT, dataset_vocabulary, get_dataset, get_source
@@ -38,6 +46,9 @@ UNDECIDED_POLICIES = {
     "voted image takes its best estimate",
     "exclude": "undecided images get an empty label set and drop out of multi-label scoring",
 }
+LABEL_COLUMNS = ("snapshot_id", "image_id", "classes", "category", "origin")  # of `snapshot_labels`, as stored
+# an enum's .value and .name are properties, slow 50,000 times over; the column stores the name
+_CATEGORY_TEXT, _CATEGORY_NAME = {c: c.value for c in Category}, {c: c.name for c in Category}
 
 
 def consensus_defaults(calibrate: str | None) -> tuple[float, float | None]:
@@ -45,31 +56,18 @@ def consensus_defaults(calibrate: str | None) -> tuple[float, float | None]:
     return CALIBRATED_DEFAULTS if calibrate else UNCALIBRATED_DEFAULTS
 
 
-def snapshot_hash(
-    rows: list[tuple[str, list[int], str]], posteriors: Mapping[str, Mapping[int, float]] | None = None
-) -> str:
-    """sha256 over (path, classes, category) in path order: equal labels give an equal hash. A probabilistic
-    snapshot's posteriors (path -> class -> P) are hashed too, rounded to 6 decimals, so two snapshots that agree
-    on the labels but not on how sure they are differ."""
-    h = hashlib.sha256()
-    for path, classes, category in sorted(rows):
-        h.update(json.dumps([path, classes, category], separators=(",", ":")).encode())
-        h.update(b"\n")
-    for path in sorted(posteriors or {}):
-        pairs = [[c, round(p, 6)] for c, p in sorted(posteriors[path].items())]  # type: ignore[index]
-        h.update(json.dumps([path, pairs], separators=(",", ":")).encode())
-        h.update(b"\n")
-    return h.hexdigest()
-
-
 def check_classes(labelled: Iterable[tuple[str, Sequence[int], str]], n_classes: int, what: str) -> None:
     """Refuse (one InputError) labels holding a class outside the vocabulary: (path, classes, where from) rows.
 
     Such labels can only come from a decision or a file made against another vocabulary; a snapshot or an export
     that carried them would be read as other classes, or not read at all."""
+    rows = list(labelled)
+    every = [c for _, classes, _ in rows for c in classes]
+    if not every or (set(map(type, every)) == {int} and min(every) >= 0 and max(every) < n_classes):
+        return  # plain ints in range: no row to name
     bad = [
         f"{path} {list(classes)} ({where})"
-        for path, classes, where in labelled
+        for path, classes, where in rows
         if any(isinstance(c, bool) or not isinstance(c, int) or not 0 <= c < n_classes for c in classes)
     ]
     if bad:
@@ -79,10 +77,11 @@ def check_classes(labelled: Iterable[tuple[str, Sequence[int], str]], n_classes:
         )
 
 
-def source_labels(conn: Connection, source_id: int) -> dict[int, list[int]]:
-    return dict(
-        conn.execute(select(col(Label.image_id), col(Label.classes)).where(col(Label.source_id) == source_id)).all()
-    )
+def source_labels(conn: Connection, source_id: int) -> dict[int, tuple[int, ...]]:
+    """Image id -> the classes a label source gives it (read as text and parsed once per distinct list)."""
+    query = select(col(Label.image_id), cast(col(Label.classes), String)).where(col(Label.source_id) == source_id)
+    lists = ParsedLists()
+    return {image_id: lists[text] for image_id, text in conn.execute(query)}
 
 
 @dataclass
@@ -163,8 +162,9 @@ def create_snapshot(
         check_classes(labelled, len(dataset_vocabulary(s, ds)), f"snapshot {name!r} not created")
         voted = fit.images if fit else {}
         posteriors = {r.path: voted[r.image_id].posteriors for r in rows if r.voted}
-        digest = snapshot_hash([(r.path, r.classes, r.category.value) for r in rows], posteriors or None)
-        counts = dict(sorted(Counter(r.category.value for r in rows).items()))
+        categories = [_CATEGORY_TEXT[r.category] for r in rows]
+        digest = snapshot_hash([(r.path, r.classes, c) for r, c in zip(rows, categories)], posteriors or None)
+        counts = dict(sorted(Counter(categories).items()))
         settings = {"rule": consensus, "min_votes": min_votes, **(fit.settings if fit else {})}
         snap = Snapshot(
             dataset_id=ds.id,
@@ -229,7 +229,9 @@ def _freeze(
     if not images:
         raise InputError(f"dataset {ds.name!r} has no images; nothing to freeze")
     decisions = current_decisions(conn, stored_id(ds))
-    settled = settle_images(decisions, (i for i, _ in images), min_votes=request.min_votes)
+    # Most images have no standing decision, and all of those are settled alike: the rule runs once for them.
+    settled = settle_images(decisions, decisions.keys(), min_votes=request.min_votes)
+    nobody = image_consensus((), request.min_votes)
     fit = None
     if request.rule != UNANIMOUS:
         fit = fit_votes(
@@ -247,28 +249,26 @@ def _freeze(
             show_progress=show_progress,
         )
     voted = fit.images if fit else {}
-    frozen = [_frozen_row(i, p, settled[i], voted.get(i), base_labels, original, base, undecided) for i, p in images]
+    frozen = [
+        _frozen_row(i, p, settled.get(i, nobody), voted.get(i), base_labels, original, base, undecided)
+        for i, p in images
+    ]
     return frozen, fit
 
 
 def _store(s: Session, snap: Snapshot, rows: list[FrozenRow], voted: dict[int, VotedImage]) -> int:
-    """Insert the snapshot, its labels and the posteriors of its voted images; returns how many posteriors."""
+    """Insert the snapshot, its labels and the posteriors of its voted images; returns how many posteriors.
+
+    The rows go through the driver as plain values (`db.bulk.insert_plain`): the classes as the JSON text the
+    column's own serializer writes, the category as its stored name."""
     s.add(snap)
     s.flush()
-    labels = [
-        {
-            "snapshot_id": snap.id,
-            "image_id": r.image_id,
-            "classes": r.classes,
-            "category": r.category,
-            "origin": r.origin,
-        }
-        for r in rows
-    ]
-    insert_chunks(s, SnapshotLabel, labels)
-    stored = posterior_rows(stored_id(snap), voted, (r.image_id for r in rows if r.voted))
-    insert_chunks(s, SnapshotPosterior, stored)
-    return len(stored)
+    conn, snapshot_id = s.connection(), stored_id(snap)
+    text = ClassListText()
+    labels = ((snapshot_id, r.image_id, text(r.classes), _CATEGORY_NAME[r.category], r.origin) for r in rows)
+    insert_plain(conn, table_of(SnapshotLabel), LABEL_COLUMNS, labels)
+    stored = posterior_rows(snapshot_id, voted, (r.image_id for r in rows if r.voted))
+    return insert_plain(conn, table_of(SnapshotPosterior), POSTERIOR_COLUMNS, stored)
 
 
 def _frozen_row(
@@ -276,14 +276,14 @@ def _frozen_row(
     path: str,
     settled: Consensus,
     voted: VotedImage | None,
-    base_labels: dict[int, list[int]],
-    original: dict[int, list[int]],
+    base_labels: Mapping[int, Sequence[int]],
+    original: Mapping[int, Sequence[int]],
     base: str,
     undecided: str,
 ) -> FrozenRow:
     """One image's labels, category and origin (see `create_snapshot`)."""
     decision, outcome = settled
-    undecided_labels = base_labels.get(image_id, []) if undecided == "keep" else []
+    undecided_labels = list(base_labels.get(image_id, ())) if undecided == "keep" else []
     if decision is not None and (voted is None or outcome is Outcome.adjudication):
         category = settled.category(original.get(image_id))
         return FrozenRow(

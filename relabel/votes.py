@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -27,7 +28,7 @@ from sqlalchemy.engine import Connection
 from sqlmodel import col
 
 from db.enums import Answer, PredictionStatus, SourceKind, Verdict
-from db.models import Image, Label, LabelSource, ModelRun, Prediction, User, Vote, VoteSource, pk
+from db.models import Image, Label, LabelSource, ModelRun, Prediction, User, Vote, VoteSource, pk, stored_id
 from relabel.aggregation import NO, YES, Votes, make_votes
 from relabel.decision_log import ParsedLists, current_decisions, cyclic_gc_paused
 from relabel.errors import NotFoundError, unknown_name
@@ -79,7 +80,10 @@ class _Answers:
         return self.workers[name]
 
     def add(self, image: Iterable[int], cls: Iterable[int], worker: Iterable[int], answer: Iterable[int]) -> None:
-        arrays = tuple(np.fromiter(a, dtype=np.int64) for a in (image, cls, worker, answer))
+        arrays = tuple(
+            a.astype(np.int64) if isinstance(a, np.ndarray) else np.fromiter(a, dtype=np.int64)
+            for a in (image, cls, worker, answer)
+        )
         if len(arrays[0]):
             self.columns.append(arrays)  # type: ignore[arg-type]
 
@@ -144,20 +148,47 @@ def _imported_votes(conn: Connection, dataset_id: int, wanted: Sequence[str] | N
         query = select(col(Vote.image_id), col(Vote.class_index), col(Vote.worker), code).where(
             col(Vote.source_id) == source.id
         )
-        who: dict[str, int] = {}
-        if source.workers_identified:  # numbered in name order, whatever order the database returns votes in
-            names = (
-                select(col(Vote.worker)).where(col(Vote.source_id) == source.id).distinct().order_by(col(Vote.worker))
-            )
-            who = {w: answers.worker(f"{source.name}:{w}", "rater") for w in conn.execute(names).scalars()}
+        if source.workers_identified:
+            _identified_votes(conn, stored_id(source), source.name, query, answers)
+            continue
         for rows in _plain_rows(conn, query):
-            image, cls, worker, answer = zip(*rows)
-            if source.workers_identified:
-                codes: Iterable[int] = map(who.__getitem__, worker)
-            else:
-                codes = [answers.worker(f"{source.name}:{i}/{w}", "rater") for i, w in zip(image, worker)]
+            image, cls, worker, answer = _columns(rows)
+            codes = [answers.worker(f"{source.name}:{i}/{w}", "rater") for i, w in zip(image, worker)]
             answers.add(image, cls, codes, answer)
     return [s.name for s in chosen]
+
+
+def _identified_votes(conn: Connection, source_id: int, source: str, query: Select[Any], answers: _Answers) -> None:
+    """Add the votes of a source whose workers are named, the workers numbered in name order whatever order the
+    database returns votes in. The names are gathered from the votes themselves: asking the database for them
+    (SELECT DISTINCT) was a second pass over the source, a fifth of the time on ReaL's 924,810 votes."""
+    seen: dict[str, int] = {}  # name -> number in the order first met
+    parts = []
+    for rows in _plain_rows(conn, query):
+        image, cls, worker, answer = _columns(rows)
+        for name in dict.fromkeys(worker).keys() - seen.keys():
+            seen[name] = len(seen)
+        parts.append((image, cls, np.fromiter(map(seen.__getitem__, worker), np.int64, len(worker)), answer))
+    number = np.zeros(len(seen), np.int64)
+    for name in _name_order(conn, source_id, seen):
+        number[seen[name]] = answers.worker(f"{source}:{name}", "rater")
+    for image, cls, local, answer in parts:
+        answers.add(image, cls, number[local], answer)
+
+
+def _name_order(conn: Connection, source_id: int, names: Iterable[str]) -> list[str]:
+    """A source's worker `names` as the database orders them: SQLite compares text by its UTF-8 bytes, which is the
+    code point order Python sorts str by; another database may collate otherwise, and is asked."""
+    if conn.dialect.name == "sqlite":
+        return sorted(names)
+    query = select(col(Vote.worker)).where(col(Vote.source_id) == source_id).distinct().order_by(col(Vote.worker))
+    return list(conn.execute(query).scalars())
+
+
+def _columns(rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
+    """The four columns of (image id, class, worker, answer code) rows: a column at a time, as zip(*rows) over
+    100,000 rows took four times as long."""
+    return [list(map(itemgetter(k), rows)) for k in range(4)]
 
 
 def _plain_rows(conn: Connection, query: Select[Any], size: int = 100_000) -> Iterator[Sequence[Any]]:

@@ -84,6 +84,23 @@ class TestLongTables:
         }  # fmt: skip
         assert stored(engine) == (2, 12)
 
+    def test_workers_are_numbered_in_the_order_the_database_sorts_their_names(
+        self, engine, vocab, tmp_path: Path
+    ) -> None:
+        val_dataset(engine, vocab, tmp_path, NUMBERS)
+        names = ["zed", "Ann", "bob", "ann", "_x", "Émile", "b-2", "b10", "b9"]
+        rows = "".join(f"{w},{1 + k % 3},{k % 5},yes\n" for k, w in enumerate(names))
+        (tmp_path / "order.csv").write_text("worker,image,label,answer\n" + rows)
+        import_votes(engine, tmp_path / "order.csv", fmt="long", name="order")
+        with engine.connect() as conn:
+            ordered = conn.execute(select(Vote.worker).distinct().order_by(Vote.worker)).scalars().all()
+        t = table(engine, studio=False)
+        assert t.workers == tuple(f"order:{w}" for w in ordered) and len(ordered) == len(names)
+        assert answers_by_pair(t) == {
+            (int(np.searchsorted(np.unique(t.pairs[:, 0]), 1 + k % 3)), k % 5, f"order:{w}"): YES
+            for k, w in enumerate(names)
+        }
+
     def test_a_name_is_taken_until_replaced(self, engine, vocab, tmp_path: Path) -> None:
         val_dataset(engine, vocab, tmp_path, NUMBERS)
         (tmp_path / "a.csv").write_text("worker,image,label,answer\nann,1,1,yes\nann,2,2,yes\n")

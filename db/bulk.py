@@ -1,0 +1,48 @@
+"""Many rows written through the database driver's own executemany: the large immutable tables a snapshot fills.
+
+SQLAlchemy's Core executemany builds a parameter dict for every row and passes each value through its column's bind
+processor, about 7 µs a row: 1.7 s of the 2.7 s that a 50,000-image snapshot with 184,962 posteriors spent storing
+its rows. `insert_plain` takes rows already in the driver's terms (int, float, str; a JSON column as its text, an
+enum column as the name it stores) and compiles the INSERT once for the connection's dialect, so one call serves
+SQLite (qmark: tuples in the statement's column order) and PostgreSQL (psycopg's pyformat: dicts by column name),
+inside the caller's transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from itertools import islice
+from typing import Any
+
+from sqlalchemy import Table, insert
+from sqlalchemy.engine import Connection
+
+CHUNK = 20_000  # rows per executemany: few round trips, modest memory
+
+
+def insert_plain(
+    conn: Connection, table: Table, columns: Sequence[str], rows: Iterable[Sequence[Any]], *, chunk: int = CHUNK
+) -> int:
+    """Insert `rows` (sequences of plain values in the order of `columns`) into `table`; returns how many."""
+    compiled = insert(table).compile(dialect=conn.dialect, column_keys=list(columns))
+    shape = _row_shape(list(columns), compiled.positiontup if compiled.positional else None)
+    sql, source, written = str(compiled), iter(rows), 0
+    while part := [shape(r) for r in islice(source, chunk)]:
+        conn.exec_driver_sql(sql, part)
+        written += len(part)
+    return written
+
+
+def table_of(model: type) -> Table:
+    """The `Table` of a SQLModel table class."""
+    return model.__table__  # type: ignore[attr-defined]
+
+
+def _row_shape(columns: list[str], positions: Sequence[str] | None) -> Callable[[Sequence[Any]], Any]:
+    """How one row becomes the driver's parameters: a tuple in the statement's order, or a dict by column name."""
+    if positions is None:
+        return lambda row: dict(zip(columns, row))
+    order = [columns.index(name) for name in positions]
+    if order == list(range(len(columns))):
+        return tuple
+    return lambda row: tuple(row[i] for i in order)
