@@ -201,14 +201,15 @@ class _Similarity:
         return out
 
     def image_blocks(self) -> Iterator[tuple[int, np.ndarray]]:
-        """(first image, block (n, n_queries)) for consecutive blocks of gallery images."""
+        """(first image, block (n_queries, n)) for consecutive blocks of gallery images, C-contiguous: a query's
+        similarities lie together, so counting them into the query's bins stays within a small part of memory."""
         step = max(1, CHUNK_VALUES // self.n_queries)
         for start in range(0, self.n_gallery, step):
             if self.matrix is not None:
-                yield start, np.ascontiguousarray(self.matrix[:, start : start + step].T)
+                yield start, np.ascontiguousarray(self.matrix[:, start : start + step])
             else:
                 assert self.queries is not None and self.images is not None
-                yield start, self.images[start : start + step] @ self.queries.T
+                yield start, self.queries @ self.images[start : start + step].T
 
 
 def _finite(values: ArrayLike, what: str) -> np.ndarray:
@@ -310,24 +311,24 @@ def _score_in_one_pass(
     kept: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in images]
     exact = [np.empty(len(q), dtype) for q, _ in pairs]
     first_i2t = [np.zeros(source.n_gallery, np.int64) for _ in images]
-    offsets = np.arange(source.n_queries) * BINS
+    offsets = (np.arange(source.n_queries) * BINS)[:, None]
     for start, block in source.image_blocks():
-        stop = start + len(block)
-        bins = _bins(block, low, scale)
+        stop = start + block.shape[1]
+        bins = _bins(block, low[:, None], scale[:, None])
         bins += offsets
         counts += np.bincount(bins.ravel(), minlength=len(counts))
         for r, (q, i) in enumerate(pairs):
-            first_i2t[r][start:stop] = _best_ranks(block, queries[r][start:stop])
+            first_i2t[r][start:stop] = _best_ranks(block.T, queries[r][start:stop])
             lo, hi = np.searchsorted(i, [start, stop])
-            exact[r][lo:hi] = block[i[lo:hi] - start, q[lo:hi]]
+            exact[r][lo:hi] = block[q[lo:hi], i[lo:hi] - start]
             rows, cols = np.nonzero(marked[r][bins])
-            kept[r].append((cols, block[rows, cols]))
+            kept[r].append((rows, block[rows, cols]))
     t2i = []
     for r, (q, _) in enumerate(pairs):
-        cols = np.concatenate([c for c, _ in kept[r]])
+        kept_queries = np.concatenate([c for c, _ in kept[r]])
         values = np.concatenate([v for _, v in kept[r]])
         own_bin = _bins(exact[r], low[q], scale[q]) + q * BINS
-        ranks = _ranks(q, exact[r], own_bin, counts, marked[r], cols, values, source.n_queries)
+        ranks = _ranks(q, exact[r], own_bin, counts, marked[r], kept_queries, values, source.n_queries)
         t2i.append(_text_to_image_score(images[r], q, exact[r], ranks, ks, source.n_gallery))
     return t2i, [_image_to_text_score(ranks, ks) for ranks in first_i2t]
 
@@ -341,7 +342,7 @@ def _pairs(relevant: sparse.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
 
 def _bins(values: np.ndarray, low: np.ndarray, scale: np.ndarray) -> np.ndarray:
     """Bin of each value (0..BINS-1), monotone in the value for one query: (value − low) · scale, truncated and
-    clipped. `low` and `scale` are per query (the last axis of a block), in the values' float type."""
+    clipped. `low` and `scale` are the values' queries' (broadcast), in the values' float type."""
     scaled = values - low
     scaled *= scale
     bins = scaled.astype(np.intp)
