@@ -18,9 +18,10 @@ scoring). `failed` marks captions whose reply was a failure (a refusal, an unusa
 mentions, count as captions with a hallucination in CHAIR-s and cover none of their classes (a failure is scored
 as wrong); infrastructure errors never reach this function.
 
-An ImageNet label set is not an exhaustive object list. CHAIR's COCO version checks mentions against 80 object
-categories annotated exhaustively for every image; an ImageNet set lists the one class the image was collected
-for (ImGT), or the classes raters confirmed among a few proposals (ReaL, a ReGT snapshot), out of 1,000. A
+An ImageNet label set is not an exhaustive object list. CHAIR on COCO checks mentions against 80 object
+categories, taken for each image from its instance annotations and its five reference captions; an ImageNet set
+lists the one class the image was collected for (ImGT), or the classes raters confirmed among a few proposals
+(ReaL, a ReGT snapshot), out of 1,000. A
 mention of a class that is in the photo but not in the set (the bench under the dog, the second fruit in the
 bowl) is counted as hallucinated. So CHAIR-i and CHAIR-s against these references overstate hallucination; they
 are upper bounds of the rates against the true contents, and coverage is taken over the listed classes only.

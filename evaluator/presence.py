@@ -1,10 +1,11 @@
 """Object-presence probes after POPE (Li et al. 2023, "Evaluating Object Hallucination in Large Vision-Language
 Models", EMNLP 2023), on ImageNet-style label sets.
 
-A probe asks a model "Is there a {class} in the image?" and expects yes or no. As in POPE, each image gets one
-probe per class of its reference set (truth: yes) and `n_negatives` probes on classes outside it (truth: no); an
-image with an empty set gets none (it is excluded, as in scoring). POPE samples the negatives three ways; here,
-for image i with set P (never a class of P, `n_negatives` distinct classes):
+A probe asks a model "Is there a {class} in the image?" and expects yes or no. POPE asks about three objects an
+image holds and three it does not; here each image gets one probe per class of its reference set (truth: yes) and
+`n_negatives` probes on classes outside it (truth: no); an image with an empty set gets none (it is excluded, as in
+scoring). POPE samples the negatives three ways; here, for image i with set P (never a class of P, `n_negatives`
+distinct classes):
 
 random        uniformly among the classes not in P.
 popular       the most frequent classes of the reference not in P; a class's frequency is the number of images
