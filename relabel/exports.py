@@ -86,7 +86,8 @@ Renderer = Callable[[list[SnapshotRow], Vocabulary], str | bytes]
 @dataclass(frozen=True)
 class ExportFormat:
     """One way to write a snapshot, and all the rest of the code needs to know about it: the CLI's `--format`
-    and the studio's format radio list the registry's names, the studio names its files `NAME-TIME.FORMAT.SUFFIX`."""
+    and the studio's format radio list the registry's names, the studio names its files `NAME-TIME.FORMAT.SUFFIX`
+    (`NAME-TIME.SUFFIX` where the format's name is its suffix)."""
 
     render: Renderer  # text (str, written as UTF-8) or, for a binary format, bytes written as they are
     suffix: str  # file suffix, without the dot

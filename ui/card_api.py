@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from db.enums import Verdict
+from db.enums import Role, Verdict
 from relabel.card_flags import CARD_FLAGS
+from relabel.consensus import Outcome
 from relabel.errors import InputError, NotFoundError, StaleCardError
 from relabel.review.cards import Card
 from relabel.review.class_search import ClassSearch
@@ -141,16 +142,24 @@ def open_image(studio: Studio, user: str, data: dict[str, Any]) -> dict[str, Any
 
 def boot(studio: Studio, user: str, data: dict[str, Any]) -> dict[str, Any]:
     """What the page needs once: who is signed in, the flags and queue choices, and the first card (the one in
-    the address, `?image=ID`, else the card the user holds, else the next one)."""
+    the address, `?image=ID`, else the card the user holds, else the next one).
+
+    A lead's page opens on this card too, but a lead reviews only when they ask for a card (N, Next, a link):
+    serving one at sign-in would hold an image from the annotators for the lease's 10 minutes."""
     reply: dict[str, Any] = {}
     if data.get("image_id") not in (None, ""):
         try:
             reply = open_image(studio, user, data)
         except (InputError, NotFoundError) as exc:
             reply = next_card(studio, user, data) | {"error": str(exc)}
+    elif studio.user(user)[1] is Role.lead:
+        reply = empty(LEAD_REVIEW)
     else:
         reply = next_card(studio, user, data)
     return reply | page_info(studio, user)
+
+
+LEAD_REVIEW = "press N (or Next) to review cards as an annotator; each card you take is held for you for 10 minutes"
 
 
 def page_info(studio: Studio, user: str) -> dict[str, Any]:
@@ -202,7 +211,8 @@ def reopened(
         return following_card | {"error": error}
     card, token = studio.open_card(user, image_id, hold=not reveal)
     flt = None if reveal else parse_filter(studio, data)
-    return {"error": error, "card": served(studio, user, card, token, error, flt, reveal=reveal)}
+    status = f"{len(studio.queue.disputed())} disputed image(s) left" if reveal else progress_text(studio, user)
+    return {"error": error, "card": served(studio, user, card, token, status, flt, reveal=reveal)}
 
 
 def skip(studio: Studio, user: str, data: dict[str, Any]) -> dict[str, Any]:
@@ -219,7 +229,7 @@ def undo(studio: Studio, user: str, data: dict[str, Any]) -> dict[str, Any]:
         raise InputError("nothing to undo: you have no standing decision in this dataset")
     card, token = studio.open_card(user, image_id, hold=True)
     done = f"undid your decision on image {image_id}"
-    return {"card": served(studio, user, card, token, progress_text(studio, user, done), None), "message": done}
+    return {"card": served(studio, user, card, token, progress_text(studio, user), None), "message": done}
 
 
 def full_resolution(studio: Studio, user: str, data: dict[str, Any]) -> dict[str, Any]:
@@ -290,12 +300,15 @@ def next_disputed(studio: Studio, user: str, done: str = "", after: int | None =
     start = ids.index(after) + 1 if after in ids else 0
     pick = next(iter(ids[start:] + ids[:start]), None)  # the one after `after`, round to the first again
     status = f"{len(ids)} disputed image(s) left"
-    card = None if pick is None else adjudication_card(studio, user, pick, " · ".join(x for x in (done, status) if x))
+    card = None if pick is None else adjudication_card(studio, user, pick, status)
     return {"list": disputed_rows(studio, items), "card": card, "message": done or ("" if ids else status)}
 
 
 def adjudication_boot(studio: Studio, user: str, data: dict[str, Any]) -> dict[str, Any]:
-    """The adjudication page's first reply: the disputed list and the linked image, else the first disputed one."""
+    """The adjudication page's first reply: the disputed list and the linked image (`?image=ID&tab=adjudicate`),
+    else the first disputed one. A link to an image that is not disputed opens it all the same (a lead may rule on
+    any image) and says so in one line; an id that is not an image of the dataset says that, beside the first
+    disputed image."""
     studio.require_lead(user)
     if data.get("image_id") in (None, ""):
         reply = next_disputed(studio, user)
@@ -304,6 +317,11 @@ def adjudication_boot(studio: Studio, user: str, data: dict[str, Any]) -> dict[s
             reply = adjudication_open(studio, user, data)
         except (InputError, NotFoundError) as exc:
             reply = next_disputed(studio, user) | {"error": str(exc)}
+        else:
+            image_id = reply["card"]["image_id"]
+            queue = studio.queue
+            if image_id not in queue.evidence or queue.settled(image_id).outcome is not Outcome.disputed:
+                reply["message"] = f"image {image_id} is not disputed: a verdict on it overrides its annotators"
     return reply | page_info(studio, user)
 
 
@@ -312,7 +330,7 @@ def adjudication_open(studio: Studio, user: str, data: dict[str, Any]) -> dict[s
     studio.require_lead(user)
     image_id = parse_image_id(data.get("image_id"))
     if not studio.may_open(user, image_id):
-        raise NotFoundError(f"image {image_id} is not in dataset {studio.dataset_name!r}")
+        raise NotFoundError(f"image {image_id} is not an image of dataset {studio.dataset_name!r}")
     items = studio.disputed_images()
     card = adjudication_card(studio, user, image_id, f"adjudicating image {image_id}")
     return {"list": disputed_rows(studio, items), "card": card}

@@ -81,8 +81,15 @@ def export_snapshot(studio: Studio, user: str, name: str, fmt: str, folder: Path
     studio.require_lead(user)
     if not (name or "").strip():
         raise InputError("pick a snapshot to export")
-    suffix = export_format(fmt).suffix
-    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name.strip())
-    out = folder / f"{safe}-{datetime.now():%Y%m%d-%H%M%S}.{fmt}.{suffix}"
+    out = folder / export_file_name(name, fmt, export_format(fmt).suffix, datetime.now())
     export(studio.engine, name.strip(), fmt=fmt, out=out, dataset=studio.dataset_name)
     return str(out)
+
+
+def export_file_name(snapshot: str, fmt: str, suffix: str, when: datetime) -> str:
+    """`SNAPSHOT-TIME.FORMAT.SUFFIX`, the format left out where the suffix already says it (`round-1-….csv`, not
+    `.csv.csv`; `round-1-….real.json`). The snapshot name keeps letters, digits, `-` and `_`; anything else,
+    a dot or a path separator included, becomes `_`, so the name cannot end in a suffix of its own."""
+    safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in snapshot.strip())
+    kind = "" if fmt == suffix else f".{fmt}"
+    return f"{safe}-{when:%Y%m%d-%H%M%S}{kind}.{suffix}"

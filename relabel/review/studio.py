@@ -276,12 +276,20 @@ class Studio:
     ) -> Saved:
         """Store `user`'s decision on `image_id`. `action` is one of ACTIONS; "labels" takes `classes`.
 
-        A token seen before returns the first decision stored with it and stores nothing.
+        A token seen before returns the first decision stored with it and stores nothing, also after a restart
+        (the token is then unknown to this process, but the decision stored with it names it): a request resent
+        because its answer was lost in the restart is answered "already saved", not "decide again".
         """
         user_id, _ = self.user(user)
         if adjudicate:
             self.require_lead(user)
-        shown = self.tokens.check(token, user_id, image_id)
+        try:
+            shown = self.tokens.check(token, user_id, image_id)
+        except StaleCardError:
+            stored = self._stored_with(token, user_id, image_id)
+            if stored is None:
+                raise
+            return Saved(stored, image_id, duplicate=True)
         if not adjudicate and not self.queue.may_serve(image_id, user_id):
             raise StaleCardError(
                 f"image {image_id} went to other annotators after you left it and has the opinions it needs; "
@@ -356,6 +364,19 @@ class Studio:
         """One lock per user: two tabs of one user save one after the other, so the stale check holds."""
         with self._cards_lock:
             return self._user_locks.setdefault(user_id, threading.Lock())
+
+    def _stored_with(self, token: str, user_id: int, image_id: int) -> int | None:
+        """The id of `user_id`'s decision on `image_id` stored with card token `token`, if any (only theirs on that
+        image: a token never tells one user about another's decisions)."""
+        with self.engine.connect() as conn:
+            found = conn.execute(
+                select(col(Annotation.id)).where(
+                    col(Annotation.client_token) == token,
+                    col(Annotation.user_id) == user_id,
+                    col(Annotation.image_id) == image_id,
+                )
+            ).scalar()
+        return None if found is None else int(found)
 
     def _in_dataset(self, image_id: int) -> bool:
         with self.engine.connect() as conn:

@@ -55,21 +55,44 @@
   const visible = () => root.offsetParent !== null;
 
   // -- talking to the server -------------------------------------------------------------------------------------
+  // Gradio's client answers nothing (undefined) when a request is refused or fails, so an empty answer is followed
+  // by one look at the session: after a restart (sessions live in the server's memory) or a sign-out the card
+  // says so and offers to sign in again, instead of failing on every key.
+  const SIGNED_OUT = "signed out: sign in again";
   async function call(name, data) {
+    let reply;
     try {
-      const reply = await server[name](data || {});
-      return reply && typeof reply === "object" ? reply : { error: "the studio sent an empty answer" };
+      reply = await server[name](data || {});
     } catch (err) {
-      return { error: `the studio did not answer (${err && err.message ? err.message : err}); ` +
-        "check the connection, or reload the page to sign in again" };
+      reply = null;
+    }
+    if (reply && typeof reply === "object") return reply;
+    const session = await sessionState();
+    if (session === "out") return { error: SIGNED_OUT, signedOut: true };
+    if (session === "unreachable") {
+      return { error: "the studio did not answer: check the connection, or wait for it to restart and press the key again" };
+    }
+    return { error: "the studio sent an empty answer" };
+  }
+  async function sessionState() {
+    try {
+      const res = await fetch(new URL("gradio_api/token", location.href), { credentials: "same-origin", cache: "no-store" });
+      if (!res.ok) return "unreachable";
+      const body = await res.json();
+      return body && body.user ? "in" : "out";
+    } catch (err) {
+      return "unreachable";
     }
   }
 
   let toastTimer = null;
-  function toast(text, isError) {
+  function toast(text, isError, signedOut) {
     const box = $(".rg-toast");
     box.textContent = text || "";
     box.classList.toggle("rg-error", !!isError);
+    const signIn = $(".rg-signin");
+    signIn.hidden = !signedOut;
+    if (signedOut) signIn.href = location.pathname + location.search;  // the sign-in page, then this image again
     clearTimeout(toastTimer);
     if (text && !isError) toastTimer = setTimeout(() => { box.textContent = ""; }, 6000);
   }
@@ -80,8 +103,10 @@
       if (reply.card) renderCard(reply.card, push);
       else renderEmpty(reply.message || "nothing to show");
     }
-    if (reply.error) toast(reply.error, true);
-    else if (reply.message) toast(reply.message, false);
+    // an answer without an error clears the last one; a message already shown in place of the card is not repeated
+    const inStage = "card" in reply && !reply.card;
+    if (reply.error) toast(reply.error, true, !!reply.signedOut);
+    else toast(inStage ? "" : reply.message, false);
   }
 
   // -- the card --------------------------------------------------------------------------------------------------
@@ -212,7 +237,7 @@
         li.appendChild(take);
       }
       li.append(make("span", "rg-who", `${o.lead ? "lead " : ""}${o.who}:`), make("span", "", o.what));
-      if (o.note) li.appendChild(make("span", "rg-dim", `— ${o.note}`));
+      if (o.note) { li.appendChild(make("span", "rg-dim rg-others-note", `— ${o.note}`)); li.title = o.note; }  // one line: the whole note on hover
       list.appendChild(li);
     }
   }
@@ -281,7 +306,7 @@
       const reply = await call("search", { query });
       if (seq !== s.seq) return;
       s.results = reply.matches || []; s.active = 0; s.answered = query;
-      if (reply.error) toast(reply.error, true);
+      if (reply.error) toast(reply.error, true, !!reply.signedOut);
       draw(); onPreview(s);
     }
     function draw() {
@@ -533,7 +558,7 @@
     if (first) await swap(first, false);
     if (url || !state.key) return;
     const reply = await call("full", { key: state.key });
-    if (reply.error) { toast(reply.error, true); return; }
+    if (reply.error) { toast(reply.error, true, !!reply.signedOut); return; }
     if (!zoom.open || !reply.url) return;
     if (reply.url !== first) await swap(reply.url, true);
     zoomBox.dataset.full = "1";  // the original pixels are on screen
@@ -579,7 +604,7 @@
     if (!sheet.hidden) { sheet.hidden = true; return; }
     if (!state.key) return;
     const reply = await call("history", { key: state.key });
-    if (reply.error) { toast(reply.error, true); return; }
+    if (reply.error) { toast(reply.error, true, !!reply.signedOut); return; }
     const head = clear($(".rg-history-table thead")), body = clear($(".rg-history-table tbody"));
     const cols = ["#", "when", "who", "what", "replaced", "suggestion", "note", "seconds"];
     const tr = make("tr"); cols.forEach((c) => tr.appendChild(make("th", "", c))); head.appendChild(tr);
@@ -640,7 +665,7 @@
   function fit() {
     if (window.innerWidth <= 900) { root.style.height = ""; return; }
     const top = root.getBoundingClientRect().top + window.scrollY;
-    root.style.height = `${Math.max(480, window.innerHeight - top - 30)}px`;
+    root.style.height = `${Math.max(480, window.innerHeight - top - 18)}px`;
   }
   window.addEventListener("resize", fit);
 
@@ -658,7 +683,9 @@
     renderFlags();
     apply(reply, false);
     fit();
-    if (!ADJ && wantsAdj) selectTab("Adjudicate");
+    // a lead's Review card takes no card unasked, so it leaves an adjudication link in the address for the
+    // Adjudicate card to open
+    if (!ADJ && wantsAdj && reply.role === "lead") selectTab("Adjudicate");
   }
   function selectTab(name, tries = 40) {
     const button = Array.from(document.querySelectorAll("button[role=tab]")).find((b) => b.textContent.trim() === name);
