@@ -12,10 +12,10 @@ from sqlalchemy import String, cast, select
 from sqlalchemy.engine import Connection
 from sqlmodel import col
 
-from db.enums import Verdict
+from db.enums import SourceKind, Verdict
 from db.models import Label, LabelSource
 from relabel.aggregation import METHODS, Aggregate, FitOptions, aggregate
-from relabel.calibration import MIN_PAIRS, describe, fit_calibration
+from relabel.calibration import MIN_PAIRS, cross_fit, describe, fit_calibration, group_names, image_folds
 from relabel.consensus import adjudication
 from relabel.decision_log import ParsedLists, current_decisions
 from relabel.errors import InputError, unknown_name
@@ -112,7 +112,48 @@ def calibrate_posteriors(
 ) -> tuple[Aggregate, dict[str, Any]]:
     """`result` with its posteriors calibrated (`relabel.calibration.fit_calibration`) on the items of the images
     that `reference` labels (image id -> classes; an item is true when its class is in the set), and what a
-    snapshot records of it. InputError for a counting method or fewer than `MIN_PAIRS` reference items."""
+    snapshot records of it. `original`: image id -> its ImGT classes. See `calibrate_items`."""
+    return calibrate_items(table, result, reference, original_items(table.pairs, original), against)
+
+
+def calibrate_items(
+    table: VoteTable,
+    result: Aggregate,
+    reference: Mapping[int, Collection[int]],
+    is_original: np.ndarray,
+    against: str,
+) -> tuple[Aggregate, dict[str, Any]]:
+    """`calibrate_posteriors` with the items whose class is an original label given as (I,) bool `is_original`.
+    InputError for a counting method or fewer than `MIN_PAIRS` reference items."""
+    labelled, truth = _reference_items(table, result, reference, against)
+    cal = fit_calibration(result.posterior[labelled], truth[labelled], is_original[labelled])
+    calibrated = replace(result, posterior=cal.apply(result.posterior, is_original))
+    return calibrated, {**describe(cal, against), "images": int(len(np.unique(table.pairs[labelled, 0])))}
+
+
+def calibrate_out_of_fold(
+    table: VoteTable,
+    result: Aggregate,
+    reference: Mapping[int, Collection[int]],
+    is_original: np.ndarray,
+    against: str,
+) -> Aggregate:
+    """`result` with the posteriors of the reference's images calibrated out of fold: the images are split in two
+    (`relabel.calibration.image_folds`, seed 0) and each half is calibrated on the other half alone, so no image's
+    posteriors are calibrated on its own reference labels (items of images the reference leaves out keep theirs).
+    Scored against the same reference, it gives the out-of-sample figures of `calibrate_items`."""
+    labelled, truth = _reference_items(table, result, reference, against)
+    posterior = result.posterior.copy()
+    folds = image_folds(table.pairs[labelled, 0])
+    posterior[labelled] = cross_fit(result.posterior[labelled], truth[labelled], is_original[labelled], folds)[0]
+    return replace(result, posterior=posterior)
+
+
+def _reference_items(
+    table: VoteTable, result: Aggregate, reference: Mapping[int, Collection[int]], against: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """((I,) bool the reference labels the item's image, (I,) bool it holds the item's class), checked as
+    `calibrate_items` says."""
     if not METHODS[result.method].probabilistic:
         raise InputError(f"--calibrate needs a probabilistic consensus (ds, one-coin), not {result.method!r}")
     labelled = np.isin(table.pairs[:, 0], _ids(reference))
@@ -121,11 +162,7 @@ def calibrate_posteriors(
             f"--calibrate {against}: it labels {int(labelled.sum())} of the {len(table.pairs):,} voted (image, class) "
             f"pairs; a calibration needs at least {MIN_PAIRS}: adjudicate or import labels for more voted images"
         )
-    truth = items_held(table.pairs, reference)
-    is_original = original_items(table.pairs, original)
-    cal = fit_calibration(result.posterior[labelled], truth[labelled], is_original[labelled])
-    calibrated = replace(result, posterior=cal.apply(result.posterior, is_original))
-    return calibrated, {**describe(cal, against), "images": int(len(np.unique(table.pairs[labelled, 0])))}
+    return labelled, items_held(table.pairs, reference)
 
 
 def reference_sets(conn: Connection, dataset_id: int, name: str) -> dict[int, frozenset[int]]:
@@ -165,6 +202,24 @@ class _References(dict[str, dict[int, frozenset[int]]]):
     def __missing__(self, name: str) -> dict[int, frozenset[int]]:
         value = self[name] = reference_sets(self.conn, self.dataset_id, name)
         return value
+
+
+def calibration_references(conn: Connection, dataset_id: int) -> list[str]:
+    """What a snapshot can be calibrated against: the dataset's imported label sources by name (not its original
+    labels, the very labels under review), then `ADJUDICATIONS`."""
+    query = select(col(LabelSource.name)).where(
+        col(LabelSource.dataset_id) == dataset_id, col(LabelSource.kind) != SourceKind.original
+    )
+    return [*sorted(conn.execute(query).scalars()), ADJUDICATIONS]
+
+
+def calibration_line(recorded: Mapping[str, Any]) -> str:
+    """ "calibrated against real (isotonic, original and other classes apart) on 1,234 other and 567 original
+    pairs of 890 images": a calibration as a snapshot records it (`Snapshot.consensus["calibration"]`)."""
+    return (
+        f"calibrated against {recorded.get('against')} ({recorded.get('method')}) on "
+        f"{group_names(recorded.get('pairs', [0, 0]))} of {recorded.get('images', 0):,} images"
+    )
 
 
 def _ids(reference: Mapping[int, Collection[int]]) -> np.ndarray:

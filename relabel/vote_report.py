@@ -24,13 +24,16 @@ from sqlmodel import col
 
 from db.enums import SourceKind
 from db.models import Label, LabelSource, stored_id
-from relabel.aggregation import METHODS, Aggregate, aggregate, check_threshold, decide, uncertain
+from relabel.aggregation import METHODS, Aggregate, aggregate, decide, uncertain
 from relabel.decision_log import ParsedLists
 from relabel.errors import InputError
+from relabel.posteriors import check_rule
+from relabel.snapshot_votes import calibrate_items, calibrate_out_of_fold, reference_sets
 from relabel.votes import VoteTable, collect_votes, vote_sources
 from relabel.workspace import get_dataset, get_source
 
 BESIDE = "majority"  # the method whose figures are printed beside the chosen one
+OUT_OF_FOLD = "calibrated on the other half of the images"  # the out-of-sample row when compared on the calibration
 SPAMMER_EVIDENCE = 0.3  # mean |log odds| of a worker's answers below this: they barely depend on the truth
 FEEDBACK_BELOW = 0.5  # sensitivity or specificity under this: the worker misses or over-calls classes
 FLAG_FROM = 20  # answers a worker needs before a flag: a handful of answers says little about anyone
@@ -81,8 +84,15 @@ class AggregationReport:
     iterations: int = 0
     converged: bool = True
     reference: str | None = None
-    agreement: list[Agreement] = field(default_factory=list)  # the method's, then majority's
+    # the method's, then out of fold when compared on its calibration reference, then majority's
+    agreement: list[Agreement] = field(default_factory=list)
     uncertain_images: int = 0  # images with an uncertain item: those a snapshot makes U, origin "uncertain"
+    calibration: dict[str, Any] | None = None  # as `Snapshot.consensus["calibration"]`: against, method, pairs, images
+
+    @property
+    def in_sample(self) -> bool:
+        """The posteriors were calibrated on the reference they are compared with."""
+        return bool(self.calibration) and self.calibration.get("against") == self.reference  # type: ignore[union-attr]
 
 
 def aggregate_dataset(
@@ -94,31 +104,44 @@ def aggregate_dataset(
     keep_original: float | None = 0.5,
     choice: VoteChoice = VoteChoice(),
     compare: str | None = None,
+    calibrate: str | None = None,
 ) -> AggregationReport:
     """Fit `method` on the dataset's votes and decide each rated pair: a probabilistic method accepts a class at
-    posterior >= `threshold`, an original (ImGT) class already at >= `keep_original` (None: the same threshold).
-    With `compare` (a label source), the agreement of the method and of majority vote with it."""
+    posterior >= `threshold`, an original (ImGT) class already at >= `keep_original` (None: the same threshold);
+    the threshold is checked as a snapshot checks it (`relabel.posteriors.check_rule`). With `calibrate` (a label
+    source, or "adjudications"), the posteriors are first calibrated against it as `relabel snapshot create
+    --calibrate` does (`relabel.snapshot_votes.calibrate_items`). With `compare` (a label source), the agreement
+    of the method and of majority vote with it; when `compare` also calibrated, that figure is in-sample and the
+    method's agreement with each image's posteriors calibrated on the other half of the images is added."""
     if method not in METHODS:
         raise InputError(f"unknown aggregation method {method!r}; known: {', '.join(METHODS)}")
-    check_threshold(threshold, "--threshold")
+    check_rule(method, threshold, keep_original)
     with engine.connect() as conn:
         dataset_id = _dataset_id(engine, dataset)
         table = _collect(conn, dataset_id, choice)
         original = _original_items(conn, dataset_id, table)
         reference = _reference_items(conn, engine, dataset, compare, table) if compare else None
+        trusted = reference_sets(conn, dataset_id, calibrate) if calibrate else None
     started = time.perf_counter()
-    result = aggregate(table.votes, method)
+    raw = result = aggregate(table.votes, method)
     seconds = time.perf_counter() - started
+    calibration = None
+    if trusted is not None:
+        result, calibration = calibrate_items(table, raw, trusted, original, calibrate)  # type: ignore[arg-type]
     accepted = decide(result, threshold, original=original, keep_original=keep_original)
     undecided = uncertain(result, threshold, original=original, keep_original=keep_original)
     report = AggregationReport(
         method, threshold, keep_original, table.sources, choice.with_model, len(table.votes.item),
         table.votes.n_items, table.votes.n_images, table.votes.n_workers, int(accepted.sum()),
         int(undecided.sum()), seconds, result.iterations, result.converged, compare,
-        uncertain_images=len(np.unique(table.votes.item_image[undecided])),
+        uncertain_images=len(np.unique(table.votes.item_image[undecided])), calibration=calibration,
     )  # fmt: skip
     if reference is not None:
         report.agreement.append(agreement(method, accepted, reference, table))
+        if trusted is not None and report.in_sample:
+            held = calibrate_out_of_fold(table, raw, trusted, original, compare)  # type: ignore[arg-type]
+            held_out = decide(held, threshold, original=original, keep_original=keep_original)
+            report.agreement.append(agreement(f"{method}, {OUT_OF_FOLD}", held_out, reference, table))
         if method != BESIDE:
             beside = decide(aggregate(table.votes, BESIDE), threshold)
             report.agreement.append(agreement(BESIDE, beside, reference, table))

@@ -1,9 +1,12 @@
 """The leads' Snapshots tab: freeze the current consensus as an immutable snapshot, list the snapshots, export one,
 and compare two.
 
-`snapshot_table`, `list_values`, `diff_view`, `diff_values` and `detail_values` are plain functions (tests call
-them), leads only;
-`build` lays out the tab, loads the list when the tab is opened and again after a snapshot is created. Snapshot
+`snapshot_table`, `list_values`, `create_message`, `diff_view`, `diff_values` and `detail_values` are plain
+functions (tests call them), leads only; `build` lays out the tab, loads the list when the tab is opened and again
+after a snapshot is created, when the export and compare pickers move to the new snapshot. A vote-based snapshot can
+be calibrated against an imported label source or the leads' adjudications (`relabel snapshot create --calibrate`),
+at the calibrated defaults; the result then says what it was calibrated on, as the command prints it. The minimum of
+agreeing votes starts at the studio's overlap: with two annotators per image, one vote is not yet a consensus. Snapshot
 names, user names, image paths and class names are untrusted text: they are shown only in Dataframe, Textbox and
 Dropdown components, never as HTML or Markdown. The pickers accept a typed name too (the API takes a name); the
 server looks every name up in the dataset's snapshots and refuses an unknown one, listing the known names.
@@ -30,7 +33,8 @@ from relabel.exports import EXPORT_FORMATS
 from relabel.posteriors import UNANIMOUS
 from relabel.review.studio import Studio
 from relabel.snapshot_diff import SnapshotDiff, diff_snapshots
-from relabel.snapshots import list_snapshots
+from relabel.snapshot_votes import calibration_line, calibration_references
+from relabel.snapshots import consensus_defaults, create_snapshot, list_snapshots
 from ui import handlers
 from ui.files import served_copy
 
@@ -44,6 +48,7 @@ DIFF_ROW_LIMIT = 500  # changed images listed in the table; a Dataframe of 50,00
 HASH_PREFIX = 12  # as `relabel snapshot list` prints it
 CATEGORY_ORDER = ("A", "B", "M", "Z", "X", "U")
 NO_CLASS = "(no class)"
+NOT_CALIBRATED = "off"  # the calibration picker's first choice: the posteriors as fitted
 
 Guard = Callable[[Callable[..., Any]], Callable[..., Any]]
 
@@ -108,6 +113,65 @@ def list_values(studio: Studio, user: str, export_pick: str | None, before: str 
         gr.Dropdown(choices=names, value=_pick(before, names, 1)),
         gr.Dropdown(choices=names, value=_pick(after, names, 0)),
     ]
+
+
+def created_values(studio: Studio, user: str) -> list[Any]:
+    """`list_values` after a snapshot was created: the export and compare pickers move to the new snapshot (compare
+    before: the one before it)."""
+    return list_values(studio, user, None, None, None)
+
+
+def calibration_choices(studio: Studio) -> list[str]:
+    """The calibration picker's choices: `NOT_CALIBRATED`, then the references of `calibration_references`."""
+    with studio.engine.connect() as conn:
+        return [NOT_CALIBRATED, *calibration_references(conn, studio.dataset_id)]
+
+
+def create_message(
+    studio: Studio,
+    user: str,
+    name: str,
+    undecided: str,
+    min_votes: Any,
+    consensus: str | None = None,
+    threshold: Any = None,
+    calibrate: str | None = None,
+) -> str:
+    """A lead freezes a snapshot: `consensus` a rule of `relabel.aggregation.METHODS` (default unanimous); a
+    vote-based one aggregates every vote source with the studio's decisions, at `threshold` (None: 0.9, calibrated
+    0.75), its posteriors first calibrated against `calibrate` (a label source or "adjudications"; None or
+    `NOT_CALIBRATED`: not) with the original rule off, as `relabel snapshot create --calibrate` does. Returns the
+    one-line result, with the calibration as the command prints it."""
+    studio.require_lead(user)
+    if not (name or "").strip():
+        raise InputError("give the snapshot a name")
+    rule = consensus or UNANIMOUS
+    against = None if calibrate in (None, "", NOT_CALIBRATED) else calibrate
+    if against is not None and (rule not in METHODS or not METHODS[rule].probabilistic):
+        raise InputError(f"calibration needs a probabilistic consensus (ds, one-coin), not {rule!r}")
+    default_threshold, keep_original = consensus_defaults(against)
+    summary = create_snapshot(
+        studio.engine,
+        name.strip(),
+        dataset=studio.dataset_name,
+        undecided=undecided or "keep",
+        min_votes=int(min_votes or 1),
+        created_by=user,
+        consensus=rule,
+        threshold=default_threshold if threshold is None else float(threshold),
+        keep_original=keep_original,
+        calibrate=against,
+    )
+    counts = ", ".join(f"{k} {v}" for k, v in summary.counts.items())
+    message = f"snapshot {summary.name!r}: {summary.n_images} images ({counts}), hash {summary.content_hash[:12]}"
+    if summary.consensus.get("calibration"):
+        message += f"; {calibration_line(summary.consensus['calibration'])}"
+    return message
+
+
+def threshold_default(calibrate: str | None) -> float:
+    """The threshold field's value when the calibration picker changes: 0.9, or 0.75 when calibrated."""
+    return consensus_defaults(None if calibrate in (None, "", NOT_CALIBRATED) else calibrate)[0]
 
 
 def class_names(studio: Studio, classes: Sequence[int]) -> str:
@@ -198,9 +262,14 @@ def build(studio: Studio, guarded: Guard, exports_dir: Path, tab: gr.Tab) -> Non
     with gr.Row():
         name = gr.Textbox(label="snapshot name", lines=1)
         undecided = gr.Radio(["keep", "exclude"], value="keep", label="undecided images")
-        min_votes = gr.Number(value=1, precision=0, label="minimum agreeing votes")
+        min_votes = gr.Number(value=max(studio.overlap, 1), precision=0, label="minimum agreeing votes")
         consensus = gr.Dropdown(CONSENSUS_CHOICES, value=UNANIMOUS, label="consensus")
-        threshold = gr.Number(value=0.9, minimum=0.5, maximum=1.0, step=0.05, label="posterior threshold")
+        calibrate = gr.Dropdown(
+            [NOT_CALIBRATED], value=NOT_CALIBRATED, label="calibrate against (ds, one-coin)", filterable=False
+        )
+        threshold = gr.Number(
+            value=threshold_default(None), minimum=0.5, maximum=1.0, step=0.05, label="posterior threshold"
+        )
         create_btn = gr.Button("Create snapshot", variant="primary")
     created = gr.Textbox(label="result", interactive=False)
     with gr.Row():
@@ -227,13 +296,15 @@ def build(studio: Studio, guarded: Guard, exports_dir: Path, tab: gr.Tab) -> Non
     pickers = [export_pick, before, after]
     reload = guarded(lambda u, e, a, b: list_values(studio, u, e, a, b))
     tab.select(reload, pickers, [listed, *pickers], api_visibility="private")
+    tab.select(guarded(lambda u: _choices(studio, u)), None, calibrate, api_visibility="private")
     refresh.click(reload, pickers, [listed, *pickers], api_name="list_snapshots")
+    calibrate.change(threshold_default, calibrate, threshold, api_visibility="private")
     create_btn.click(
-        guarded(lambda u, n, p, m, c, t: handlers.create_snapshot(studio, u, n, p, m, c, t)),
-        [name, undecided, min_votes, consensus, threshold],
+        guarded(lambda u, n, p, m, c, t, k: create_message(studio, u, n, p, m, c, t, k)),
+        [name, undecided, min_votes, consensus, threshold, calibrate],
         created,
         api_name="create_snapshot",
-    ).success(reload, pickers, [listed, *pickers], api_visibility="private")
+    ).success(guarded(lambda u: created_values(studio, u)), None, [listed, *pickers], api_visibility="private")
     export_btn.click(
         guarded(lambda u, n, f: served_copy(handlers.export_snapshot(studio, u, n, f, exports_dir))),
         [export_pick, fmt],
@@ -251,6 +322,11 @@ def build(studio: Studio, guarded: Guard, exports_dir: Path, tab: gr.Tab) -> Non
         [matrix, posteriors],
         api_visibility="private",
     )
+
+
+def _choices(studio: Studio, user: str) -> gr.Dropdown:
+    studio.require_lead(user)
+    return gr.Dropdown(choices=calibration_choices(studio))
 
 
 def _picker(label: str) -> gr.Dropdown:

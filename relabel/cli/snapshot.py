@@ -139,6 +139,10 @@ def snapshot_create(
     )
     click.echo(f"snapshot {s.name!r}: {s.n_images} image(s), sha256 {s.content_hash[:16]}…")
     click.echo(f"  consensus: {consensus_line(s.consensus)}")
+    if s.consensus.get("calibration"):
+        from relabel.snapshot_votes import calibration_line
+
+        click.echo(f"  {calibration_line(s.consensus['calibration'])}")
     click.echo(f"  categories: {counts(s.counts)}")
     click.echo(f"  labels from: {counts(s.origins)}")
     if s.consensus.get("rule", "unanimous") != "unanimous":

@@ -121,13 +121,23 @@ def vote_options(command: Command) -> Command:
     show_default=True,
     help="ds: Dawid-Skene; one-coin; majority; unanimous; set-majority (whole label sets, as MTurk's votes).",
 )
-@click.option("--threshold", type=float, default=0.9, show_default=True, help="Posterior a class needs (ds, one-coin).")
+@click.option(
+    "--threshold",
+    type=float,
+    help="Posterior a class needs (ds, one-coin), at least 0.5. Default 0.9; with --calibrate 0.75 (as snapshot "
+    "create).",
+)
 @click.option(
     "--keep-original",
     type=float,
-    default=0.5,
-    show_default=True,
-    help="Posterior an original (ImGT) class needs to stay: the burden of proof lies on a change; 0 turns it off.",
+    help="Posterior an original (ImGT) class needs to stay: the burden of proof lies on a change; 0 turns it off. "
+    "Default 0.5; with --calibrate off.",
+)
+@click.option(
+    "--calibrate",
+    metavar="SOURCE",
+    help="Calibrate the posteriors (isotonic) against a label source you trust or 'adjudications' before the "
+    "threshold applies, as snapshot create --calibrate does; ds and one-coin only.",
 )
 @click.option("--compare", metavar="SOURCE", help="A label source (e.g. real) to measure agreement with.")
 @vote_options
@@ -135,8 +145,9 @@ def vote_options(command: Command) -> Command:
 def votes_aggregate(
     settings: Settings,
     method: str,
-    threshold: float,
-    keep_original: float,
+    threshold: float | None,
+    keep_original: float | None,
+    calibrate: str | None,
     compare: str | None,
     dataset: str | None,
     sources: tuple[str, ...],
@@ -144,24 +155,30 @@ def votes_aggregate(
     with_model: str | None,
 ) -> None:
     """Aggregate the votes into labels and print the method's figures (majority vote's beside, with --compare).
+    Compared against the source it was calibrated on, the figure is in-sample; the line after it calibrates each
+    half of the images on the other half alone (out of sample).
 
     \b
     Examples:
       relabel votes aggregate --method ds --threshold 0.9 --compare real
+      relabel votes aggregate --method ds --calibrate real --compare real   # in- and out-of-sample
       relabel votes aggregate --method majority --sources mturk --no-studio
       relabel votes aggregate --with-model effnet    # a model run joins as a worker
     """
+    from relabel.snapshots import consensus_defaults
     from relabel.vote_report import VoteChoice, aggregate_dataset
 
+    default_threshold, default_keep = consensus_defaults(calibrate)
     choice = VoteChoice(_split(sources), not no_studio, with_model)
     report = aggregate_dataset(
         settings.engine,
         dataset=dataset,
         method=method,
-        threshold=threshold,
-        keep_original=keep_original or None,
+        threshold=default_threshold if threshold is None else threshold,
+        keep_original=default_keep if keep_original is None else keep_original or None,
         choice=choice,
         compare=compare,
+        calibrate=calibrate,
     )
     aggregation_report(report)
 
@@ -223,10 +240,15 @@ def aggregation_report(r: AggregationReport) -> None:
         f"  labels: {r.accepted:,} pairs accepted; {r.uncertain:,} pairs uncertain on {r.uncertain_images:,} images "
         "(neither accepted nor confidently absent: the images a snapshot makes U, origin uncertain)"
     )
-    for a in r.agreement:
+    if r.calibration:
+        from relabel.snapshot_votes import calibration_line
+
+        click.echo(f"  {calibration_line(r.calibration)}")
+    for k, a in enumerate(r.agreement):
+        caveat = " (in-sample: the posteriors were calibrated on it)" if k == 0 and r.in_sample else ""
         click.echo(
             f"  vs {r.reference} [{a.method}]: {a.pair_share:.2%} of {a.pairs:,} rated pairs agree; "
-            f"{a.set_share:.2%} of {a.images:,} rated images have the same label set"
+            f"{a.set_share:.2%} of {a.images:,} rated images have the same label set{caveat}"
         )
 
 

@@ -83,9 +83,9 @@ def test_lead_endpoints_refuse_an_annotator_and_serve_a_lead(server: tuple[str, 
     url, studio = server
     before = count(studio)
     with pytest.raises(Exception, match="is an annotator"):
-        client(url, "bob").predict("round-x", "keep", 1, "unanimous", 0.9, api_name="/create_snapshot")
+        client(url, "bob").predict("round-x", "keep", 1, "unanimous", 0.9, "off", api_name="/create_snapshot")
     assert count(studio) == before
-    message = client(url, "lena").predict("round-x", "keep", 1, "unanimous", 0.9, api_name="/create_snapshot")
+    message = client(url, "lena").predict("round-x", "keep", 1, "unanimous", 0.9, "off", api_name="/create_snapshot")
     assert "snapshot 'round-x'" in message
 
 
@@ -108,7 +108,7 @@ def test_only_card_images_are_served_and_lead_downloads_go_out_as_copies(server:
     report.parent.mkdir(parents=True, exist_ok=True)
     report.write_text("# lead-only report\n")
     lena = client(url, "lena")
-    lena.predict("files-x", "keep", 1, "unanimous", 0.9, api_name="/create_snapshot")
+    lena.predict("files-x", "keep", 1, "unanimous", 0.9, "off", api_name="/create_snapshot")
     export = Path(lena.predict("files-x", "real", api_name="/export_snapshot"))
     assert json.loads(export.read_text())  # the lead got the export
     written = next((folder / "exports").glob("files-x-*.real.json"))

@@ -18,8 +18,10 @@ from relabel.annotations import record_annotation
 from relabel.errors import ConflictError, InputError, NotFoundError
 from relabel.exports import EXPORT_FORMATS
 from relabel.review.studio import Studio
-from relabel.snapshots import create_snapshot
+from relabel.snapshots import create_snapshot, list_snapshots
 from relabel.workspace import get_dataset, image_index
+from tests.relabel.test_snapshot_best_estimate import add_absent_classes, import_trusted
+from tests.relabel.test_snapshots_consensus import ws  # noqa: F401
 from tests.studio_workspace import build_workspace
 from ui import snapshots_tab
 from ui.events import guarded
@@ -136,7 +138,8 @@ class TestSafety:
     def test_every_output_of_the_tab_is_a_text_component(self, studio: Studio, tmp_path: Path) -> None:
         app, _ = build_tab(studio, tmp_path / "exports")
         outputs = {o for f in app.fns.values() for o in f.outputs}
-        assert outputs and all(isinstance(o, (gr.Dataframe, gr.Textbox, gr.Dropdown, gr.File)) for o in outputs)
+        text = (gr.Dataframe, gr.Textbox, gr.Dropdown, gr.File, gr.Number)  # a number holds no markup
+        assert outputs and all(isinstance(o, text) for o in outputs)
         assert all(c.datatype == "str" for c in outputs if isinstance(c, gr.Dataframe))
 
 
@@ -145,16 +148,27 @@ class TestTab:
         self, two_rounds: Studio, tmp_path: Path
     ) -> None:
         app, tab = build_tab(two_rounds, tmp_path / "exports")
-        on_open = wired(app, lambda f: (tab._id, "select") in f.targets)
+        on_open = wired(app, lambda f: (tab._id, "select") in f.targets and len(f.outputs) == 4)  # list, pickers
         assert on_open.api_visibility == "private"
         rows, export, *_ = on_open.fn(None, None, None, LEAD)
         assert [r[0] for r in rows] == ["r2", "r1"] and export.value == "r2"
         create = api(app, "create_snapshot")
         after_create = wired(app, lambda f: f.trigger_after == create._id)
         assert after_create.trigger_only_on_success and after_create.outputs == on_open.outputs
-        assert "snapshot 'r3': 6 images" in create.fn("r3", "keep", 1, "unanimous", 0.9, LEAD)
-        rows, export, before, after = after_create.fn("r1", "r1", "r2", LEAD)
-        assert [r[0] for r in rows] == ["r3", "r2", "r1"] and (export.value, before.value) == ("r1", "r1")
+        assert "snapshot 'r3': 6 images" in create.fn("r3", "keep", 1, "unanimous", 0.9, "off", LEAD)
+        rows, export, before, after = after_create.fn(LEAD)  # the pickers follow the new snapshot
+        assert [r[0] for r in rows] == ["r3", "r2", "r1"]
+        assert (export.value, before.value, after.value) == ("r3", "r2", "r3")
+        rows, export, before, after = on_open.fn("r1", "r1", "r2", LEAD)  # opening the tab keeps a standing pick
+        assert (export.value, before.value, after.value) == ("r1", "r1", "r2")
+
+    def test_the_minimum_of_agreeing_votes_starts_at_the_studios_overlap(self, db_url: str, tmp_path: Path) -> None:
+        engine = build_workspace(tmp_path, db_url)
+        for overlap in (1, 2):
+            studio = Studio(engine, cache_dir=tmp_path / "cache", overlap=overlap)
+            app, _ = build_tab(studio, tmp_path / "exports")
+            [min_votes] = [c for c in api(app, "create_snapshot").inputs if c.label == "minimum agreeing votes"]
+            assert min_votes.value == overlap
 
     def test_export_serves_a_copy_in_the_chosen_format(self, two_rounds: Studio, tmp_path: Path) -> None:
         app, _ = build_tab(two_rounds, tmp_path / "exports")
@@ -172,3 +186,52 @@ class TestTab:
         summary, transitions, changed = api(app, "diff_snapshots").fn("r1", "r2", LEAD)
         assert summary.startswith("r1 -> r2: 4 changed") and len(transitions) == 4
         assert changed.value["data"] == EXPECTED_CHANGES and changed.label == "changed images: 4"
+
+
+class TestCalibration:
+    """A vote-based snapshot calibrated against an imported label source or the adjudications, from the tab."""
+
+    @pytest.fixture
+    def voted(self, ws, vocab, tmp_path: Path) -> SimpleNamespace:  # noqa: F811
+        engine, ids = ws
+        add_absent_classes(engine, ids)
+        import_trusted(engine, tmp_path)
+        return SimpleNamespace(
+            engine=engine, dataset_name="d", dataset_id=1, vocab=vocab, overlap=1, require_lead=lambda user: None
+        )
+
+    def test_the_picker_offers_imported_sources_and_the_adjudications_not_the_original_labels(self, voted) -> None:
+        assert snapshots_tab.calibration_choices(voted) == ["off", "trusted", "adjudications"]
+        assert snapshots_tab.threshold_default("trusted") == 0.75 and snapshots_tab.threshold_default("off") == 0.9
+
+    def test_the_result_says_what_the_snapshot_was_calibrated_on_as_the_command_does(self, voted) -> None:
+        message = snapshots_tab.create_message(voted, "lena", "cal", "keep", 1, "ds", None, "trusted")
+        assert message.startswith("snapshot 'cal': 7 images")
+        assert message.endswith(
+            "; calibrated against trusted (isotonic, original and other classes apart) on 35 other and 5 original "
+            "pairs of 5 images"
+        )
+        [snap] = list_snapshots(voted.engine)
+        settings = snap.consensus
+        assert (settings["threshold"], settings["keep_original"], settings["calibration"]["against"]) == (
+            0.75, None, "trusted"
+        )  # fmt: skip
+        plain = snapshots_tab.create_message(voted, "lena", "plain", "keep", 1, "ds", 0.9, "off")
+        assert "calibrated" not in plain and list_snapshots(voted.engine)[-1].consensus["keep_original"] == 0.5
+
+    def test_a_calibration_needs_a_probabilistic_consensus_and_enough_reference_pairs(self, voted) -> None:
+        with pytest.raises(InputError, match="calibration needs a probabilistic consensus .* not 'unanimous'"):
+            snapshots_tab.create_message(voted, "lena", "x", "keep", 1, "unanimous", None, "trusted")
+        with pytest.raises(InputError, match="--calibrate adjudications: it labels"):
+            snapshots_tab.create_message(voted, "lena", "x", "keep", 1, "ds", None, "adjudications")
+        assert list_snapshots(voted.engine) == []
+
+    def test_the_tab_wires_the_picker_into_create_and_the_threshold(self, studio: Studio, tmp_path: Path) -> None:
+        app, tab = build_tab(studio, tmp_path / "exports")
+        [picker] = [c for c in api(app, "create_snapshot").inputs if c.label.startswith("calibrate against")]
+        assert picker.value == "off"
+        change = wired(app, lambda f: (picker._id, "change") in f.targets)
+        assert [o.label for o in change.outputs] == ["posterior threshold"] and change.fn("real") == 0.75
+        on_open = [f for f in app.fns.values() if (tab._id, "select") in f.targets]
+        [choices] = [f for f in on_open if f.outputs == [picker]]
+        assert choices.fn(LEAD).constructor_args["choices"] == ["off", "real", "adjudications"]
