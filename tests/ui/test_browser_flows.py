@@ -1,6 +1,7 @@
 """The flows between leads and annotators in a real browser (Debian's headless chromium), and the card's layout on
 small screens: a lead holds no Review card until they review, the adjudication link opens its image and keeps the
-address, a key pressed after the server lost its sessions says "signed out: sign in again" with a way to sign in,
+address, a key pressed after the server lost its sessions says "signed out: sign in again" with a way to sign in
+and sends that decision again after sign-in (answered "already saved" when it had been stored before the restart),
 messages are said once and errors clear, the zoom view's Close button is readable, sign-out posts a form, and
 every control of a fresh, a decided and an adjudication card is on screen at 1280×720 and 1366×768.
 
@@ -208,9 +209,40 @@ def test_a_key_after_a_restart_says_signed_out_and_offers_to_sign_in(browser: An
         page.click(f"{REVIEW} .rg-signin")
         sign_in(page, "alice")
         wait_for_image(page, REVIEW, held)  # back on the same image
+        # the decision made while signed out is sent again; the studio never stored it, so it asks again
+        wait_for_text(page, f"{REVIEW} .rg-toast", "decide again")
+        assert decisions(studio.engine, "alice") == []
         press_and_wait(page, "1")
         assert "saved #" in toast(page) and page.is_hidden(f"{REVIEW} .rg-signin")
         assert [r.image_id for r in decisions(studio.engine, "alice")] == [held]
+        page.context.close()
+
+
+def test_a_decision_stored_before_a_restart_is_answered_already_saved(browser: Any, tmp_path: Path) -> None:
+    with launched(tmp_path) as (studio, app, url):
+        page = new_page(browser)
+        page.goto(url)
+        sign_in(page, "alice")
+        wait_for_card(page)
+        held = image_id_of(page)
+
+        def lose_answer(route: Any) -> None:
+            route.fetch()  # the studio stores the decision...
+            route.abort()  # ...and its answer never reaches the page
+
+        page.route(lambda address: "component_server" in address, lose_answer, times=1)
+        page.keyboard.press("1")
+        wait_for_text(page, f"{REVIEW} .rg-toast", "no answer from the studio: press the key again")
+        assert [r.image_id for r in decisions(studio.engine, "alice")] == [held] and image_id_of(page) == held
+        app.server_app.tokens.clear()  # the studio restarts: sessions and card tokens are gone
+        studio.tokens = CardTokens()
+        page.keyboard.press("1")  # the same decision, sent again
+        wait_for_text(page, f"{REVIEW} .rg-toast", "signed out: sign in again")
+        page.click(f"{REVIEW} .rg-signin")
+        sign_in(page, "alice")
+        wait_for_text(page, f"{REVIEW} .rg-toast", "(already saved)")  # sent once more after sign-in: stored
+        wait_for_card(page)
+        assert [r.image_id for r in decisions(studio.engine, "alice")] == [held] and image_id_of(page) != held
         page.context.close()
 
 

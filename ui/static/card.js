@@ -72,7 +72,9 @@
     if (session === "unreachable") {
       return { error: "the studio did not answer: check the connection, or wait for it to restart and press the key again" };
     }
-    return { error: "the studio sent an empty answer" };
+    // the session holds: the answer was lost on the way (or the studio failed). The card keeps its token, so
+    // pressing the key again resends the same decision, which the studio never stores twice.
+    return { error: "no answer from the studio: press the key again (a decision is never stored twice)" };
   }
   async function sessionState() {
     try {
@@ -384,7 +386,28 @@
   async function send(name, data) {
     if (state.busy) return;
     state.busy = true; root.classList.add("rg-busy");
-    try { apply(await call(name, data), true); } finally { state.busy = false; root.classList.remove("rg-busy"); }
+    try {
+      const reply = await call(name, data);
+      if (reply.signedOut && DECISIONS.has(name)) keepPending(name, data);
+      apply(reply, true);
+    } finally { state.busy = false; root.classList.remove("rg-busy"); }
+  }
+
+  // A decision made while signed out (the studio restarted) is kept in this tab and sent again once the user has
+  // signed in: with its card's token, so one the studio had stored before the restart is answered "already
+  // saved", and one it never saw is refused with the card reloaded ("decide again"), never stored twice.
+  const DECISIONS = new Set(["decide", "adjudicate", "take"]);
+  const PENDING = `regt-pending-${MODE}`;
+  const PENDING_MAX_MS = 60 * 60 * 1000;
+  function keepPending(name, data) {
+    const user = state.boot && state.boot.user;
+    try { sessionStorage.setItem(PENDING, JSON.stringify({ name, data, user, at: Date.now() })); } catch (err) { /* full or off */ }
+  }
+  function takePending(user) {
+    let pending = null;
+    try { pending = JSON.parse(sessionStorage.getItem(PENDING) || "null"); sessionStorage.removeItem(PENDING); } catch (err) { return null; }
+    if (!pending || !DECISIONS.has(pending.name) || pending.user !== user || !(Date.now() - pending.at < PENDING_MAX_MS)) return null;
+    return pending;
   }
 
   function act(action) {
@@ -683,6 +706,8 @@
     renderFlags();
     apply(reply, false);
     fit();
+    const pending = reply.user ? takePending(reply.user) : null;
+    if (pending) await send(pending.name, pending.data);
     // a lead's Review card takes no card unasked, so it leaves an adjudication link in the address for the
     // Adjudicate card to open
     if (!ADJ && wantsAdj && reply.role === "lead") selectTab("Adjudicate");
