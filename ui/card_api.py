@@ -147,7 +147,7 @@ def boot(studio: Studio, user: str, data: dict[str, Any]) -> dict[str, Any]:
     the address, `?image=ID`, else the card the user holds, else the next one).
 
     A lead's page opens on this card too, but a lead reviews only when they ask for a card (N, Next, a link):
-    serving one at sign-in would hold an image from the annotators for the lease's 10 minutes."""
+    serving one at sign-in would hold an image back from the annotators for the lease's time."""
     reply: dict[str, Any] = {}
     if data.get("image_id") not in (None, ""):
         try:
@@ -155,13 +155,12 @@ def boot(studio: Studio, user: str, data: dict[str, Any]) -> dict[str, Any]:
         except (InputError, NotFoundError) as exc:
             reply = next_card(studio, user, data) | {"error": str(exc)}
     elif studio.user(user)[1] is Role.lead:
-        reply = empty(LEAD_REVIEW)
+        minutes = max(1, round(studio.queue.lease_seconds / 60))
+        reply = empty(f"press N (or Next) to review cards as an annotator; each card you take is held for you for "
+                      f"{minutes} minutes")  # fmt: skip
     else:
         reply = next_card(studio, user, data)
     return reply | page_info(studio, user)
-
-
-LEAD_REVIEW = "press N (or Next) to review cards as an annotator; each card you take is held for you for 10 minutes"
 
 
 def page_info(studio: Studio, user: str) -> dict[str, Any]:
