@@ -23,7 +23,7 @@ from operator import itemgetter
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Select, String, case, cast, select
+from sqlalchemy import Select, String, case, cast, func, select
 from sqlalchemy.engine import Connection
 from sqlmodel import col
 
@@ -145,11 +145,13 @@ def _imported_votes(conn: Connection, dataset_id: int, wanted: Sequence[str] | N
     chosen = [known[n] for n in (dict.fromkeys(wanted) if wanted is not None else known)]
     code = case(*((col(Vote.answer) == Answer(word), number) for word, number in ANSWER_CODES.items()))
     for source in chosen:
-        query = select(col(Vote.image_id), col(Vote.class_index), col(Vote.worker), code).where(
-            col(Vote.source_id) == source.id
-        )
+        scan = source.workers_identified and _reads_most_votes(conn, source.n_votes)
+        # `+ 0` keeps SQLite off the primary key's index: reading the table in order is a third faster than a
+        # lookup per vote when the source holds most of it; the votes are then put back in key order
+        of_source = col(Vote.source_id) + 0 == source.id if scan else col(Vote.source_id) == source.id
+        query = select(col(Vote.image_id), col(Vote.class_index), col(Vote.worker), code).where(of_source)
         if source.workers_identified:
-            _identified_votes(conn, stored_id(source), source.name, query, answers)
+            _identified_votes(conn, stored_id(source), source.name, query, answers, key_order=scan)
             continue
         for rows in _plain_rows(conn, query):
             image, cls, worker, answer = _columns(rows)
@@ -158,10 +160,21 @@ def _imported_votes(conn: Connection, dataset_id: int, wanted: Sequence[str] | N
     return [s.name for s in chosen]
 
 
-def _identified_votes(conn: Connection, source_id: int, source: str, query: Select[Any], answers: _Answers) -> None:
+def _reads_most_votes(conn: Connection, n_votes: int) -> bool:
+    """Whether a source of `n_votes` holds at least half of the votes table, on SQLite."""
+    if conn.dialect.name != "sqlite":
+        return False
+    total = conn.execute(select(func.sum(col(VoteSource.n_votes)))).scalar() or 0
+    return 2 * n_votes >= total
+
+
+def _identified_votes(
+    conn: Connection, source_id: int, source: str, query: Select[Any], answers: _Answers, key_order: bool = False
+) -> None:
     """Add the votes of a source whose workers are named, the workers numbered in name order whatever order the
     database returns votes in. The names are gathered from the votes themselves: asking the database for them
-    (SELECT DISTINCT) was a second pass over the source, a fifth of the time on ReaL's 924,810 votes."""
+    (SELECT DISTINCT) was a second pass over the source, a fifth of the time on ReaL's 924,810 votes. With
+    `key_order`, the votes are sorted by (image, class, worker name), the order of the primary key's index."""
     seen: dict[str, int] = {}  # name -> number in the order first met
     parts = []
     for rows in _plain_rows(conn, query):
@@ -172,8 +185,23 @@ def _identified_votes(conn: Connection, source_id: int, source: str, query: Sele
     number = np.zeros(len(seen), np.int64)
     for name in _name_order(conn, source_id, seen):
         number[seen[name]] = answers.worker(f"{source}:{name}", "rater")
-    for image, cls, local, answer in parts:
-        answers.add(image, cls, number[local], answer)
+    if not key_order:
+        for image, cls, local, answer in parts:
+            answers.add(image, cls, number[local], answer)
+    elif parts:
+        merged = [np.concatenate([np.asarray(part[k], np.int64) for part in parts]) for k in range(4)]
+        merged[2] = number[merged[2]]
+        order = _key_order(merged[0], merged[1], merged[2])
+        answers.add(*(column[order] for column in merged))
+
+
+def _key_order(image: np.ndarray, cls: np.ndarray, worker: np.ndarray) -> np.ndarray:
+    """The order of (image, class, worker) triples, all different and non-negative: one argsort of a combined key
+    where it fits in 62 bits (a third of a three-key lexsort's time), else the lexsort."""
+    spans = [int(a.max()) + 1 for a in (cls, worker)]
+    if (int(image.max()) + 1) * spans[0] * spans[1] < 2**62:
+        return np.argsort((image * spans[0] + cls) * spans[1] + worker)
+    return np.lexsort((worker, cls, image))
 
 
 def _name_order(conn: Connection, source_id: int, names: Iterable[str]) -> list[str]:
