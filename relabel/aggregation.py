@@ -153,12 +153,17 @@ Progress = Callable[[int, float], None]  # (iteration, largest change of a poste
 @dataclass(frozen=True)
 class FitOptions:
     """EM settings. `smoothing`: pseudo-answers that pull each worker's confusion towards the pooled one, so a
-    worker with a handful of answers is not trusted blindly (0: plain maximum likelihood, as crowd-kit)."""
+    worker with a handful of answers is not trusted blindly (0: plain maximum likelihood, as crowd-kit).
+    `initial` (I,): a warm start, the posterior EM starts from (a previous fit's, after a few more answers came
+    in), NaN for an item to start at the soft majority as a cold start does (a new item); None: a cold start.
+    EM converges to the same fixed point from either start when the answers pin it down (a refit after a few
+    reviews moves little, so it takes far fewer iterations); the same `tol` ends both."""
 
     max_iter: int = 500
     tol: float = 1e-6  # stop when no posterior moves more than this in one step
     smoothing: float = 1.0
     progress: Progress | None = field(default=None, compare=False)
+    initial: np.ndarray | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -222,6 +227,19 @@ def _initial_posterior(votes: Votes) -> np.ndarray:
     return np.clip(share, 0.01, 0.99)
 
 
+def _starting_posterior(votes: Votes, initial: np.ndarray | None) -> np.ndarray:
+    """The posterior EM starts from: `initial` where given (a warm start), the soft majority elsewhere."""
+    cold = _initial_posterior(votes)
+    if initial is None:
+        return cold
+    warm = np.asarray(initial, dtype=np.float64)
+    if warm.shape != cold.shape:
+        raise InputError(f"initial posterior has {warm.shape} entries, the votes have {cold.shape[0]} items")
+    if np.any((warm < 0) | (warm > 1)):
+        raise InputError("initial posterior must lie in [0, 1] (NaN: start the item cold)")
+    return np.where(np.isnan(warm), cold, warm)
+
+
 def _confusion_full(n_present: np.ndarray, n_absent: np.ndarray, smoothing: float) -> np.ndarray:
     """(W, 2, 3) per-worker confusion from expected answer counts (W, 3) under each truth."""
     out = np.empty((len(n_present), 2, 3))
@@ -259,7 +277,7 @@ def _em(votes: Votes, options: FitOptions, name: str, confusion_of: Callable[...
     if votes.n_items == 0:  # nothing to learn from: every worker's answers carry no evidence
         nothing = WorkerReliability(np.full((votes.n_workers, 2, 3), 1 / 3), np.zeros((votes.n_workers, 3), np.int64))
         return Aggregate(name, np.zeros(0), workers=nothing)
-    posterior = _initial_posterior(votes)
+    posterior = _starting_posterior(votes, options.initial)
     converged, iteration = False, 0
     for iteration in range(1, options.max_iter + 1):
         prior = float(np.clip(posterior.mean(), _EPS, 1 - _EPS))

@@ -4,12 +4,19 @@ import numpy as np
 import pytest
 
 from relabel.active_review import (
+    FLIP_FEATURES,
     NO_RUN,
     active_order,
+    change_probability,
     correct_probability,
+    fit_flip_model,
+    flip_features,
+    flip_probability,
+    learned_benefit,
     reason,
     review_benefit,
     score_variance,
+    settled_chance,
 )
 from relabel.errors import InputError
 
@@ -63,3 +70,47 @@ def test_bad_input_is_refused():
         correct_probability(ROWS, CLASSES, PROBS, 4, np.array([[1, 2]]))
     with pytest.raises(InputError, match=r"\[0, 1\]"):
         review_benefit(np.array([0]), np.array([0]), np.array([1.5]), 1)
+
+
+def _features(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """n items over n // 4 images; (features, answer codes)."""
+    answer = rng.integers(0, 3, n)
+    rows = np.arange(n) // 4
+    f = flip_features(
+        rng.random(n), rng.random(n) < 0.5, rng.random(n) < 0.2, answer, rng.random(n) < 0.1, np.full(n, 4),
+        rng.uniform(0.6, 0.9, n), rows,
+    )  # fmt: skip
+    return f, answer
+
+
+def test_a_flip_model_learns_which_items_flip():
+    """Items answered maybe flip with chance 0.6, the others with 0.05: the fitted model says so."""
+    rng = np.random.default_rng(0)
+    f, answer = _features(rng, 4000)
+    assert f.shape == (4000, len(FLIP_FEATURES))
+    flipped = rng.random(4000) < np.where(answer == 1, 0.6, 0.05)
+    model = fit_flip_model(f, flipped)
+    test, test_answer = _features(rng, 2000)
+    p = flip_probability(model, test)
+    assert p[test_answer == 1].mean() == pytest.approx(0.6, abs=0.05)
+    assert p[test_answer != 1].mean() == pytest.approx(0.05, abs=0.02)
+    none = fit_flip_model(f[:10], np.zeros(10, bool))  # nothing flipped yet: finite, low
+    assert np.isfinite(none.weights).all() and flip_probability(none, test).max() < 0.1
+    with pytest.raises(InputError, match="flip model"):
+        fit_flip_model(f[:0], np.zeros(0, bool))
+
+
+def test_an_image_changes_unless_none_of_its_items_flips():
+    change = change_probability(np.array([0, 0, 1, 3]), np.array([0.5, 0.5, 0.1, 1.0]), 4)
+    assert change == pytest.approx([0.75, 0.1, 0.0, 1.0])
+
+
+def test_a_reviewed_set_is_less_sure_with_more_candidates():
+    # images 0, 1 reviewed: one item at 0.9; two items at 0.9 and 0.8. Image 2 (one item) takes image 0's
+    # chance; image 3 (three items, none reviewed) the lowest seen
+    rows = np.array([0, 1, 1, 2, 3, 3, 3])
+    probs = np.array([0.9, 0.9, 0.2, 0.5, 0.5, 0.5, 0.5])
+    settled = settled_chance(rows, probs, np.array([True, True, False, False]))
+    assert settled == pytest.approx([0.9, 0.72, 0.9, 0.72])
+    assert settled_chance(rows, probs, np.zeros(4, bool)) == pytest.approx(np.ones(4))
+    assert learned_benefit(np.array([0.5, 1.0]), np.array([0.5, 0.2])) == pytest.approx([0.25, 0.2])

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from relabel.active_review import NO_RUN
-from relabel.aggregation import MAYBE, NO, YES, make_votes
+from relabel.aggregation import MAYBE, NO, YES, FitOptions, Votes, aggregate, make_votes
 from relabel.cli import cli
 from relabel.errors import InputError, NotFoundError
 from relabel.review_simulation import (
@@ -149,6 +149,61 @@ class TestActiveOrder:
         assert steps[-1].run_top1[0] == 100.0 and steps[-1].halfwidth[0] < 0.1 * steps[0].halfwidth[0]
 
 
+class TestLearnedOrder:
+    def test_beats_random_where_a_review_flips_predictably(self) -> None:
+        """On ambiguous_pool an item whose one answer is maybe is the one a review changes: after one random step
+        to learn from, the learned order settles the ambiguous images and reaches random's agreement after half
+        the images within half of those reviews."""
+        pool = ambiguous_pool(n_images=600, ambiguous=60)
+        curves = {o: simulate(pool, o, 10, 300, seed=0) for o in ("random", "learned")}
+        goal = curves["random"][-1].set_agreement
+        assert curves["learned"][0].set_agreement == curves["random"][0].set_agreement < goal
+        assert curves["learned"][1].set_agreement == curves["random"][1].set_agreement  # the first step is random
+        reached = reviews_to_reach(curves["learned"], goal)
+        assert reached is not None and reached <= 0.5 * 300
+        assert curves["learned"][6].set_agreement == 1.0
+
+    def test_the_order_never_reads_the_reference(self) -> None:
+        pool = ambiguous_pool(n_images=200, ambiguous=20, runs=True)
+        garbage = Pool(
+            pool.votes, pool.pairs, pool.original, pool.n_images, [frozenset({7, i % 3}) for i in range(200)],
+            pool.top1, pool.run_names,
+        )  # fmt: skip
+        picked: dict[str, list[np.ndarray]] = {"true": [], "garbage": []}
+        for name, p in (("true", pool), ("garbage", garbage)):
+            simulate(p, "learned", 10, 120, seed=3, on_step=lambda s, st, name=name: picked[name].append(st.reviewed))
+        assert len(picked["true"]) == 13
+        assert all(np.array_equal(a, b) for a, b in zip(picked["true"], picked["garbage"], strict=True))
+
+
+class TestWarmStart:
+    def test_a_warm_refit_lands_on_the_cold_fit(self) -> None:
+        """Dawid-Skene on 400 items of 8 workers, first one answer per item then all: EM started from the first
+        fit's posteriors converges to the cold fit on all answers, in fewer iterations."""
+        rng = np.random.default_rng(0)
+        truth = rng.random(400) < 0.3
+        accuracy = rng.uniform(0.65, 0.95, 8)
+        item = np.repeat(np.arange(400), 8)
+        worker = np.tile(np.arange(8), 400)
+        right = rng.random(len(item)) < accuracy[worker]
+        answer = np.where(right == truth[item], YES, NO)
+        votes = make_votes(item, worker, answer, np.arange(400))
+        first = worker == item % 8  # one answer per item
+        some = Votes(item[first], worker[first], answer[first], votes.item_image, 8)
+        before = aggregate(some, "ds")
+        cold = aggregate(votes, "ds")
+        warm = aggregate(votes, "ds", FitOptions(initial=before.posterior))
+        assert cold.converged and warm.converged
+        assert np.abs(warm.posterior - cold.posterior).max() < 1e-4
+        assert np.abs(before.posterior - cold.posterior).max() > 0.5  # the start was far off: the test can fail
+        partly = np.where(np.arange(400) % 2 == 0, np.nan, before.posterior)  # NaN: that item starts cold
+        assert np.abs(aggregate(votes, "ds", FitOptions(initial=partly)).posterior - cold.posterior).max() < 1e-4
+        with pytest.raises(InputError, match="initial posterior has"):
+            aggregate(votes, "ds", FitOptions(initial=np.full(3, 0.5)))
+        with pytest.raises(InputError, match=r"must lie in \[0, 1\]"):
+            aggregate(votes, "ds", FitOptions(initial=np.full(400, 1.5)))
+
+
 class TestSteps:
     def test_on_step_gets_each_step_and_its_state(self) -> None:
         pool = ambiguous_pool(runs=True)
@@ -169,7 +224,8 @@ class TestSteps:
 
     def test_bad_arguments_are_named(self) -> None:
         pool = ambiguous_pool(n_images=20, ambiguous=2)
-        with pytest.raises(NotFoundError, match="unknown review order 'smart'; known: active, disputed, random"):
+        known = "known: active, disputed, learned, random"
+        with pytest.raises(NotFoundError, match=f"unknown review order 'smart'; {known}"):
             simulate(pool, "smart", 5, 10)
         with pytest.raises(InputError, match="step must be at least 1"):
             simulate(pool, "random", 0, 10)
