@@ -257,9 +257,7 @@ def adjudication(decisions: Iterable[Decision]) -> Decision | None:
     return max((d for d in decisions if d.is_adjudication), key=_ID, default=None)
 
 
-def consensus(
-    decisions: Sequence[Decision], min_votes: int = 1, rule: str | ConsensusRule = DEFAULT_RULE
-) -> Consensus:
+def consensus(decisions: Sequence[Decision], min_votes: int = 1, rule: str | ConsensusRule = DEFAULT_RULE) -> Consensus:
     """The consensus of one image from its standing decisions (any order), as `settle` decides it. The decision
     returned is the newest adjudication, or the oldest of the agreeing annotator decisions (whose class order a
     snapshot keeps)."""
