@@ -13,11 +13,11 @@ def test_mc_run_prints_its_distractor_sources(tmp_path: Path, dataset: Path) -> 
         base = ["suggest", "--model", "openai:stub-model", "--base-url", stub.url, "--quiet", "--protocol"]
         r = relabel(tmp_path, *base, "mc", "--distractors", "hard", env=KEY)
         assert r.returncode == 0, r.stderr
-        assert "distractors: imagenet-confusions, then wordnet" in r.stdout
+        assert "distractors: imagenet-confusions in turns with real-proposals, then wordnet" in r.stdout
         assert "hard distractors 100.0%" in r.stdout
         prompts = [q.prompt for q in stub.chat_requests]
     tabby = next(p for p in prompts if "tabby" in p)
-    assert "tiger cat" in tabby and "Egyptian cat" in tabby  # the classes cleanlab's classifier confuses with it
+    assert "tiger cat" in tabby and "Egyptian cat" in tabby  # offered by both tables
 
 
 def test_a_run_of_the_model_under_test_is_refused_in_one_line(tmp_path: Path, dataset: Path) -> None:  # noqa: F811
