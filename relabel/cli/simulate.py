@@ -29,7 +29,10 @@ def _names(values: tuple[str, ...]) -> list[str]:
 @click.option(
     "--runs", multiple=True, help="Stored runs whose top-1 to follow (repeatable, comma-separated; default: all)."
 )
-@click.option("--orders", default="random,disputed,active", show_default=True, help="Review orders to compare.")
+@click.option(
+    "--orders", default="random,disputed,active", show_default=True,
+    help="Review orders to compare: random, disputed, active, learned.",
+)  # fmt: skip
 @click.option("--step", type=click.IntRange(min=1), default=250, show_default=True, help="Reviews between refits.")
 @click.option("--budget", type=click.IntRange(min=0), help="Reviews to replay (default: a third of the images).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Draws the first answers, the random order, ties.")
@@ -49,12 +52,14 @@ def simulate_review(
     """Replay a review of the imported votes: start from one answer per (image, class) pair plus ImGT; a review
     of an image reveals its other answers; every --step reviews the Dawid-Skene consensus is rebuilt and its
     agreement with --reference and each run's top-1 are measured, for each order (random, disputed: the queue's
-    uncertain-first priority, active: expected benefit of a review).
+    uncertain-first priority, active: expected benefit of a review, learned: the chance a review changes the label
+    set, from a model fitted on the images already reviewed).
 
     \b
     Examples:
       relabel simulate review --sources real-raters --reference real --step 250 --json curves.json
       relabel simulate review --reference real --orders random,active --budget 2000 --runs resnet50
+      relabel simulate review --reference real --orders random,learned
     """
     from relabel.progress import progress_bar
     from relabel.review_pool import load_pool
