@@ -186,7 +186,8 @@ def _popular_scores(labels: np.ndarray, ref: LabelSets, related: np.ndarray | No
 
 
 def _adversarial_scores(labels: np.ndarray, ref: LabelSets, related: np.ndarray | None) -> np.ndarray:
-    assert related is not None  # checked by probes()
+    if related is None:
+        raise EvaluationError("adversarial sampling needs `related`, a (C, C) score matrix")
     padded = np.vstack([related, np.zeros((1, ref.n_classes))])  # label -1 (padding) reads the zero row
     scores = padded[labels[:, 0]]
     for col in range(1, labels.shape[1]):

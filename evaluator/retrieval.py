@@ -142,6 +142,12 @@ class _Similarity:
         shape = matrix.shape if matrix is not None else (len(queries), len(images))  # type: ignore[arg-type]
         self.n_queries, self.n_gallery = int(shape[0]), int(shape[1])
 
+    def embeddings(self) -> tuple[np.ndarray, np.ndarray]:
+        """(queries, images) of a similarity built from embeddings; EvaluationError for one built from a matrix."""
+        if self.queries is None or self.images is None:
+            raise EvaluationError("this similarity was given as a matrix, not as embeddings")
+        return self.queries, self.images
+
     @classmethod
     def build(
         cls, similarity: ArrayLike | None, queries: ArrayLike | None, images: ArrayLike | None, n_images: int
@@ -166,17 +172,17 @@ class _Similarity:
             return self
         if self.matrix is not None:
             return _Similarity(self.matrix[:, gallery], None, None)
-        assert self.images is not None
-        return _Similarity(None, self.queries, self.images[gallery])
+        queries, images = self.embeddings()
+        return _Similarity(None, queries, images[gallery])
 
     def bin_range(self) -> tuple[np.ndarray, np.ndarray]:
         """Per query (low, high) of its similarities: exact for a matrix; for embeddings, from a sample of images
         widened by a tenth (values outside only fall into the end bins, which costs time, never exactness)."""
         if self.matrix is not None:
             return self.matrix.min(axis=1), self.matrix.max(axis=1)
-        assert self.queries is not None and self.images is not None
+        queries, images = self.embeddings()
         step = max(1, self.n_gallery // RANGE_SAMPLE)
-        sample = self.queries @ self.images[::step].T
+        sample = queries @ images[::step].T
         low, high = sample.min(axis=1), sample.max(axis=1)
         margin = (high - low) / 10 + 4 * self.error_bound
         return low - margin, high + margin
@@ -191,12 +197,12 @@ class _Similarity:
         """The similarities of the pairs (query, gallery image), within `error_bound` of the blocks' values."""
         if self.matrix is not None:
             return self.matrix[queries, images]
-        assert self.queries is not None and self.images is not None
+        embedded_queries, embedded_images = self.embeddings()
         out = np.empty(len(queries))
         for start in range(0, len(queries), PAIR_CHUNK):
             q, i = queries[start : start + PAIR_CHUNK], images[start : start + PAIR_CHUNK]
             out[start : start + PAIR_CHUNK] = np.einsum(
-                "pd,pd->p", self.queries[q].astype(np.float64), self.images[i].astype(np.float64)
+                "pd,pd->p", embedded_queries[q].astype(np.float64), embedded_images[i].astype(np.float64)
             )
         return out
 
@@ -208,8 +214,8 @@ class _Similarity:
             if self.matrix is not None:
                 yield start, np.ascontiguousarray(self.matrix[:, start : start + step])
             else:
-                assert self.queries is not None and self.images is not None
-                yield start, self.queries @ self.images[start : start + step].T
+                queries, images = self.embeddings()
+                yield start, queries @ images[start : start + step].T
 
 
 def _finite(values: ArrayLike, what: str) -> np.ndarray:
