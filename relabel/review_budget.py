@@ -28,6 +28,7 @@ from relabel.errors import InputError
 from relabel.evaluation.failure_causes import failure_cause
 from relabel.evaluation.runs import select_runs
 from relabel.posteriors import reads_votes
+from relabel.review.benefit import newest_vote_snapshot
 from relabel.review_plan import REVIEW_RESIDUAL, STABILITY, TARGET_HALFWIDTH, Plan, forecast
 from relabel.snapshots import get_snapshot
 from relabel.suggest.failures import RETRYABLE_MARK
@@ -127,9 +128,8 @@ def _vote_snapshot(session: Session, dataset: Dataset, name: str | None) -> Snap
                 "--consensus ds (or another rule that reads votes)"
             )
         return snap
-    query = select(Snapshot).where(col(Snapshot.dataset_id) == dataset.id)
-    ordered = session.exec(query.order_by(col(Snapshot.created_at).desc(), col(Snapshot.id).desc())).all()
-    newest = next((x for x in ordered if reads_votes(x.consensus)), None)
+    found = newest_vote_snapshot(session.connection(), stored_id(dataset))
+    newest = session.get(Snapshot, found[0]) if found is not None else None
     if newest is None:
         raise InputError(
             f"dataset {dataset.name!r} has no snapshot whose consensus read votes; make one first, e.g. "
