@@ -17,6 +17,8 @@ from relabel.storable import storable_text
 from ui import views
 from ui.context import WorkspaceContext
 
+NOT_CALIBRATED = "off"  # the calibration picker's first choice: the posteriors as fitted
+
 
 def reload_queue(studio: Studio, user: str) -> str:
     """Rebuild the queue and the suggestions it weighs from the database (after imports or new suggestion runs)."""
@@ -51,15 +53,27 @@ def create_snapshot(
     min_votes: Any,
     consensus: str | None = None,
     threshold: Any = None,
+    calibrate: str | None = None,
 ) -> str:
     """A lead freezes a snapshot: `consensus` a rule of `relabel.aggregation.METHODS` (default unanimous); a
-    vote-based one aggregates every vote source with the studio's decisions, at `threshold` (default 0.9)."""
+    vote-based one aggregates every vote source with the studio's decisions, at `threshold` (None: 0.9, calibrated
+    0.75), its posteriors first calibrated against `calibrate` (a label source or "adjudications"; None or
+    `NOT_CALIBRATED`: not) with the original rule off, as `relabel snapshot create --calibrate` does. Returns the
+    one-line result, with the calibration as the command prints it."""
+    from relabel.aggregation import METHODS
     from relabel.posteriors import UNANIMOUS
+    from relabel.snapshot_votes import calibration_line
+    from relabel.snapshots import consensus_defaults
     from relabel.snapshots import create_snapshot as create
 
     studio.require_lead(user)
     if not (name or "").strip():
         raise InputError("give the snapshot a name")
+    rule = consensus or UNANIMOUS
+    against = None if calibrate in (None, "", NOT_CALIBRATED) else calibrate
+    if against is not None and (rule not in METHODS or not METHODS[rule].probabilistic):
+        raise InputError(f"calibration needs a probabilistic consensus (ds, one-coin), not {rule!r}")
+    default_threshold, keep_original = consensus_defaults(against)
     summary = create(
         studio.engine,
         name.strip(),
@@ -67,11 +81,16 @@ def create_snapshot(
         undecided=undecided or "keep",
         min_votes=int(min_votes or 1),
         created_by=user,
-        consensus=consensus or UNANIMOUS,
-        threshold=0.9 if threshold is None else float(threshold),
+        consensus=rule,
+        threshold=default_threshold if threshold is None else float(threshold),
+        keep_original=keep_original,
+        calibrate=against,
     )
     counts = ", ".join(f"{k} {v}" for k, v in summary.counts.items())
-    return f"snapshot {summary.name!r}: {summary.n_images} images ({counts}), hash {summary.content_hash[:12]}"
+    message = f"snapshot {summary.name!r}: {summary.n_images} images ({counts}), hash {summary.content_hash[:12]}"
+    if summary.consensus.get("calibration"):
+        message += f"; {calibration_line(summary.consensus['calibration'])}"
+    return message
 
 
 def export_snapshot(studio: Studio, user: str, name: str, fmt: str, folder: Path) -> str:

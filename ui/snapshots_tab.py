@@ -33,8 +33,8 @@ from relabel.exports import EXPORT_FORMATS
 from relabel.posteriors import UNANIMOUS
 from relabel.review.studio import Studio
 from relabel.snapshot_diff import SnapshotDiff, diff_snapshots
-from relabel.snapshot_votes import calibration_line, calibration_references
-from relabel.snapshots import consensus_defaults, create_snapshot, list_snapshots
+from relabel.snapshot_votes import calibration_references
+from relabel.snapshots import consensus_defaults, list_snapshots
 from ui import handlers
 from ui.files import served_copy
 
@@ -48,7 +48,7 @@ DIFF_ROW_LIMIT = 500  # changed images listed in the table; a Dataframe of 50,00
 HASH_PREFIX = 12  # as `relabel snapshot list` prints it
 CATEGORY_ORDER = ("A", "B", "M", "Z", "X", "U")
 NO_CLASS = "(no class)"
-NOT_CALIBRATED = "off"  # the calibration picker's first choice: the posteriors as fitted
+NOT_CALIBRATED = handlers.NOT_CALIBRATED
 
 Guard = Callable[[Callable[..., Any]], Callable[..., Any]]
 
@@ -137,36 +137,8 @@ def create_message(
     threshold: Any = None,
     calibrate: str | None = None,
 ) -> str:
-    """A lead freezes a snapshot: `consensus` a rule of `relabel.aggregation.METHODS` (default unanimous); a
-    vote-based one aggregates every vote source with the studio's decisions, at `threshold` (None: 0.9, calibrated
-    0.75), its posteriors first calibrated against `calibrate` (a label source or "adjudications"; None or
-    `NOT_CALIBRATED`: not) with the original rule off, as `relabel snapshot create --calibrate` does. Returns the
-    one-line result, with the calibration as the command prints it."""
-    studio.require_lead(user)
-    if not (name or "").strip():
-        raise InputError("give the snapshot a name")
-    rule = consensus or UNANIMOUS
-    against = None if calibrate in (None, "", NOT_CALIBRATED) else calibrate
-    if against is not None and (rule not in METHODS or not METHODS[rule].probabilistic):
-        raise InputError(f"calibration needs a probabilistic consensus (ds, one-coin), not {rule!r}")
-    default_threshold, keep_original = consensus_defaults(against)
-    summary = create_snapshot(
-        studio.engine,
-        name.strip(),
-        dataset=studio.dataset_name,
-        undecided=undecided or "keep",
-        min_votes=int(min_votes or 1),
-        created_by=user,
-        consensus=rule,
-        threshold=default_threshold if threshold is None else float(threshold),
-        keep_original=keep_original,
-        calibrate=against,
-    )
-    counts = ", ".join(f"{k} {v}" for k, v in summary.counts.items())
-    message = f"snapshot {summary.name!r}: {summary.n_images} images ({counts}), hash {summary.content_hash[:12]}"
-    if summary.consensus.get("calibration"):
-        message += f"; {calibration_line(summary.consensus['calibration'])}"
-    return message
+    """A lead freezes a snapshot (`ui.handlers.create_snapshot`); returns its one-line result."""
+    return handlers.create_snapshot(studio, user, name, undecided, min_votes, consensus, threshold, calibrate)
 
 
 def threshold_default(calibrate: str | None) -> float:
