@@ -222,7 +222,9 @@ def _run(inputs: SourceInputs, name: str) -> Neighbours:
     if not ranked:
         raise InputError(f"run {name!r} has no predictions on labelled images to build distractors from")
     found = confusion_from_predictions(ranked, len(inputs.vocab), f"run:{name}")
-    return Neighbours(found.by_class, f"the ranked classes of run {name!r} ({model})", {"run": name, "model": model})
+    by_image = {i: [int(c) for c in classes] for i, classes, _ in rows if classes}
+    origin = f"the ranked classes of run {name!r} ({model}): the photo's own, then the class's"
+    return Neighbours(found.by_class, origin, {"run": name, "model": model}, by_image)
 
 
 def same_model(a: str, b: str) -> bool:
@@ -305,7 +307,8 @@ def interleave(found: Sequence[tuple[str, Neighbours]]) -> Neighbours:
         ranks = zip_longest(*(f.by_class.get(c, []) for _, f in found))
         by_class[c] = list(dict.fromkeys(d for rank in ranks for d in rank if d is not None))[:MAX_NEIGHBOURS]
     records = [{"source": name, "origin": f.origin, **f.record} for name, f in found]
-    return Neighbours(by_class, "in turns: " + "; ".join(f.origin for _, f in found), {"merged": records})
+    origin = "in turns: " + "; ".join(f.origin for _, f in found)
+    return Neighbours(by_class, origin, {"merged": records}, parts=tuple(f for _, f in found))
 
 
 def build_distractors(spec: str, inputs: SourceInputs, spread: int = 1) -> DistractorSource | None:

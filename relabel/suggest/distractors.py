@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
@@ -36,11 +37,25 @@ RANDOM, REFERENCE = "random", "reference"
 @dataclass(frozen=True)
 class Neighbours:
     """For each class index, its linked classes, most confusable first. `origin` says where they came from, in
-    words; `record` is what a run stores about the source (its name, and e.g. the run and model it read)."""
+    words; `record` is what a run stores about the source (its name, and e.g. the run and model it read).
+    `by_image` (a stored run's source only): for an image the run scored, the classes it ranked for that photo,
+    best first; they come before the class's links, since a photo's own look-alikes are what a model mistakes it
+    for."""
 
     by_class: dict[int, list[int]]
     origin: str
     record: dict[str, Any] = field(default_factory=dict)
+    by_image: dict[int, list[int]] = field(default_factory=dict)
+    parts: tuple[Neighbours, ...] = ()  # merged sources (`|`): `linked` takes turns among them per image
+
+    def linked(self, true: int, image_id: int | None = None) -> list[int]:
+        """The classes linked to `true` for this image, most confusable first: the image's own ranked classes (when
+        the source has them), then the class's links, each class once; for merged sources, their lists in turns."""
+        if self.parts:
+            ranks = zip_longest(*(part.linked(true, image_id) for part in self.parts))
+            return list(dict.fromkeys(d for rank in ranks for d in rank if d is not None))[:MAX_NEIGHBOURS]
+        own = self.by_image.get(image_id, []) if image_id is not None else []
+        return list(dict.fromkeys([*own, *self.by_class.get(true, [])]))
 
 
 @dataclass(frozen=True)
@@ -70,16 +85,19 @@ class DistractorSource:
         label = self.label or "+".join(self.names)
         return {"distractors": label, "distractor_sources": records, "distractor_spread": self.spread}
 
-    def hard(self, true: int, k: int, exclude: set[int], rng: np.random.Generator) -> list[tuple[int, str]]:
-        """Up to `k` (class, source name) pairs linked to `true`, none in `exclude`, all distinct. Each source in
-        turn fills the slots left, from its best `spread × slots` candidates (the generator is seeded per image)."""
+    def hard(
+        self, true: int, k: int, exclude: set[int], rng: np.random.Generator, image_id: int | None = None
+    ) -> list[tuple[int, str]]:
+        """Up to `k` (class, source name) pairs linked to `true` (for image `image_id`, when a source knows the
+        image), none in `exclude`, all distinct. Each source in turn fills the slots left, from its best
+        `spread × slots` candidates (the generator is seeded per image)."""
         chosen: list[tuple[int, str]] = []
         taken = set(exclude)
         for name, neighbours in self.sources:
             slots = k - len(chosen)
             if slots <= 0:
                 break
-            candidates = [c for c in dict.fromkeys(neighbours.by_class.get(true, [])) if c not in taken]
+            candidates = [c for c in neighbours.linked(true, image_id) if c not in taken]
             candidates = candidates[: self.spread * slots]
             if len(candidates) > slots:
                 candidates = [int(c) for c in rng.permutation(candidates)[:slots]]

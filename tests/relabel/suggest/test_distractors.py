@@ -294,3 +294,33 @@ def test_the_shipped_real_proposals_table_is_the_release_counted_again(vocab) ->
     assert shipped["proposals"] == 160_073 and "Apache" in shipped["license"]
     tabby = table[vocab.classes[vocab.resolve("tabby")].wnid or ""]
     assert list(tabby)[:2] == ["n02123159", "n02124075"]  # tiger cat, Egyptian cat: the most often proposed
+
+
+def test_a_run_offers_the_photos_own_ranked_classes_before_the_class_links(vocab) -> None:
+    # two photos of class 1: the run ranked 7 and 8 for photo 10, 4 and 5 for photo 11; the class links are 2 and 3
+    run = Neighbours({1: [2, 3]}, "run", by_image={10: [1, 7, 8], 11: [4, 5, 1]})
+    assert run.linked(1, 10) == [1, 7, 8, 2, 3] and run.linked(1, 11) == [4, 5, 1, 2, 3]
+    assert run.linked(1) == run.linked(1, 99) == [2, 3]  # an image the run never scored: the class links
+    ctx = ProtocolContext(vocab, reference={10: [1], 11: [1], 12: [1]}, mc_options=3)
+    ctx.distractors = DistractorSource((("run", run),))
+    chosen = {image: set(q.classes) - {1} for image in (10, 11, 12) if (q := mc_options(image, ctx))}
+    assert chosen == {10: {7, 8}, 11: {4, 5}, 12: {2, 3}}  # the reference is never its own distractor
+
+
+def test_merged_sources_take_turns_per_photo(vocab) -> None:
+    run = Neighbours({1: [2]}, "run", by_image={10: [7, 8]})
+    table = Neighbours({1: [3, 4]}, "table")
+    merged = interleave([("run", run), ("table", table)])
+    assert merged.linked(1, 10) == [7, 3, 8, 4, 2] and merged.linked(1, 11) == [2, 3, 4]
+    assert merged.by_class == {1: [2, 3, 4]}  # the per-class view is unchanged
+
+
+def test_the_run_source_reads_each_photos_ranking(ws, vocab) -> None:
+    stored_run(ws, vocab, "other-model")
+    source = build_distractors("run:other-model@topk", SourceInputs(vocab, "model-under-test", ws))
+    assert source is not None
+    run = source.sources[0][1]
+    assert run.by_image and all(len(ranked) == 5 for ranked in run.by_image.values())
+    egyptian = vocab.resolve("Egyptian cat")
+    cat_photo = next(i for i, ranked in run.by_image.items() if ranked[0] == egyptian)
+    assert run.linked(vocab.resolve("tabby"), cat_photo)[0] == egyptian

