@@ -26,6 +26,7 @@ from relabel.errors import ConflictError, InputError, NotFoundError, StaleCardEr
 from relabel.storable import one_line_name, storable_text
 from relabel.workspace import dataset_vocabulary
 
+MAX_NOTE = 2000  # characters of a decision's note
 MIN_PASSWORD_LENGTH = 8  # for new passwords (`relabel users add`); existing hashes are not checked
 _SCRYPT = {"n": 2**14, "r": 8, "p": 1}
 _DUMMY_SALT = os.urandom(16)  # hashed against when there is no stored hash: the same work, a certain "no"
@@ -126,8 +127,8 @@ def record_annotation(engine: Engine, **decision: Any) -> int:
     return store_annotation(engine, **decision)[0]
 
 
-def store_annotation(
-    engine: Engine,
+def insert_decision(
+    conn: Connection,
     *,
     image_id: int,
     user: str,
@@ -144,15 +145,18 @@ def store_annotation(
     stale_check: Callable[[int | None], None] | None = None,
     dataset_id: int | None = None,
 ) -> tuple[int, bool]:
-    """`record_annotation`, also saying whether this call stored the row (False: its token had been used).
+    """Check and append one decision inside the caller's transaction `conn`: the studio stores a decision in a
+    transaction of its own (`store_annotation`), an importer a whole file in one (`relabel.interop.decisions`).
+    Returns (id, True), or (the first id, False) when `client_token` had been used; raises a RelabelError saying
+    why a decision is refused, writing nothing.
 
     `dataset_id`, when given, is the dataset the caller serves: an image of another dataset is refused (its classes
     would be checked against the wrong vocabulary); `n_classes` is trusted only together with it. `stale_check`,
     when given, is called inside the transaction with the id of the user's newest event on the image (None: none)
     and raises to refuse the decision (a card answered since in another tab).
 
-    Runs on SQLAlchemy Core (three keyed lookups and one INSERT ... RETURNING in one transaction): it is on the path
-    of every decision an annotator saves.
+    Runs on SQLAlchemy Core (three keyed lookups and one INSERT ... RETURNING): it is on the path of every decision
+    an annotator saves.
     """
     classes, flags = list(dict.fromkeys(classes)), list(dict.fromkeys(flags))
     client_token = client_token or None  # an empty token is no token: it must not collide with another
@@ -161,50 +165,59 @@ def store_annotation(
     if verdict in (Verdict.none_fit, Verdict.unclear, Verdict.retract) and classes:
         raise InputError(f"a {verdict.value!r} decision carries no classes")
     check_flags(flags)
+    storable_text(note, "the note", max_length=MAX_NOTE)
+    prior = _token_id(conn, client_token)
+    if prior is not None:
+        return prior, False
+    u = conn.execute(_USER, {"name": user}).first()
+    if u is None:
+        raise NotFoundError(f"unknown user {user!r}; add one with `relabel users add NAME --role annotator`")
+    if adjudicate and u.role is not Role.lead:
+        raise ConflictError(f"user {user!r} is an annotator; only leads adjudicate")
+    if stale_check is not None:
+        stale_check(last_event_id(conn, image_id, u.id))
+    if suggestion_id is not None:
+        shown_for = conn.execute(_SUGGESTION_IMAGE, {"suggestion_id": suggestion_id}).scalar()
+        if shown_for != image_id:  # the run was re-imported since the card was served (ids may be reused)
+            raise StaleCardError(
+                f"suggestion #{suggestion_id} is not a prediction for image {image_id} (its run was "
+                "re-imported since the card was shown); reload the card and decide again"
+            )
+    image_dataset = conn.execute(_IMAGE_DATASET, {"image_id": image_id}).scalar()
+    if image_dataset is None or (dataset_id is not None and image_dataset != dataset_id):
+        raise NotFoundError(f"image id {image_id} does not exist in this dataset")
+    if n_classes is None or dataset_id is None:
+        with Session(bind=conn) as s:
+            n_classes = len(dataset_vocabulary(s, s.get(Dataset, image_dataset)))  # type: ignore[arg-type]
+    out_of_range = [c for c in classes if not 0 <= c < n_classes]
+    if out_of_range:
+        raise InputError(f"classes {out_of_range} are outside 0..{n_classes - 1}")
+    row = {
+        "image_id": image_id,
+        "user_id": u.id,
+        "verdict": verdict,
+        "classes": classes,
+        "flags": flags,
+        "note": note,
+        "seconds_on_item": seconds_on_item,
+        "suggestion_id": suggestion_id,
+        "suggestion_action": suggestion_action,
+        "is_adjudication": adjudicate,
+        "client_token": client_token,
+        "created_at": utcnow(),
+    }
+    new_id = conn.execute(insert(Annotation).values(row).returning(pk(Annotation.id))).scalar_one()
+    return int(new_id), True
+
+
+def store_annotation(engine: Engine, **decision: Any) -> tuple[int, bool]:
+    """`record_annotation`, also saying whether this call stored the row (False: its token had been used):
+    `insert_decision` (whose keywords it takes) in a transaction of its own."""
+    client_token = decision.get("client_token") or None
+    image_id = decision.get("image_id")
     try:
         with engine.begin() as conn:
-            prior = _token_id(conn, client_token)
-            if prior is not None:
-                return prior, False
-            u = conn.execute(_USER, {"name": user}).first()
-            if u is None:
-                raise NotFoundError(f"unknown user {user!r}; add one with `relabel users add NAME --role annotator`")
-            if adjudicate and u.role is not Role.lead:
-                raise ConflictError(f"user {user!r} is an annotator; only leads adjudicate")
-            if stale_check is not None:
-                stale_check(last_event_id(conn, image_id, u.id))
-            if suggestion_id is not None:
-                shown_for = conn.execute(_SUGGESTION_IMAGE, {"suggestion_id": suggestion_id}).scalar()
-                if shown_for != image_id:  # the run was re-imported since the card was served (ids may be reused)
-                    raise StaleCardError(
-                        f"suggestion #{suggestion_id} is not a prediction for image {image_id} (its run was "
-                        "re-imported since the card was shown); reload the card and decide again"
-                    )
-            image_dataset = conn.execute(_IMAGE_DATASET, {"image_id": image_id}).scalar()
-            if image_dataset is None or (dataset_id is not None and image_dataset != dataset_id):
-                raise NotFoundError(f"image id {image_id} does not exist in this dataset")
-            if n_classes is None or dataset_id is None:
-                with Session(bind=conn) as s:
-                    n_classes = len(dataset_vocabulary(s, s.get(Dataset, image_dataset)))  # type: ignore[arg-type]
-            out_of_range = [c for c in classes if not 0 <= c < n_classes]
-            if out_of_range:
-                raise InputError(f"classes {out_of_range} are outside 0..{n_classes - 1}")
-            row = {
-                "image_id": image_id,
-                "user_id": u.id,
-                "verdict": verdict,
-                "classes": classes,
-                "flags": flags,
-                "note": note,
-                "seconds_on_item": seconds_on_item,
-                "suggestion_id": suggestion_id,
-                "suggestion_action": suggestion_action,
-                "is_adjudication": adjudicate,
-                "client_token": client_token,
-                "created_at": utcnow(),
-            }
-            new_id = conn.execute(insert(Annotation).values(row).returning(pk(Annotation.id))).scalar_one()
-            return int(new_id), True
+            return insert_decision(conn, **decision)
     except IntegrityError as exc:  # the same token raced in from another request: that request's row stands
         with engine.connect() as conn:
             existing = _token_id(conn, client_token)

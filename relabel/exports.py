@@ -1,4 +1,4 @@
-"""Export a snapshot: ReaL-style real.json, JSONL, or CSV. Files are written whole or not at all.
+"""Export a snapshot: ReaL-style real.json, JSONL, CSV, or Label Studio tasks. Files are written whole or not at all.
 
 A snapshot whose consensus read votes (`relabel snapshot create --consensus ds`) carries its posteriors: each JSONL
 row gains "posteriors" {class index: P(class present)} and the CSV a `posteriors` column ("207:0.9731|208:0.0412",
@@ -17,6 +17,7 @@ from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy.engine import Engine
 
@@ -24,6 +25,7 @@ from db.engine import session_scope
 from db.models import stored_id
 from relabel.atomic import write_atomic
 from relabel.errors import InputError, unknown_name
+from relabel.interop.label_studio import render_label_studio, run_suggestions
 from relabel.posteriors import format_posteriors
 from relabel.snapshots import SnapshotRow, check_classes, get_snapshot, snapshot_rows
 from relabel.vocabulary import Vocabulary
@@ -80,7 +82,9 @@ def render_csv(rows: list[SnapshotRow], vocab: Vocabulary) -> str:
     return buf.getvalue()
 
 
-Renderer = Callable[[list[SnapshotRow], Vocabulary], str | bytes]
+# (rows, vocabulary, **options) -> the file's content; a renderer takes the options its format declares
+Renderer = Callable[..., str | bytes]
+OPTIONS = {"image_root": "--image-root", "run": "--run"}  # what an export may be asked for beyond its rows
 
 
 @dataclass(frozen=True)
@@ -93,12 +97,18 @@ class ExportFormat:
     suffix: str  # file suffix, without the dot
     summary: str = ""  # a few words for the CLI's help
     binary: bool = False
+    # keywords of OPTIONS the renderer takes, each with a default: image_root (a folder or URL prefix of the image
+    # paths), run (a stored run whose suggestions it writes, given as `run` and `suggestions` by image path)
+    options: tuple[str, ...] = ()
 
 
 EXPORT_FORMATS: dict[str, ExportFormat] = {
     "real": ExportFormat(render_real, "json", "ReaL-style real.json (lists in file-name order)"),
     "jsonl": ExportFormat(render_jsonl, "jsonl", "one JSON record per image"),
     "csv": ExportFormat(render_csv, "csv", "one row per image"),
+    "label-studio": ExportFormat(
+        render_label_studio, "json", "Label Studio tasks (with --image-root, --run)", options=("image_root", "run")
+    ),
 }
 
 
@@ -114,19 +124,37 @@ def export_summaries() -> dict[str, str]:
     return {name: f.summary for name, f in EXPORT_FORMATS.items()}
 
 
-def render_snapshot(name: str, rows: list[SnapshotRow], vocab: Vocabulary) -> str | bytes:
+def render_snapshot(name: str, rows: list[SnapshotRow], vocab: Vocabulary, **options: Any) -> str | bytes:
     """The content of an export in format `name`: text for a text format, bytes for a binary one (a renderer that
-    returns the other kind is a programming error, raised as TypeError)."""
+    returns the other kind is a programming error, raised as TypeError). `options` go to a renderer that takes
+    them (`ExportFormat.options`)."""
     fmt = export_format(name)
-    content = fmt.render(rows, vocab)
+    content = fmt.render(rows, vocab, **options)
     if isinstance(content, bytes) != fmt.binary:
         raise TypeError(f"export format {name!r} must render {'bytes' if fmt.binary else 'text'}")
     return content
 
 
-def export_snapshot(engine: Engine, name: str, *, fmt: str, out: Path, dataset: str | None = None) -> int:
-    """Write snapshot `name` to `out` in format `fmt`; returns the number of images written."""
-    export_format(fmt)  # an unknown format fails before the database is read
+def export_snapshot(
+    engine: Engine,
+    name: str,
+    *,
+    fmt: str,
+    out: Path,
+    dataset: str | None = None,
+    image_root: str | None = None,
+    run: str | None = None,
+) -> int:
+    """Write snapshot `name` to `out` in format `fmt`; returns the number of images written. `image_root` and
+    `run` are for a format that takes them (`ExportFormat.options`); another format refuses them."""
+    asked = {k: v for k, v in (("image_root", image_root), ("run", run)) if v is not None}
+    refused = [k for k in asked if k not in export_format(fmt).options]
+    if refused:
+        takers = [n for n, f in EXPORT_FORMATS.items() if set(refused) <= set(f.options)]
+        raise InputError(
+            f"export format {fmt!r} takes no {' or '.join(OPTIONS[k] for k in refused)}; formats that do: "
+            f"{', '.join(takers) or 'none'}"
+        )
     with suppress(OSError):  # a path the system refuses: write_atomic says why
         if out.is_dir():
             raise InputError(f"--out {str(out)!r} is a directory; give a file path")
@@ -135,7 +163,10 @@ def export_snapshot(engine: Engine, name: str, *, fmt: str, out: Path, dataset: 
         conn = s.connection()
         rows = snapshot_rows(conn, stored_id(get_snapshot(s, ds, name)))
         vocab = dataset_vocabulary(s, ds)
+        options: dict[str, Any] = dict(asked)
+        if run is not None:
+            options["suggestions"] = run_suggestions(conn, stored_id(ds), run)
     labelled = ((r.path, r.classes, r.origin) for r in rows)
     check_classes(labelled, len(vocab), f"snapshot {name!r} not exported (frozen before classes were checked)")
-    write_atomic(out, render_snapshot(fmt, rows, vocab))
+    write_atomic(out, render_snapshot(fmt, rows, vocab, **options))
     return len(rows)

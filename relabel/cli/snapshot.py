@@ -202,18 +202,27 @@ def snapshot_list(settings: Settings, dataset: str | None) -> None:
 @registry_option("--format", "fmt", entries="relabel.exports:export_summaries", required=True, help="{entries}.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="Output file.")
 @click.option("--dataset", help="Dataset name (default: the only one).")
+@click.option(
+    "--image-root",
+    help="label-studio: folder or URL written before each image path (e.g. /data/local-files/?d=val/); default: "
+    "the path as stored.",
+)
+@click.option("--run", help="label-studio: a stored run whose suggestions become the tasks' predictions.")
 @pass_settings
-def snapshot_export(settings: Settings, name: str, fmt: str, out: Path, dataset: str | None) -> None:
+def snapshot_export(
+    settings: Settings, name: str, fmt: str, out: Path, dataset: str | None, image_root: str | None, run: str | None
+) -> None:
     """Write a snapshot to a file (atomically: a failed export leaves no partial file).
 
     \b
     Examples:
       relabel snapshot export round-1 --format real --out regt-round-1.json
       relabel snapshot export round-1 --format csv --out regt-round-1.csv
+      relabel snapshot export round-1 --format label-studio --run effnet --image-root https://host/val/ --out t.json
     """
     from relabel.exports import export_snapshot
 
-    n = export_snapshot(settings.engine, name, fmt=fmt, out=out, dataset=dataset)
+    n = export_snapshot(settings.engine, name, fmt=fmt, out=out, dataset=dataset, image_root=image_root, run=run)
     click.echo(f"wrote {n} image(s) to {out}")
 
 
