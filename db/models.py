@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Protocol, cast
 
-from sqlalchemy import JSON, BigInteger, Column, Index, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, Column, Index, UniqueConstraint, true
 from sqlalchemy.orm import Mapped
 from sqlmodel import Field, SQLModel, col
 
@@ -203,6 +203,8 @@ class User(SQLModel, table=True):
     role: Role = Role.annotator
     password_hash: str | None = None
     created_at: datetime = Field(default_factory=utcnow)
+    # False: disabled by a lead (`relabel users disable`); the user cannot sign in or decide, their decisions stay
+    active: bool = Field(default=True, sa_column_kwargs={"server_default": true()})
 
 
 class Annotation(SQLModel, table=True):

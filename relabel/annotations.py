@@ -95,6 +95,11 @@ def get_user(session: Session, name: str) -> User:
     return row
 
 
+def disabled_user(name: str) -> ConflictError:
+    """The refusal of a decision or undo by a disabled user (one still signed in when a lead disabled them)."""
+    return ConflictError(f"user {name!r} is disabled; a lead can enable them with `relabel users enable {name}`")
+
+
 def _by_token(session: Session, client_token: str | None) -> int | None:
     """The decision already stored under `client_token`, if any: a resent request returns it."""
     if not client_token:
@@ -104,7 +109,7 @@ def _by_token(session: Session, client_token: str | None) -> int | None:
 
 # the lookups made for every saved decision, built once
 _TOKEN = select(col(Annotation.id)).where(col(Annotation.client_token) == bindparam("token"))
-_USER = select(col(User.id), col(User.role)).where(col(User.name) == bindparam("name"))
+_USER = select(col(User.id), col(User.role), col(User.active)).where(col(User.name) == bindparam("name"))
 _IMAGE_DATASET = select(col(Image.dataset_id)).where(col(Image.id) == bindparam("image_id"))
 _SUGGESTION_IMAGE = select(col(Prediction.image_id)).where(col(Prediction.id) == bindparam("suggestion_id"))
 _LAST_EVENT = select(func.max(col(Annotation.id))).where(
@@ -172,6 +177,8 @@ def insert_decision(
     u = conn.execute(_USER, {"name": user}).first()
     if u is None:
         raise NotFoundError(f"unknown user {user!r}; add one with `relabel users add NAME --role annotator`")
+    if not u.active:
+        raise disabled_user(user)
     if adjudicate and u.role is not Role.lead:
         raise ConflictError(f"user {user!r} is an annotator; only leads adjudicate")
     if stale_check is not None:
@@ -240,6 +247,8 @@ def retract_annotation(engine: Engine, annotation_id: int, *, user: str, client_
         if prior is not None:
             return prior
         u = get_user(s, user)
+        if not u.active:
+            raise disabled_user(user)
         target = s.get(Annotation, annotation_id)
         if target is None or target.verdict is Verdict.retract:
             raise NotFoundError(f"decision {annotation_id} does not exist or is itself an undo")

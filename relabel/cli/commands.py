@@ -11,9 +11,9 @@ ENTRY_POINT_GROUP = "relabel.commands"
 
 
 def register(root: click.Group) -> None:
-    from relabel.cli import data, decisions, evaluate, labels, plan, queue, simulate, snapshot, suggest, votes
+    from relabel.cli import data, decisions, evaluate, labels, plan, queue, simulate, snapshot, suggest, users, votes
 
-    for module in (data, labels, votes, decisions, snapshot, queue, suggest, evaluate, plan, simulate):
+    for module in (data, users, labels, votes, decisions, snapshot, queue, suggest, evaluate, plan, simulate):
         for command in module.COMMANDS:
             root.add_command(command)
     for entry in entry_points(group=ENTRY_POINT_GROUP):

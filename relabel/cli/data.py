@@ -1,4 +1,4 @@
-"""Workspace commands: init, ingest, stats, demo, users."""
+"""Workspace commands: init, ingest, stats, demo (users: `relabel.cli.users`)."""
 
 from __future__ import annotations
 
@@ -178,48 +178,4 @@ def first_report(settings: Settings, dataset: str) -> None:
     click.echo(f"evaluation of the suggestion runs against ImGT: {files.markdown}")
 
 
-@click.group()
-def users() -> None:
-    """Annotators and leads of the workspace."""
-
-
-def new_password(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    """The password option's check: too short a password is asked for again (or, given, refused)."""
-    from relabel.annotations import check_new_password
-    from relabel.errors import InputError
-
-    try:
-        return check_new_password(value)
-    except InputError as exc:
-        raise click.BadParameter(str(exc), ctx=ctx, param=param) from exc
-
-
-@users.command("add")
-@click.argument("name")
-@click.option("--role", type=click.Choice(["annotator", "lead"]), default="annotator", show_default=True)
-@click.option(
-    "--password",
-    prompt=True,
-    hide_input=True,
-    confirmation_prompt=True,
-    envvar="RELABEL_PASSWORD",
-    callback=new_password,
-    help="At least 8 characters; prompted for when not given (env RELABEL_PASSWORD).",
-)
-@pass_settings
-def users_add(settings: Settings, name: str, role: str, password: str) -> None:
-    """Add a user with a password (stored as a salted scrypt hash; at least 8 characters).
-
-    \b
-    Example:
-      relabel users add alice --role annotator
-      RELABEL_PASSWORD='correct horse battery' relabel users add lena --role lead
-    """
-    from db.enums import Role
-    from relabel.annotations import add_user
-
-    add_user(settings.engine, name, Role(role), password)
-    click.echo(f"added {role} {name!r}")
-
-
-COMMANDS = [init, ingest, stats, demo, users]
+COMMANDS = [init, ingest, stats, demo]

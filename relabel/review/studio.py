@@ -109,15 +109,20 @@ class Studio:
     # -- users ---------------------------------------------------------------------------------------------------
 
     def login(self, name: str, password: str) -> bool:
-        """True when `name` exists and `password` matches its stored hash. An unknown name costs the same scrypt
-        work as a known one (`verify_password`), so the answer's timing does not tell which names exist. Blocks
-        for the hash (~50 ms): the web studio calls it off its event loop, throttled (`ui.login`)."""
+        """True when `name` exists, is not disabled and `password` matches its stored hash. An unknown or disabled
+        name costs the same scrypt work (`verify_password`) and gets the same False, so neither the answer nor its
+        timing tells which names exist. Blocks for the hash (~50 ms): the web studio calls it off its event loop,
+        throttled (`ui.login`). A sign-in reads the user's role afresh (`relabel users role`)."""
+        query = select(col(User.password_hash)).where(col(User.name) == name, col(User.active))
         with self.engine.connect() as conn:
-            stored = conn.execute(select(col(User.password_hash)).where(col(User.name) == name)).scalar()
-        return verify_password(password, stored)
+            stored = conn.execute(query).scalar()
+        ok = verify_password(password, stored)  # after the connection went back to the pool
+        if ok:
+            self._users.pop(name, None)
+        return ok
 
     def user(self, name: str | None) -> tuple[int, Role]:
-        """(id, role) of a logged-in user; cached, users are never deleted or renamed."""
+        """(id, role) of a logged-in user; cached until their next sign-in (users are never deleted or renamed)."""
         if not name:
             raise ConflictError("not logged in")
         if name not in self._users:
