@@ -200,7 +200,7 @@ def snapshot_list(settings: Settings, dataset: str | None) -> None:
 @snapshot.command("export")
 @click.argument("name")
 @registry_option("--format", "fmt", entries="relabel.exports:export_summaries", required=True, help="{entries}.")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="Output file.")
+@click.option("--out", type=click.Path(path_type=Path), required=True, help="Output file (hf: a new or empty folder).")
 @click.option("--dataset", help="Dataset name (default: the only one).")
 @click.option(
     "--image-root",
@@ -208,21 +208,54 @@ def snapshot_list(settings: Settings, dataset: str | None) -> None:
     "the path as stored.",
 )
 @click.option("--run", help="label-studio: a stored run whose suggestions become the tasks' predictions.")
+@click.option(
+    "--allow-partial",
+    is_flag=True,
+    help="real: write a dataset that is not the full ILSVRC-2012 val set (with a warning); list i is then its i-th "
+    "image in file-name order.",
+)
+@click.option("--force", is_flag=True, help="hf: replace an earlier hf export in --out (files are always replaced).")
 @pass_settings
 def snapshot_export(
-    settings: Settings, name: str, fmt: str, out: Path, dataset: str | None, image_root: str | None, run: str | None
+    settings: Settings,
+    name: str,
+    fmt: str,
+    out: Path,
+    dataset: str | None,
+    image_root: str | None,
+    run: str | None,
+    allow_partial: bool,
+    force: bool,
 ) -> None:
-    """Write a snapshot to a file (atomically: a failed export leaves no partial file).
+    """Write a snapshot to a file, or for hf a folder (atomically: a failed export leaves nothing partial).
+
+    \b
+    real.json gives labels by position in ILSVRC-2012 val, so it is refused for any other dataset
+    unless --allow-partial. hf writes a Hugging Face dataset (datasets.load_from_disk reads it;
+    needs `pip install 'relabel[hf]'`) with the images copied in. jsonl and csv give each image's
+    absolute path in `path`.
 
     \b
     Examples:
       relabel snapshot export round-1 --format real --out regt-round-1.json
       relabel snapshot export round-1 --format csv --out regt-round-1.csv
       relabel snapshot export round-1 --format label-studio --run effnet --image-root https://host/val/ --out t.json
+      relabel snapshot export round-1 --format hf --out regt-round-1/
     """
     from relabel.exports import export_snapshot
 
-    n = export_snapshot(settings.engine, name, fmt=fmt, out=out, dataset=dataset, image_root=image_root, run=run)
+    n = export_snapshot(
+        settings.engine,
+        name,
+        fmt=fmt,
+        out=out,
+        dataset=dataset,
+        image_root=image_root,
+        run=run,
+        allow_partial=allow_partial,
+        replace=force,
+        warn=lambda note: click.echo(f"warning: {note}", err=True),
+    )
     click.echo(f"wrote {n} image(s) to {out}")
 
 
