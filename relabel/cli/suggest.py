@@ -58,7 +58,17 @@ model_option = registry_option(
     show_default=True,
     help="API models: stop the run after N requests in a row get no answer (server down, 429/5xx, timeouts).",
 )
-@click.option("--batch-size", type=int, default=16, show_default=True, help="Images per forward pass (local models).")
+@click.option(
+    "--batch-size",
+    type=int,
+    help="Images per forward pass (local models; default: the model's own, 8 for EfficientNet-Lite0).",
+)
+@click.option(
+    "--threads",
+    type=int,
+    help="torch threads for local models (default: 1 when the machine's load average reaches its core count, "
+    "else torch's default, at most the core count).",
+)
 @click.option("--images-per-request", type=int, default=1, show_default=True, help="Images in one prompt (ow, cw).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the image order and MC options.")
 @click.option("--mc-options", type=int, default=4, show_default=True, help="Options per MC question.")
@@ -87,6 +97,12 @@ model_option = registry_option(
 @click.option("--encoder", help="Text encoder for mapping: minilm, st:MODEL, ... (default: the protocol's, minilm).")
 @click.option("--base-url", envvar="OPENAI_BASE_URL", help="OpenAI-compatible server (env OPENAI_BASE_URL).")
 @click.option("--max-side", type=int, default=1024, show_default=True, help="Longest image side sent to API models.")
+@click.option(
+    "--no-cache",
+    "no_cache",
+    is_flag=True,
+    help="API models: neither read answers from the response cache nor store them (every request is sent).",
+)
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda, mps (local models).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @pass_settings
@@ -99,6 +115,7 @@ def suggest(
     limit: int | None,
     dataset: str | None,
     retry_errors: bool,
+    no_cache: bool,
     quiet: bool,
     **options: object,
 ) -> None:
@@ -106,9 +123,10 @@ def suggest(
 
     Running the same command again resumes: images already answered are skipped, and failed calls that may pass
     (server down, timeouts, HTTP 429/5xx) are asked again; answers already received come from the response cache,
-    never paid for twice. If the server goes down, the run stops early (exit status 75) and says how many images
-    are done, failed and not started. The same command with --retry-errors (third example) also asks again for
-    final errors: refused requests (HTTP 400) and answers that could not be read.
+    never paid for twice; the cache is per run, so another --run name (or another server) asks afresh. If the
+    server goes down, the run stops early (exit status 75) and says how many images are done, failed and not
+    started. The same command with --retry-errors (third example) also asks again for final errors: refused
+    requests (HTTP 400) and answers that could not be read.
 
     \b
     Examples:
@@ -116,6 +134,8 @@ def suggest(
       relabel suggest --model openai:gpt-4o --protocol cwplus --images suspect --concurrency 16
       relabel suggest --model openai:gpt-4o --protocol cwplus --images suspect --concurrency 16 --retry-errors
       relabel suggest --model openai:qwen2.5-vl --base-url http://localhost:8000/v1 --protocol ow
+      relabel suggest --model openai:qwen2.5-vl --base-url http://localhost:8000/v1 --run again --no-cache
+      relabel suggest --threads 1 --batch-size 8                # local model on a busy machine
       relabel suggest --model openai:gpt-4o --protocol cw --accept-synonyms    # synonyms/wnids still count as OOP
       relabel suggest --model hf-vlm:Qwen/Qwen2.5-VL-3B-Instruct --protocol mc --distractors hard
       relabel suggest --model openai:gpt-4o --protocol mc --distractors run:efficientnet-lite0@topk+wordnet
@@ -125,7 +145,7 @@ def suggest(
     from relabel.suggest.runner import run_suggestions
     from relabel.suggest.setup import SuggestSettings, build_job, default_protocol
 
-    s = SuggestSettings(model=model_spec, protocol=protocol, dataset=dataset, **options)  # type: ignore[arg-type]
+    s = SuggestSettings(model=model_spec, protocol=protocol, dataset=dataset, use_cache=not no_cache, **options)  # type: ignore[arg-type]
     job = build_job(s, settings.engine, settings.workspace / "cache")
     name = run_name or f"{model_spec}@{protocol or default_protocol(model_spec)}"
     r = run_suggestions(

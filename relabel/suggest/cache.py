@@ -1,10 +1,19 @@
-"""The response cache: finished model responses stored in the workspace, keyed by a request hash."""
+"""The response cache: finished model responses stored in the workspace, keyed by a request hash.
+
+The key covers everything that determines a response and the run it was asked for: the run name, the model, the
+server (its normalised base URL), the prompt version, the images' content hashes and the generation settings
+(prompt text, system message, max tokens, temperature, image size, extra body). Resuming a run or
+`--retry-errors` therefore reads its own answers again for free, while a new `--run` name or another server asks
+afresh. Rows stored under an older key layout (before the run and the server were part of it) no longer match
+any request; they stay in the table, unused.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
@@ -13,10 +22,44 @@ from sqlmodel import col
 
 from db.models import ResponseCacheEntry
 
+DEFAULT_PORTS = {"http": 80, "https": 443}
 
-def request_key(model: str, prompt_version: str, image_hashes: list[str], params: dict[str, Any]) -> str:
-    """sha256 of everything that determines a response; the same key is never paid for twice."""
-    payload = {"model": model, "prompt": prompt_version, "images": image_hashes, "params": params}
+
+def normalise_base_url(url: str) -> str:
+    """`url` as one server is named once: scheme and host lower-cased, the scheme's default port, any credentials
+    and trailing slashes dropped (`HTTP://Host:80/v1/` -> `http://host/v1`); path and query kept as given."""
+    parts = urlsplit(url.strip())
+    scheme = parts.scheme.lower()
+    host = (parts.hostname or "").lower()
+    if ":" in host:  # an IPv6 literal keeps its brackets
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:  # not a number: keep the URL as given, it still names one server
+        return url.strip().rstrip("/")
+    netloc = host if port is None or port == DEFAULT_PORTS.get(scheme) else f"{host}:{port}"  # no user:password
+    return urlunsplit((scheme, netloc, parts.path.rstrip("/"), parts.query, ""))
+
+
+def request_key(
+    *,
+    run: str,
+    model: str,
+    base_url: str,
+    prompt_version: str,
+    image_hashes: list[str],
+    params: dict[str, Any],
+) -> str:
+    """sha256 (hex) of everything that determines a response, and of the run that asked for it: within one run the
+    same request is never paid for twice; another run or another server asks again."""
+    payload = {
+        "run": run,
+        "model": model,
+        "server": normalise_base_url(base_url),
+        "prompt": prompt_version,
+        "images": image_hashes,
+        "params": params,
+    }
     return hashlib.sha256(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 

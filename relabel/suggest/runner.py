@@ -239,6 +239,8 @@ def run_suggestions(
         kind = "generative" if job.protocol.generative else "scoring"
         raise InputError(f"protocol {job.protocol.name!r} needs a {kind} model; {job.adapter.name!r} is not one")
     job.adapter.check()
+    if hasattr(job.adapter, "run"):  # an adapter with a response cache keys it by run: a new run asks afresh
+        cast(Any, job.adapter).run = run_name
     with session_scope(job.engine) as s:
         ds = get_dataset(s, dataset)
         params = {**job.protocol.describe(job.ctx), "adapter": job.adapter.describe()}

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
+import inspect
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +31,8 @@ class SuggestSettings:
     concurrency: int = 8
     max_retries: int = 5  # per request, after a failure that may pass (API models)
     stop_after_failures: int = STOP_AFTER_FAILURES  # requests in a row without an answer that stop the run (API)
-    batch_size: int = 16
+    batch_size: int | None = None  # None: the adapter's own default (8 for EfficientNet-Lite0)
+    threads: int | None = None  # torch intra-op threads, local models; None: `default_threads()`
     images_per_request: int = 1
     seed: int = 0
     mc_options: int = 4
@@ -39,13 +43,35 @@ class SuggestSettings:
     max_side: int = 1024
     base_url: str | None = None
     device: str = "auto"
+    use_cache: bool = True  # False: API answers are neither read from nor written to the response cache
 
 
 def default_protocol(model: str) -> str:
     return adapter_kind(model).default_protocol
 
 
-def _adapter_options(s: SuggestSettings, engine: Engine, prompt_version: str) -> dict[str, Any]:
+def default_threads() -> int:
+    """torch intra-op threads when --threads is left out: 1 when the 1-minute load average already reaches the
+    core count (more threads then only wait on each other and on the other processes; bench/bench_threads.py),
+    else torch's own default capped at the cores this process may use."""
+    import torch
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # no load average on this system (Windows)
+        load = 0.0
+    return 1 if load >= cores else max(1, min(torch.get_num_threads(), cores))
+
+
+def _takes_threads(spec: str) -> bool:
+    """Whether the adapter class of `spec` accepts a `threads` option (its load then sets torch's threads)."""
+    module_name, _, class_name = adapter_kind(spec).target.partition(":")
+    cls = getattr(importlib.import_module(module_name), class_name)
+    return "threads" in inspect.signature(cls).parameters
+
+
+def _adapter_options(s: SuggestSettings, engine: Engine, prompt_version: str, threads: int | None) -> dict[str, Any]:
     if adapter_kind(s.model).remote:
         return {
             "base_url": s.base_url,
@@ -53,17 +79,45 @@ def _adapter_options(s: SuggestSettings, engine: Engine, prompt_version: str) ->
             "max_retries": s.max_retries,
             "stop_after_failures": s.stop_after_failures,
             "max_side": s.max_side,
-            "cache": DbResponseCache(engine),
+            "cache": DbResponseCache(engine) if s.use_cache else None,
             "prompt_version": prompt_version,
         }
-    return {"device": s.device, "batch_size": s.batch_size}
+    options: dict[str, Any] = {"device": s.device}
+    if s.batch_size is not None:
+        options["batch_size"] = s.batch_size
+    if threads is not None and _takes_threads(s.model):
+        options["threads"] = threads
+    return options
+
+
+def _set_local_threads(s: SuggestSettings) -> int | None:
+    """The torch thread count of a local model (`s.threads`, else `default_threads()`), given to torch now so that
+    adapters without a `threads` option, and the text encoder, run with it too. None: a remote model, torch is
+    left alone."""
+    if adapter_kind(s.model).remote:
+        return None
+    import torch
+
+    threads = s.threads or default_threads()
+    torch.set_num_threads(threads)
+    return threads
+
+
+def quiet_model_loading() -> None:
+    """Keep transformers' weight-loading progress bars and advisory warnings out of relabel's output; downloads
+    (huggingface_hub's own bars) still show their progress."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
 
 
 def _check_counts(s: SuggestSettings) -> None:
     least = {
         "--images-per-request": (s.images_per_request, 1),
         "--concurrency": (s.concurrency, 1),
-        "--batch-size": (s.batch_size, 1),
+        "--batch-size": (1 if s.batch_size is None else s.batch_size, 1),
+        "--threads": (1 if s.threads is None else s.threads, 1),
         "--stop-after-failures": (s.stop_after_failures, 1),
         "--max-retries": (s.max_retries, 0),
     }
@@ -88,11 +142,13 @@ def build_job(s: SuggestSettings, engine: Engine, cache_dir: Path | None) -> Sug
         images_per_request=s.images_per_request,
         accept_synonyms=s.accept_synonyms,
     )
+    quiet_model_loading()
     if protocol.uses_distractors:
         encoder_spec = s.encoder or protocol.default_encoder
         inputs = SourceInputs(vocab, s.model, engine, s.dataset, lambda: load_encoder(encoder_spec), cache_dir)
         ctx.distractors = build_distractors(s.distractors, inputs, s.distractor_spread)
-    adapter = load_adapter(s.model, **_adapter_options(s, engine, protocol.version(ctx)))
+    threads = _set_local_threads(s)
+    adapter = load_adapter(s.model, **_adapter_options(s, engine, protocol.version(ctx), threads))
     adapter.check()  # a missing key or an unreachable server fails here, before the text encoder loads
     encoder = load_encoder(s.encoder or protocol.default_encoder) if protocol.needs_mapper else None
     mapper = ClassNameIndex(encoder, vocab, cache_dir) if protocol.needs_mapper and encoder else None

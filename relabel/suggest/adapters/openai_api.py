@@ -61,6 +61,7 @@ class OpenAIChatAdapter:
         stop_after_failures: int = STOP_AFTER_FAILURES,
         max_side: int = 1024,
         cache: ResponseCache | None = None,
+        run: str = "",
         prompt_version: str = "",
         price_per_1k_input: float | None = None,
         price_per_1k_output: float | None = None,
@@ -70,7 +71,8 @@ class OpenAIChatAdapter:
         """`timeout_s`: seconds per HTTP request; `max_retries`: attempts after the first when a failure may pass;
         `stop_after_failures`: requests in a row without an answer (each after its retries) that stop `generate`
         with an `OutageError`; `max_side`: pixels of the longer image side sent; prices in currency units (e.g. USD)
-        per 1000 tokens. `base_url` and `api_key` default to OPENAI_BASE_URL and OPENAI_API_KEY."""
+        per 1000 tokens. `base_url` and `api_key` default to OPENAI_BASE_URL and OPENAI_API_KEY. `run`: the model run
+        the answers are for; part of every cache key, so another run asks afresh (None `cache`: no cache at all)."""
         _require(bool(model), "model", model, "a model name, e.g. openai:gpt-4o-mini")
         _require(concurrency >= 1, "concurrency", concurrency, "an integer ≥ 1")
         _require(timeout_s > 0, "timeout_s", timeout_s, "seconds > 0")
@@ -85,6 +87,7 @@ class OpenAIChatAdapter:
         self.max_retries = max_retries
         self.max_side = max_side
         self.cache = cache
+        self.run = run  # not in describe(): the run records its own name
         self.prompt_version = prompt_version
         self.extra_body = dict(extra_body or {})
         self.price_per_1k_input = price_per_1k_input
@@ -170,7 +173,8 @@ class OpenAIChatAdapter:
         return (tokens_in * self.price_per_1k_input + tokens_out * self.price_per_1k_output) / 1000
 
     def cache_key(self, request: ChatRequest) -> str:
-        """The response-cache key: everything that determines the answer, images by content hash."""
+        """The response-cache key: the run, the server and everything that determines the answer, images by
+        content hash (`relabel.suggest.cache.request_key`)."""
         params = {
             "prompt": request.prompt,
             "system": request.system,
@@ -179,7 +183,14 @@ class OpenAIChatAdapter:
             "max_side": self.max_side,
             **self.extra_body,
         }
-        return request_key(self.name, self.prompt_version, [ref.sha256 for ref in request.images], params)
+        return request_key(
+            run=self.run,
+            model=self.name,
+            base_url=self.base_url,
+            prompt_version=self.prompt_version,
+            image_hashes=[ref.sha256 for ref in request.images],
+            params=params,
+        )
 
     # -- policy ---------------------------------------------------------------------------------------------------
 
