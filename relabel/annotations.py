@@ -112,6 +112,7 @@ _TOKEN = select(col(Annotation.id)).where(col(Annotation.client_token) == bindpa
 _USER = select(col(User.id), col(User.role), col(User.active)).where(col(User.name) == bindparam("name"))
 _IMAGE_DATASET = select(col(Image.dataset_id)).where(col(Image.id) == bindparam("image_id"))
 _SUGGESTION_IMAGE = select(col(Prediction.image_id)).where(col(Prediction.id) == bindparam("suggestion_id"))
+_INSERT = insert(Annotation).returning(pk(Annotation.id))  # values as parameters: compiled once, not per decision
 _LAST_EVENT = select(func.max(col(Annotation.id))).where(
     col(Annotation.image_id) == bindparam("image_id"), col(Annotation.user_id) == bindparam("user_id")
 )
@@ -213,7 +214,7 @@ def insert_decision(
         "client_token": client_token,
         "created_at": utcnow(),
     }
-    new_id = conn.execute(insert(Annotation).values(row).returning(pk(Annotation.id))).scalar_one()
+    new_id = conn.execute(_INSERT, row).scalar_one()
     return int(new_id), True
 
 
