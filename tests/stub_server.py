@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -110,6 +111,53 @@ def _image_digests(body: dict[str, Any]) -> list[str]:
             if part.get("type") == "image_url":
                 digests.append(hashlib.sha256(part["image_url"]["url"].encode()).hexdigest())
     return digests
+
+
+_PROBE = re.compile(r"Is there an? (.+?) in the image\?")
+CAPTION_PROMPT = "Describe this image in one sentence."
+
+
+@dataclass
+class SceneAnswers:
+    """Answers to relabel's presence probes (pope) and caption prompts from the objects the stub knows are in each
+    image, found by the sha256 of the image_url as sent (`tests.stub_server.image_digest`). Deterministic:
+
+    - "Is there a {class} in the image?": "Yes." when the class is one of the image's objects, else "No."; a class
+      in `unsure` gets "Maybe." (unparseable); with `error_rate` r, the probes whose hash of (image, class) falls
+      below r get the wrong answer, the same ones on every run;
+    - "Describe this image in one sentence.": "A photo of a {first object} next to a {hallucination}.";
+    - any other prompt: `other`.
+    """
+
+    objects: dict[str, list[str]]  # image digest -> class names in the image, the one captions name first
+    hallucination: str = "goldfish"
+    unsure: frozenset[str] = frozenset()
+    error_rate: float = 0.0
+    other: str = "tabby"
+
+    def __call__(self, body: dict[str, Any]) -> str:
+        digests = _image_digests(body)
+        known = self.objects.get(digests[0], []) if digests else []
+        prompt = RecordedRequest("POST", "", {}, body).prompt
+        probe = _PROBE.search(prompt)
+        if probe is not None:
+            name = probe.group(1)
+            if name in self.unsure:
+                return "Maybe."
+            flip = _fraction(f"{digests[0] if digests else ''}|{name}") < self.error_rate
+            return "Yes." if (name in known) != flip else "No."
+        if CAPTION_PROMPT in prompt:
+            return f"A photo of a {known[0] if known else 'thing'} next to a {self.hallucination}."
+        return self.other
+
+
+def _fraction(text: str) -> float:
+    return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16) / 16**8
+
+
+def image_digest(data_url: str) -> str:
+    """The digest `SceneAnswers` and `RecordedRequest.image_digests` know an image by: sha256 of its image_url."""
+    return hashlib.sha256(data_url.encode()).hexdigest()
 
 
 class StubServer:

@@ -80,7 +80,8 @@ model_option = registry_option(
     show_default=True,
     help="MC distractors: {entries}. Join sources with + to try them in order, e.g. "
     "imagenet-confusions+wordnet, or with | to merge them in turns, e.g. 'imagenet-confusions|real-proposals'; "
-    "a run: of the model under test is refused.",
+    "a run: of the model under test is refused. pope: the sources of its adversarial negatives (random: the "
+    "default hard sources).",
 )
 @click.option(
     "--distractor-spread",
@@ -88,6 +89,17 @@ model_option = registry_option(
     default=1,
     show_default=True,
     help="MC: each source picks among its best N × free slots classes (1: always its most confusable ones).",
+)
+@click.option(
+    "--reference",
+    help="pope: the labels its probes are built on: imgt (default), snapshot:NAME, latest or a prior source.",
+)
+@click.option(
+    "--pope-negatives",
+    type=int,
+    default=1,
+    show_default=True,
+    help="pope: negative probes per image for each sampling (random, popular, adversarial).",
 )
 @click.option(
     "--accept-synonyms",
@@ -139,6 +151,8 @@ def suggest(
       relabel suggest --model openai:gpt-4o --protocol cw --accept-synonyms    # synonyms/wnids still count as OOP
       relabel suggest --model hf-vlm:Qwen/Qwen2.5-VL-3B-Instruct --protocol mc --distractors hard
       relabel suggest --model openai:gpt-4o --protocol mc --distractors run:efficientnet-lite0@topk+wordnet
+      relabel suggest --model openai:gpt-4o --protocol pope --reference latest   # yes/no probes, then evaluate
+      relabel suggest --model openai:gpt-4o --protocol caption                   # captions for CHAIR
     """
     from relabel.suggest.distractor_sources import distractors_line
     from relabel.suggest.failures import OutageError

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from relabel.evaluation.label_changes import LabelChange
     from relabel.evaluation.label_sensitivity import LabelSensitivity
     from relabel.evaluation.robustness_outcomes import RobustnessOutcomes
+    from relabel.evaluation.tasks import TaskTables
 
 DEFINITIONS = {
     "top1": "share of scored images whose first prediction is in the image's reference set (ReaL rule; for a "
@@ -345,6 +346,7 @@ class Evaluation:
     label_changes: list[LabelChange] = field(default_factory=list)  # each paired difference taken apart
     label_sensitivity: list[LabelSensitivity] = field(default_factory=list)  # relabel.evaluation.label_sensitivity
     outcomes: Outcomes | None = field(default=None, repr=False, metadata={JSON: False})  # per image, not stored
+    tasks: TaskTables | None = None  # presence probes and captions (relabel.evaluation.tasks)
 
     def score(self, run: str, reference: str) -> RunScore:
         """The score of `run` against `reference`; KeyError naming both when there is none."""

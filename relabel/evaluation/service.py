@@ -26,6 +26,7 @@ from relabel.evaluation.results import Evaluation
 from relabel.evaluation.runs import failure_warnings, load_run, select_runs
 from relabel.evaluation.scoring import score_run
 from relabel.evaluation.storage import latest_robustness, store_evaluation
+from relabel.evaluation.tasks import score_tasks, task_runs
 from relabel.workspace import dataset_vocabulary, get_dataset
 
 
@@ -56,7 +57,8 @@ def evaluate(
         ds = get_dataset(s, dataset)
         specs = list(dict.fromkeys(references or default_reference_specs(s, ds)))
         refs = _unique_names([load_reference(s, ds, spec) for spec in specs])
-        loaded = [load_run(s, r) for r in select_runs(s, ds, runs)]
+        by_classes, by_task = task_runs(select_runs(s, ds, runs))  # pope and caption runs: their own tables
+        loaded = [load_run(s, r) for r in by_classes]
         scores = [score_run(run, ref, n_boot=n_boot, seed=seed) for run in loaded for ref in refs]
         outcomes = build_outcomes(loaded, refs)
         paired = paired_scores(outcomes, n_boot=n_boot, seed=seed)
@@ -84,6 +86,7 @@ def evaluate(
             label_sensitivity=label_sensitivity(s, ds, loaded, refs, n_boot=n_boot, seed=seed),
             label_changes=label_changes(outcomes, refs, _class_names(s, ds), n_boot=n_boot, seed=seed),
             outcomes=outcomes,
+            tasks=score_tasks(s, by_task, refs, n_boot=n_boot, seed=seed),
         )
         if store:
             store_evaluation(s, ds, evaluation)

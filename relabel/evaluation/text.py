@@ -23,6 +23,7 @@ from relabel.evaluation.reliability_text import (
 )
 from relabel.evaluation.results import Evaluation, RobustnessResult, RunScore
 from relabel.evaluation.storage import HistoryEntry
+from relabel.evaluation.tasks_text import render_tasks
 from relabel.suggest.distractor_sources import distractors_line
 
 
@@ -258,6 +259,7 @@ def render_evaluation(ev: Evaluation) -> str:
                          ("out-of-prompt answers", oop_table(ev))):  # fmt: skip
         if table is not None:
             parts += [title, columns(table, "  ")]
+    parts += render_tasks(ev.tasks)
     if ev.reliability is not None:
         parts += render_reliability(ev.reliability)
     if ev.robustness:

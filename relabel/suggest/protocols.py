@@ -1,4 +1,5 @@
-"""How a model is asked and how its answer becomes classes: OW, MC, CW, CW+ and top-k scoring.
+"""How a model is asked and how its answer becomes classes: OW, MC, CW, CW+ and top-k scoring; and the
+registry of every protocol, the presence probes (pope) and captions (caption) of `relabel.suggest.probes` too.
 
 Each protocol builds requests from images, parses outputs into `Answer`s, and is recorded with its prompt's
 version hash. Free-text answers that need the embedding space (OW, and CW+'s out-of-prompt answers) are mapped in
@@ -8,148 +9,27 @@ the run's answers in `params["measured"]` (CW: the strict out-of-prompt rate; MC
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from functools import cached_property
-from importlib import resources
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from relabel.errors import InputError, unknown_name
 from relabel.suggest.class_texts import normalize_answer
-from relabel.suggest.distractors import RANDOM, REFERENCE, DistractorSource, summarize_distractors
-from relabel.suggest.textmap import DEFAULT_ENCODER, ClassNameIndex
+from relabel.suggest.distractors import RANDOM, REFERENCE, summarize_distractors
+from relabel.suggest.probes import Caption, PresenceProbes
+from relabel.suggest.protocol_base import CLASSES, Answer, Pending, Protocol, ProtocolContext, listed_key, load_prompt
+from relabel.suggest.protocol_base import details_json as details_json  # re-exported: the runner's names
+from relabel.suggest.protocol_base import map_pending as map_pending
+from relabel.suggest.protocol_base import prompt_version as prompt_version
+from relabel.suggest.protocol_base import split_lines as split_lines
 from relabel.suggest.types import ChatRequest, ImageRef, ModelOutput
 from relabel.vocabulary import INDEX, Vocabulary
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 TOP_K = 5
-_LINE = re.compile(r"^\s*(?:image\s*)?(\d+)\s*[:.)\-]\s*(.*)$", re.IGNORECASE)
-
-
-def load_prompt(name: str) -> str:
-    return resources.files("relabel.resources.prompts").joinpath(f"{name}.txt").read_text(encoding="utf-8").strip()
-
-
-def prompt_version(*texts: str) -> str:
-    return hashlib.sha256("\n".join(texts).encode()).hexdigest()[:12]
-
-
-@dataclass
-class Answer:
-    """One image's parsed answer. `to_map` holds text still to be mapped to a class in the embedding space.
-
-    An `error` is final unless `retryable` (relabel.suggest.failures): an answer that cannot be parsed is final,
-    since the same cached answer would be parsed again; a failed call is as retryable as the adapter says."""
-
-    classes: list[int] = field(default_factory=list)
-    scores: list[float] | None = None
-    raw: str = ""
-    details: dict[str, Any] = field(default_factory=dict)
-    error: str | None = None
-    retryable: bool = False
-    to_map: str | None = None
-
-
-@dataclass
-class ProtocolContext:
-    vocab: Vocabulary
-    reference: dict[int, list[int]] = field(default_factory=dict)  # image id -> reference labels (MC)
-    seed: int = 0
-    mc_options: int = 4
-    distractors: DistractorSource | None = None  # None: random distractors
-    images_per_request: int = 1
-    accept_synonyms: bool = False  # CW/CW+: also accept an unlisted synonym or wnid (still counted out-of-prompt)
-
-    @property
-    def class_names(self) -> list[str]:
-        return [c.name for c in self.vocab.classes]
-
-    @cached_property
-    def listed_names(self) -> dict[str, int]:
-        """Class index by display name, in the form `listed_key` gives, as the CW prompt lists them."""
-        return {listed_key(c.name): c.index for c in self.vocab.classes}
-
-
-@dataclass
-class Pending:
-    """A request and what is needed to read its answer back."""
-
-    request: ChatRequest
-    images: list[ImageRef]
-    state: list[dict[str, Any]]  # per image
-
-
-class Protocol:
-    """How a model is asked. A subclass declares what the rest of the code reads from the registry: whether it asks
-    a generative model (else it reads a scoring model's ranked scores), whether it needs a reference label, the
-    text encoder that maps its free answers when --encoder is left out, and the few words the CLI's help shows."""
-
-    name = ""
-    summary = ""  # the CLI's help: "open world"
-    generative = True
-    template = ""
-    multi_template = ""
-    needs_mapper = False
-    default_encoder = DEFAULT_ENCODER  # maps answers (needs_mapper) and finds MC's hard distractors
-    needs_reference = False  # MC builds its options around the reference label: an evaluation protocol
-    uses_distractors = False  # MC: reads --distractors
-    reads_synonyms = False  # CW, CW+: read --accept-synonyms
-
-    def version(self, ctx: ProtocolContext) -> str:
-        return prompt_version(self.template, self.multi_template)
-
-    def describe(self, ctx: ProtocolContext) -> dict[str, Any]:
-        return {
-            "protocol": self.name,
-            "prompt_version": self.version(ctx),
-            "images_per_request": ctx.images_per_request,
-        }
-
-    def build(self, images: list[ImageRef], ctx: ProtocolContext) -> list[Pending]:
-        n = ctx.images_per_request
-        return [self._request(images[i : i + n], ctx) for i in range(0, len(images), n)]
-
-    def _request(self, group: list[ImageRef], ctx: ProtocolContext) -> Pending:
-        text = self._prompt(ctx, len(group))
-        return Pending(ChatRequest(tuple(group), text, max_tokens=24 * len(group) + 16), group, [{} for _ in group])
-
-    def _prompt(self, ctx: ProtocolContext, n: int) -> str:
-        raise NotImplementedError
-
-    def parse(self, output: ModelOutput, pending: Pending, ctx: ProtocolContext) -> list[Answer]:
-        if not output.ok:
-            return [
-                Answer(error=output.error, raw=output.text or "", retryable=output.retryable) for _ in pending.images
-            ]
-        texts = split_lines(output.text or "", len(pending.images))
-        if texts is None:
-            reason = f"expected {len(pending.images)} numbered answers, got {output.text!r:.200}"
-            return [Answer(error=reason, raw=output.text or "") for _ in pending.images]
-        return [self._parse_one(t, s, ctx) for t, s in zip(texts, pending.state)]
-
-    def _parse_one(self, text: str, state: dict[str, Any], ctx: ProtocolContext) -> Answer:
-        raise NotImplementedError
-
-    def summarize(self, details: Sequence[dict[str, Any]]) -> dict[str, Any]:
-        """Figures measured over the `details` of a run's answered predictions, stored in `params["measured"]`."""
-        return {}
-
-
-def split_lines(text: str, n: int) -> list[str] | None:
-    """One answer per image: the whole text for one image, numbered lines ("1: tabby") for several."""
-    if n == 1:
-        return [text.strip()]
-    found: dict[int, str] = {}
-    for line in text.splitlines():
-        m = _LINE.match(line)
-        if m and 1 <= int(m.group(1)) <= n:
-            found.setdefault(int(m.group(1)), m.group(2).strip())
-    return [found[i] for i in range(1, n + 1)] if len(found) == n else None
 
 
 class OpenWorld(Protocol):
@@ -272,6 +152,8 @@ PROTOCOLS: dict[str, type[Protocol]] = {
     "cw": ClosedWorld,
     "cwplus": ClosedWorldPlus,
     "topk": TopK,
+    "pope": PresenceProbes,
+    "caption": Caption,
 }
 
 
@@ -290,30 +172,26 @@ def protocol_summaries() -> dict[str, str]:
 
 
 def generative_summaries() -> dict[str, str]:
-    """The protocols that ask a generative model (`relabel evaluate robustness --protocol`)."""
-    return {name: p.summary for name, p in PROTOCOLS.items() if p.generative}
+    """The protocols that ask a generative model for classes (`relabel evaluate robustness --protocol`)."""
+    return {name: p.summary for name, p in PROTOCOLS.items() if p.generative and p.task == CLASSES}
 
 
 def suggestion_protocols() -> tuple[str, ...]:
     """Protocols whose runs' answers the review cards show as suggestions: generative, and asked without a
-    reference label (an MC answer only picks among options built around the label under review)."""
-    return tuple(name for name, p in PROTOCOLS.items() if p.generative and not p.needs_reference)
+    reference label (an MC answer only picks among options built around the label under review), for classes
+    (not pope's probes nor captions)."""
+    return tuple(name for name, p in PROTOCOLS.items() if p.generative and not p.needs_reference and p.task == CLASSES)
+
+
+def task_of_protocol(name: str) -> str:
+    """The task a run of protocol `name` is scored as (`Protocol.task`); runs made elsewhere rank classes."""
+    entry = PROTOCOLS.get(name)
+    return entry.task if entry is not None else CLASSES
 
 
 def ranked_protocols() -> tuple[str, ...]:
     """Protocols whose runs rank classes by score (the cards' classifier, the top-K a model's vote reads)."""
     return tuple(name for name, p in PROTOCOLS.items() if not p.generative) + IMPORTED_PROTOCOLS
-
-
-_QUOTES = "\"'`*_“”‘’ \t\n"
-
-
-def listed_key(text: str) -> str:
-    """An answer or a listed class name as CW compares them: case-folded, runs of white space made one space,
-    surrounding quotes and markdown emphasis and one trailing period dropped, curly apostrophes made straight.
-    Nothing else is forgiven: parentheses, articles and hyphens must be as listed."""
-    t = " ".join(text.replace("’", "'").casefold().split()).strip(_QUOTES)
-    return t[:-1].rstrip(_QUOTES) if t.endswith(".") else t
 
 
 def unlisted_class(text: str, vocab: Vocabulary) -> tuple[int, str] | None:
@@ -367,21 +245,3 @@ def mc_options(image_id: int, ctx: ProtocolContext) -> McOptions | None:
     options = [(true, REFERENCE), *chosen]
     rng.shuffle(options)  # a list shuffles as before: random runs keep their questions
     return McOptions([int(c) for c, _ in options], [source for _, source in options])
-
-
-def map_pending(answers: list[Answer], mapper: ClassNameIndex | None) -> None:
-    """Map every answer with `to_map` text in one batch; records the similarity and that it was mapped."""
-    todo = [a for a in answers if a.to_map is not None and a.error is None]
-    if not todo:
-        return
-    if mapper is None:
-        raise InputError("this protocol maps answers in a text-embedding space; no text encoder was given")
-    result = mapper.map([a.to_map or "" for a in todo])
-    for a, cls, sim in zip(todo, result.classes, result.similarity):
-        a.classes = [int(cls)]
-        a.details.update({"mapped": True, "similarity": round(float(sim), 4)})
-        a.to_map = None
-
-
-def details_json(answer: Answer) -> dict[str, Any] | None:
-    return json.loads(json.dumps(answer.details)) if answer.details else None

@@ -302,7 +302,7 @@ def answer_started(job: SuggestJob, chunk: list[ImageRef]) -> tuple[dict[int, An
     except OutageError as exc:
         outage, generated = exc, exc.outputs
     outputs = dict(zip(map(id, ready), generated))
-    answers: dict[int, Answer] = {}
+    parts: dict[int, list[Answer]] = {}
     for p in pendings:
         if "error" in p.state[0]:
             parsed = [Answer(error=p.state[0]["error"])]
@@ -312,7 +312,10 @@ def answer_started(job: SuggestJob, chunk: list[ImageRef]) -> tuple[dict[int, An
             parsed = job.protocol.parse(out, p, job.ctx)
             for a in parsed:
                 a.details.setdefault("cached", out.cached)
-        answers.update({im.image_id: a for im, a in zip(p.images, parsed)})
+        for im, a in zip(p.images, parsed):
+            parts.setdefault(im.image_id, []).append(a)
+    # a protocol may ask one image several questions (pope's probes): it makes their answers one
+    answers = {i: one for i, found in parts.items() if (one := job.protocol.combine(found)) is not None}
     map_pending(list(answers.values()), job.mapper)
     return answers, outage
 

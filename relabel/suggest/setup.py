@@ -17,6 +17,7 @@ from relabel.suggest.adapters import adapter_kind, load_adapter
 from relabel.suggest.cache import DbResponseCache
 from relabel.suggest.distractor_sources import SourceInputs, build_distractors
 from relabel.suggest.failures import STOP_AFTER_FAILURES
+from relabel.suggest.probe_labels import reference_sets
 from relabel.suggest.protocols import ProtocolContext, get_protocol
 from relabel.suggest.runner import SuggestJob
 from relabel.suggest.textmap import ClassNameIndex, load_encoder
@@ -39,6 +40,8 @@ class SuggestSettings:
     distractors: str = "random"  # random, hard, or sources joined by "+" (relabel.suggest.distractor_sources)
     distractor_spread: int = 1  # MC: each source picks among its best spread × slots classes
     accept_synonyms: bool = False  # cw/cwplus: accept unlisted synonyms and wnids (still counted out-of-prompt)
+    reference: str | None = None  # pope: the labels its probes are built on (a --reference spec; None: ImGT)
+    pope_negatives: int = 1  # pope: negative probes per image and sampling
     encoder: str | None = None  # None: the protocol's default encoder
     max_side: int = 1024
     base_url: str | None = None
@@ -135,18 +138,24 @@ def build_job(s: SuggestSettings, engine: Engine, cache_dir: Path | None) -> Sug
     _check_counts(s)
     if s.accept_synonyms and not protocol.reads_synonyms:
         raise InputError(f"--accept-synonyms is read by the cw and cwplus protocols, not {protocol.name!r}")
+    if (s.reference is not None or s.pope_negatives != 1) and not protocol.reads_reference:
+        raise InputError(f"--reference and --pope-negatives are read by the pope protocol, not {protocol.name!r}")
     ctx = ProtocolContext(
         vocab,
         seed=s.seed,
         mc_options=s.mc_options,
         images_per_request=s.images_per_request,
         accept_synonyms=s.accept_synonyms,
+        negatives=s.pope_negatives,
     )
+    if s.reference is not None:
+        ctx.reference_name, ctx.reference = reference_sets(engine, s.dataset, s.reference)
     quiet_model_loading()
     if protocol.uses_distractors:
         encoder_spec = s.encoder or protocol.default_encoder
         inputs = SourceInputs(vocab, s.model, engine, s.dataset, lambda: load_encoder(encoder_spec), cache_dir)
-        ctx.distractors = build_distractors(s.distractors, inputs, s.distractor_spread)
+        spec = protocol.distractors_when_random if s.distractors == "random" else ""
+        ctx.distractors = build_distractors(spec or s.distractors, inputs, s.distractor_spread)
     threads = _set_local_threads(s)
     adapter = load_adapter(s.model, **_adapter_options(s, engine, protocol.version(ctx), threads))
     adapter.check()  # a missing key or an unreachable server fails here, before the text encoder loads
