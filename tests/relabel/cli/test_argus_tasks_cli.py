@@ -17,8 +17,10 @@ from sqlalchemy import select
 from sqlmodel import Session, col
 
 from db import create_db_engine, init_db
+from db.enums import Verdict
 from db.models import ModelRun, Prediction
 from relabel.cli import main
+from relabel.snapshots import create_snapshot
 from relabel.suggest.adapters.openai_api import encode_image
 from tests import evaluation_workspace as ws
 from tests.stub_server import SceneAnswers, StubServer, image_digest
@@ -54,6 +56,11 @@ def relabel(workspace: Path, capsys: pytest.CaptureFixture[str], *args: str) -> 
 def scene(tmp_path: Path) -> SceneAnswers:
     digests = {n.split("_")[1][0]: image_digest(encode_image(tmp_path / "photos" / n, 1024)) for n in ws.FILES}
     return SceneAnswers({digests[k]: v for k, v in SEEN.items()}, hallucination="goldfish", unsure=frozenset({"tabby"}))
+
+
+def suggest_args(url: str, protocol: str, run: str, *extra: str) -> list[str]:
+    return ["suggest", "--model", "openai:stub-model", "--quiet", "--base-url", url, "--protocol", protocol, "--run",
+            run, *extra]  # fmt: skip
 
 
 def row(out: str, *first: str) -> list[str]:
@@ -138,3 +145,38 @@ def test_pope_options_are_refused_for_other_protocols(workspace: Path, capsys) -
     code, _, err = relabel(workspace, capsys, "suggest", "--model", "openai:stub-model", "--protocol", "cw",
                            "--reference", "team")  # fmt: skip
     assert code != 0 and "--reference and --pope-negatives are read by the pope protocol, not 'cw'" in err
+
+
+def test_probes_built_on_a_snapshot_are_scored_beside_imgt(workspace: Path, tmp_path: Path, capsys) -> None:
+    """The snapshot lists a {tench, goldfish}, b {tench}, c {goldfish}, d {tabby, tiger cat}, e {tabby}; the stub
+    answers every probe truly (SEEN). Adversarial negatives: b goldfish and e tiger cat (yes: false alarms under the
+    snapshot too), c tench (no); a's and d's groups are all positives, so theirs are drawn among the other classes."""
+    engine = create_db_engine(f"sqlite:///{workspace / 'relabel.db'}")
+    ids = ws.letter_ids(engine)
+    ws.decide(
+        engine, ids, {"a": (Verdict.labels, [ws.TENCH, ws.GOLDFISH]), "d": (Verdict.labels, [ws.TABBY, ws.TIGER_CAT])}
+    )
+    create_snapshot(engine, "round-1")
+    engine.dispose()
+    answers = scene(tmp_path)
+    with StubServer(answer=SceneAnswers(answers.objects)) as stub:
+        args = suggest_args(stub.url, "pope", "pope", "--reference", "snapshot:round-1")
+        code, out, err = relabel(workspace, capsys, *args, "--distractors", f"file:{tmp_path / 'groups.json'}")
+        assert code == 0, err
+        hard = suggest_args(stub.url, "pope", "pope-hard", "--limit", "1")  # adversarial from the default sources
+        assert relabel(workspace, capsys, *hard)[0] == 0
+    code, out, err = relabel(
+        workspace, capsys, "evaluate", "--run", "pope", "--run", "pope-hard", "--boot", "0", "--no-report"
+    )
+    assert code == 0, err
+    # under the snapshot: 7 positives all yes, false alarms on b's goldfish and e's tiger cat, 3 negatives no
+    expected = ["5", "12", "83.33", "77.78", "100.00", "87.50", "75.00", "0", "2", "+16.67"]
+    assert row(out, "pope", "adversarial", "round-1")[:10] == expected
+    # under imgt a's goldfish and d's tiger cat are false alarms too: 8 of 12 right
+    assert row(out, "pope", "adversarial", "imgt")[:3] == ["5", "12", "66.67"]
+    engine = create_db_engine(f"sqlite:///{workspace / 'relabel.db'}")
+    with Session(engine) as s:
+        runs = {r.name: r.params for r in s.scalars(select(ModelRun))}
+    engine.dispose()
+    assert runs["pope"]["reference"] == "round-1"
+    assert runs["pope-hard"]["adversarial"]["distractors"] == "imagenet-confusions|real-proposals+wordnet"

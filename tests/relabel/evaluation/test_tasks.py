@@ -4,6 +4,7 @@ every number counted by hand (tests/evaluation_workspace.py: ImGT a, b tench; c 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from sqlalchemy.engine import Engine
 
 from db import create_db_engine, init_db
 from relabel.evaluation import evaluate
+from relabel.evaluation.report import write_report
 from relabel.evaluation.tasks_text import render_tasks
 from tests import evaluation_workspace as ws
 
@@ -86,3 +88,11 @@ def test_chair_rows_count_unmapped_mentions_and_failed_captions_apart(engine: En
     assert team.versus is not None and team.versus.hallucinated_a_true_b == 1
     text = "\n".join(render_tasks(ev.tasks))
     assert "run 'k': 1 image(s) got no answer" in text and "not an exhaustive object list" in text
+
+
+def test_the_task_rows_are_in_the_reports_json(engine: Engine, tmp_path: Path) -> None:
+    ev = evaluate(engine, references=["imgt", "team"], n_boot=0, store=False)
+    written = write_report(ev, tmp_path / "report")
+    tasks = json.loads(written.data.read_text())["tasks"]
+    assert tasks["chair"][1]["score"]["coverage"] == 0.4 and tasks["n_left_out"] == {"p": 1, "k": 1}
+    assert [r["sampling"] for r in tasks["presence"][:2]] == ["random", "random"]
