@@ -70,6 +70,8 @@ def evaluate(
     Against a
     snapshot that stores posteriors (`snapshot create --consensus ds`), the expected top-1 over label sets sampled
     from them and its interval with label uncertainty (after Stutz et al. 2023) are shown beside top-1.
+    Runs of the pope and caption protocols get their own tables: POPE's presence numbers per sampling and CHAIR,
+    against the first reference and each other one side by side.
 
     \b
     Examples:

@@ -180,3 +180,17 @@ def test_probes_built_on_a_snapshot_are_scored_beside_imgt(workspace: Path, tmp_
     engine.dispose()
     assert runs["pope"]["reference"] == "round-1"
     assert runs["pope-hard"]["adversarial"]["distractors"] == "imagenet-confusions|real-proposals+wordnet"
+
+
+def test_the_stub_flips_the_same_probes_at_its_error_rate() -> None:
+    def body(name: str, url: str) -> dict:
+        content = [{"type": "text", "text": f"Is there a {name} in the image? Answer yes or no."},
+                   {"type": "image_url", "image_url": {"url": url}}]  # fmt: skip
+        return {"messages": [{"role": "user", "content": content}]}
+
+    urls = [f"data:image/jpeg;base64,{i}" for i in range(400)]
+    objects = {image_digest(u): ["tench"] for u in urls}
+    truthful, noisy = SceneAnswers(objects), SceneAnswers(objects, error_rate=0.25)
+    assert {truthful(body("tench", u)) for u in urls} == {"Yes."} and truthful(body("tabby", urls[0])) == "No."
+    flipped = [noisy(body("tench", u)) == "No." for u in urls]
+    assert 0.18 < sum(flipped) / len(urls) < 0.32 and flipped == [noisy(body("tench", u)) == "No." for u in urls]
