@@ -109,9 +109,9 @@ def test_only_card_images_are_served_and_lead_downloads_go_out_as_copies(server:
     report.write_text("# lead-only report\n")
     lena = client(url, "lena")
     lena.predict("files-x", "keep", 1, "unanimous", 0.9, "off", api_name="/create_snapshot")
-    export = Path(lena.predict("files-x", "real", api_name="/export_snapshot"))
-    assert json.loads(export.read_text())  # the lead got the export
-    written = next((folder / "exports").glob("files-x-*.real.json"))
+    export = Path(lena.predict("files-x", "jsonl", api_name="/export_snapshot"))
+    assert json.loads(export.read_text().splitlines()[0])  # the lead got the export
+    written = next((folder / "exports").glob("files-x-*.jsonl"))
     assert export.read_bytes() == written.read_bytes()
 
     alice = httpx.Client(base_url=url, timeout=30)

@@ -159,7 +159,7 @@ class TestExportNames:
     def test_the_studio_exports_csv_as_dot_csv(self, studio: Studio, tmp_path: Path) -> None:
         handlers.create_snapshot(studio, "lena", "round-1", "keep", 1)
         exported = {
-            f: Path(handlers.export_snapshot(studio, "lena", "round-1", f, tmp_path / "x")) for f in ("csv", "real")
+            f: Path(handlers.export_snapshot(studio, "lena", "round-1", f, tmp_path / "x")) for f in ("csv", "jsonl")
         }
         assert exported["csv"].name.endswith(".csv") and not exported["csv"].name.endswith(".csv.csv")
-        assert exported["real"].name.endswith(".real.json") and exported["csv"].read_text().count("\n") == 7
+        assert exported["jsonl"].name.endswith(".jsonl") and exported["csv"].read_text().count("\n") == 7

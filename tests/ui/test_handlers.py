@@ -69,9 +69,11 @@ class TestLeads:
         assert stored_annotations(studio, "lena")[0].is_adjudication
         message = handlers.create_snapshot(studio, "lena", "round-1", "keep", 1)
         assert "snapshot 'round-1'" in message and "B 1" in message
-        path = Path(handlers.export_snapshot(studio, "lena", "round-1", "real", tmp_path / "exports"))
-        labels = json.loads(path.read_text())
+        path = Path(handlers.export_snapshot(studio, "lena", "round-1", "jsonl", tmp_path / "exports"))
+        labels = [json.loads(line)["labels"] for line in path.read_text().splitlines()]
         assert len(labels) == 6 and [VOCAB.resolve("n04008634")] in labels
+        with pytest.raises(InputError, match="not the full val set"):  # real.json is by position in ILSVRC-2012 val
+            handlers.export_snapshot(studio, "lena", "round-1", "real", tmp_path / "exports")
         voted = handlers.create_snapshot(studio, "lena", "round-1-ds", "keep", 1, "ds", 0.9)
         assert "snapshot 'round-1-ds'" in voted
         with Session(studio.engine) as s:

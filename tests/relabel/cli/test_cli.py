@@ -123,7 +123,7 @@ def test_workflow_through_the_cli(tmp_path: Path) -> None:
         ["predictions", "import", str(tmp_path / "preds.csv"), "--run", "m"],
         ["snapshot", "create", "s1", "--base", "team"],
         ["snapshot", "create", "s2"],
-        ["snapshot", "export", "s1", "--format", "real", "--out", str(tmp_path / "s1.json")],
+        ["snapshot", "export", "s1", "--format", "real", "--out", str(tmp_path / "s1.json"), "--allow-partial"],
         ["snapshot", "diff", "s1", "s2"],
         ["snapshot", "list"],
         ["stats"],
