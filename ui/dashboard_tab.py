@@ -216,6 +216,36 @@ def reliability_values(ws: WorkspaceContext, user: str) -> tuple[str, list[list[
     return line, rows
 
 
+TRUST_HEADERS = [
+    "by",
+    "group",
+    "shown",
+    "accepted",
+    "edited",
+    "rejected",
+    "confirmed or integrated",
+    "kept by adjudication",
+]
+
+
+def trust_values(ws: WorkspaceContext, user: str) -> tuple[str, list[list[Any]]]:
+    """Suggestion trust (`relabel.suggestion_trust`) as a line and table rows; leads only. Run, model and protocol
+    names are cells of text, never markup."""
+    from relabel.suggestion_trust import share_text, suggestion_trust
+
+    ws.require_lead(user)
+    rows = suggestion_trust(ws.engine, ws.dataset_name)
+    if not rows:
+        return "no standing decision was made with a stored suggestion on screen yet", []
+    shown = sum(r.shown for r in rows if r.group == "run")
+    line = f"{shown:,} standing decisions with a suggestion on screen · shares with 95 % Wilson intervals"
+    cells = [
+        [r.group, r.name, r.shown, *(share_text(s) for s in (r.accepted, r.edited, r.rejected, r.taken_up, r.survives))]
+        for r in rows
+    ]
+    return line, cells
+
+
 def build(
     ws: WorkspaceContext,
     guarded: Callable[[Callable[..., Any]], Callable[..., Any]],
@@ -253,6 +283,13 @@ def build(
     fit_btn.click(
         guarded(lambda u: reliability_values(ws, u)), None, [fitted, reliability], api_name="worker_reliability"
     )
+    with gr.Accordion(
+        "Suggestion trust: accepted, integrated and kept, by run, protocol, model and confidence", open=False
+    ):
+        trust_btn = gr.Button("Count", size="sm")
+        trusted = gr.Textbox(show_label=False, interactive=False, lines=1)
+        trust = gr.Dataframe(headers=TRUST_HEADERS, interactive=False, wrap=True)
+    trust_btn.click(guarded(lambda u: trust_values(ws, u)), None, [trusted, trust], api_name="suggestion_trust")
     with gr.Accordion("Audit trail: every decision, newest first", open=False):
         with gr.Row():
             who = gr.Textbox(label="user (empty: everyone)", lines=1, scale=2)

@@ -124,6 +124,21 @@ class TestLeads:
         assert pairs[0][:3] == ["alice", "bob", 1] and "Fleiss" in agreement
         assert classes[0][4] == 1  # the disputed class first
 
+    def test_suggestion_trust_counts_the_decisions_made_with_a_suggestion(self, studio: Studio, tmp_path: Path) -> None:
+        from ui.dashboard_tab import trust_values
+
+        ws = WorkspaceContext.of(studio, tmp_path)
+        line, rows = trust_values(ws, "lena")
+        assert rows == [] and "no standing decision" in line
+        for user in ("alice", "bob"):
+            decide(studio, user, next_card(studio, user), "suggestion" if user == "alice" else "none_fit")
+        line, rows = trust_values(ws, "lena")
+        by_run = [r for r in rows if r[0] == "run"]
+        assert line.startswith("2 standing decisions") and len(by_run) == 1
+        assert by_run[0][2] == 2 and by_run[0][3].startswith("50 % (") and by_run[0][5].startswith("50 % (")
+        with pytest.raises(ConflictError):
+            trust_values(ws, "alice")
+
 
 class TestImages:
     def test_display_images_are_served_from_the_cache(self, studio: Studio) -> None:
