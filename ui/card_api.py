@@ -19,6 +19,7 @@ from relabel.consensus import Outcome
 from relabel.errors import InputError, NotFoundError, StaleCardError
 from relabel.review.cards import Card
 from relabel.review.class_search import ClassSearch
+from relabel.review.near_duplicates import near_duplicates
 from relabel.review.queue import QueueFilter
 from relabel.review.studio import ACTIONS, MAX_NOTE, Disputed, Studio
 from relabel.storable import storable_text
@@ -27,6 +28,7 @@ from ui import views
 from ui.card_payload import card_payload, class_ref, file_url
 
 MAX_SEARCH = 12
+GLOSS_CHARS = 90  # a description in the picker: one short line
 FULL_SIDE = 0  # the display cache's "full resolution"
 
 
@@ -264,7 +266,27 @@ def search(studio: Studio, user: str, data: dict[str, Any], searcher: ClassSearc
     matches = searcher.search(query, limit=MAX_SEARCH)
     return {
         "query": query,
-        "matches": [class_ref(studio.vocab, m.index) | {"how": m.how, "term": m.term} for m in matches],
+        "matches": [picker_ref(studio.vocab, m.index) | {"how": m.how, "term": m.term} for m in matches],
+    }
+
+
+def shortened(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` characters at a word boundary, with "…" where it was cut."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1].rsplit(" ", 1)[0].rstrip(" ,;:")
+    return f"{cut}…"
+
+
+def picker_ref(vocab: Vocabulary, index: int) -> dict[str, Any]:
+    """A search hit as the picker lists it: `class_ref`, the class's short description (what "mouse" or "boxer"
+    is here) and the near-duplicate classes it may be confused with (`relabel.review.near_duplicates`)."""
+    ref = class_ref(vocab, index)
+    c = vocab.classes[index]
+    twins = near_duplicates(vocab).get(index, ())
+    return ref | {
+        "gloss": shortened(c.gloss, GLOSS_CHARS),
+        "duplicates": [class_ref(vocab, t)["label"] for t in twins],
     }
 
 

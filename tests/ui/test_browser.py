@@ -230,6 +230,25 @@ def test_search_picks_what_was_typed(studio_url: tuple[Studio, str], browser: An
     assert names == ["espresso", "cup", "tiger", "cardigan", "car wheel"]
 
 
+def test_the_picker_says_what_each_class_is_and_marks_near_duplicates(
+    studio_url: tuple[Studio, str], browser: Any
+) -> None:
+    _, url = studio_url
+    page = open_page(browser, url, "dave")
+    page.keyboard.press("/")
+    page.keyboard.type("notebook")
+    page.wait_for_function(
+        "sel => document.querySelector(sel).textContent.startsWith('Enter adds')", arg=f"{REVIEW} .rg-preview"
+    )
+    first = page.locator(f"{REVIEW} .rg-picker .rg-results li").first
+    assert first.locator(".rg-gloss").inner_text().lower().startswith("a portable")  # the notebook computer
+    assert first.locator(".rg-dup").inner_text() == "≈ near-duplicate of laptop (n03642806)"
+    assert "≈ laptop (n03642806)" in page.inner_text(f"{REVIEW} .rg-preview")
+    box = first.bounding_box()
+    assert box is not None and box["x"] >= 0 and box["y"] >= 0  # the list opens on screen
+    page.context.close()
+
+
 def test_the_flag_buttons_and_their_help_come_from_the_registry(studio_url: tuple[Studio, str], browser: Any) -> None:
     """The card builds its flag buttons, keys and the help's flag row from the boot payload (relabel/card_flags.py)."""
     _, url = studio_url

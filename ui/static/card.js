@@ -315,7 +315,14 @@
       clear(list);
       s.results.forEach((m, i) => {
         const li = make("li", i === s.active ? "rg-active" : "");
-        li.append(make("span", "", m.label), make("span", "rg-how", m.how === "exact" ? "" : m.how));
+        const what = make("span", "rg-what", m.label);
+        if (m.gloss) what.append(make("span", "rg-gloss", m.gloss));
+        if (m.duplicates && m.duplicates.length) {
+          const twin = make("span", "rg-dup", `≈ near-duplicate of ${m.duplicates.join(", ")}`);
+          twin.title = "these classes name one kind of object: check which fits, or add both";
+          what.append(twin);
+        }
+        li.append(what, make("span", "rg-how", m.how === "exact" ? "" : m.how));
         li.addEventListener("mousedown", (ev) => { ev.preventDefault(); s.active = i; pick(); });
         list.appendChild(li);
       });
@@ -348,6 +355,7 @@
       const m = search && search.answered === query ? search.results[search.active] : null;
       if (m) {
         box.append("Enter adds ", make("b", "", m.label), m.how === "exact" ? "" : ` (${m.how} match for "${query}")`);
+        if (m.duplicates && m.duplicates.length) box.append(make("span", "rg-dup", ` ≈ ${m.duplicates.join(", ")}`));
       } else if (search && search.answered === query) {
         box.append(`no class matches "${query}"`);
       } else { box.append("searching…"); }
