@@ -10,6 +10,10 @@ model run, so a resumed run needs the same one): `go_down()`, or `die_after = n`
 n-th chat request; from then on new connections are refused and requests on open connections get no response.
 `come_back()` listens again.
 
+It also serves the Batch API (`/v1/files`, `/v1/batches`): `stub.batch`, a `tests.stub_batches.BatchDesk`, holds the
+uploaded files and the batches, which end after `stub.batch.complete_after` polls with each line answered as a
+chat request would be.
+
 Example:
     with StubServer(latency_s=0.01) as stub:
         stub.inject(Fault.rate_limit(retry_after="2"), Fault.server_error())
@@ -29,6 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.stub_batches import BatchDesk
 
 Answer = str | Callable[[dict[str, Any]], str]  # the reply text, or a function of the request body
 
@@ -188,6 +194,7 @@ class StubServer:
         self._chats_seen = 0
         self._lock = threading.Lock()
         self._stopping = threading.Event()
+        self.batch = BatchDesk(self)  # the Batch API: files and batches
         self._httpd = self._listen(0)
         self._port = int(self._httpd.server_address[1])
         self._thread = threading.Thread(target=self._serve, name="stub-openai", daemon=True)
@@ -311,11 +318,16 @@ def _make_handler(stub: StubServer) -> type[BaseHTTPRequestHandler]:
             elif self.path.rstrip("/").endswith("/models") and stub.models is not None:
                 data = [{"id": m, "object": "model", "created": 0, "owned_by": "stub"} for m in stub.models]
                 self._reply(200, json.dumps({"object": "list", "data": data}).encode())
+            elif stub.batch.handles(self.path):
+                self._reply(*stub.batch.get(self.path))
             else:
                 self._reply(404, _error_body(f"no route for GET {self.path}", "not_found"))
 
         def do_POST(self) -> None:
             raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            if stub.batch.handles(self.path):
+                self._batch_post(raw)
+                return
             body = json.loads(raw)
             recorded = RecordedRequest(
                 "POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body if stub.keep_bodies else None
@@ -328,6 +340,18 @@ def _make_handler(stub: StubServer) -> type[BaseHTTPRequestHandler]:
                 self._answer(body, fault)
             finally:
                 stub._done()
+
+        def _batch_post(self, raw: bytes) -> None:
+            with stub._lock:
+                stub.requests.append(
+                    RecordedRequest("POST", self.path, {k.lower(): v for k, v in self.headers.items()}, None)
+                )
+            if stub.down:
+                self.close_connection = True
+            elif not self._authorized():
+                self._reply(*_UNAUTHORIZED)
+            else:
+                self._reply(*stub.batch.post(self.path, self.headers.get("Content-Type", ""), raw))
 
         def _answer(self, body: dict[str, Any], fault: Fault | None) -> None:
             if not self._authorized():

@@ -115,6 +115,13 @@ model_option = registry_option(
     is_flag=True,
     help="API models: neither read answers from the response cache nor store them (every request is sent).",
 )
+@click.option(
+    "--batch-api",
+    is_flag=True,
+    help="openai models: send the requests as OpenAI Batch API jobs (half the price, answers within 24 h); "
+    "run the same command again after an interruption to pick up the same batch.",
+)
+@click.option("--poll-seconds", type=float, default=30.0, show_default=True, help="--batch-api: seconds between polls.")
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda, mps (local models).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @pass_settings
@@ -128,6 +135,8 @@ def suggest(
     dataset: str | None,
     retry_errors: bool,
     no_cache: bool,
+    batch_api: bool,
+    poll_seconds: float,
     quiet: bool,
     **options: object,
 ) -> None:
@@ -153,6 +162,7 @@ def suggest(
       relabel suggest --model openai:gpt-4o --protocol mc --distractors run:efficientnet-lite0@topk+wordnet
       relabel suggest --model openai:gpt-4o --protocol pope --reference latest   # yes/no probes, then evaluate
       relabel suggest --model openai:gpt-4o --protocol caption                   # captions for CHAIR
+      relabel suggest --model openai:gpt-4o-mini --protocol cw --batch-api       # Batch API: half the price
     """
     from relabel.suggest.distractor_sources import distractors_line
     from relabel.suggest.failures import OutageError
@@ -162,15 +172,29 @@ def suggest(
     s = SuggestSettings(model=model_spec, protocol=protocol, dataset=dataset, use_cache=not no_cache, **options)  # type: ignore[arg-type]
     job = build_job(s, settings.engine, settings.workspace / "cache")
     name = run_name or f"{model_spec}@{protocol or default_protocol(model_spec)}"
-    r = run_suggestions(
-        job,
-        dataset=dataset,
-        run_name=name,
-        which=which,
-        limit=limit,
-        retry_errors=retry_errors,
-        show_progress=not quiet,
-    )
+    if batch_api:
+        from relabel.suggest.batch_api import run_batch_suggestions
+
+        r = run_batch_suggestions(
+            job,
+            dataset=dataset,
+            run_name=name,
+            which=which,
+            limit=limit,
+            retry_errors=retry_errors,
+            poll_seconds=poll_seconds,
+            show_progress=not quiet,
+        )
+    else:
+        r = run_suggestions(
+            job,
+            dataset=dataset,
+            run_name=name,
+            which=which,
+            limit=limit,
+            retry_errors=retry_errors,
+            show_progress=not quiet,
+        )
     click.echo(r.line())
     if job.ctx.distractors is not None and (line := distractors_line(job.ctx.distractors.describe())):
         click.echo(f"  {line}")

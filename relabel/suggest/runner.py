@@ -17,76 +17,30 @@ rate of CW); neither has to match when a run is resumed.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
-from sqlalchemy import bindparam, insert, select, update
+from sqlalchemy import select, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
 from db.engine import session_scope
 from db.enums import ImageStatus, PredictionStatus
-from db.models import Dataset, Image, Label, ModelRun, Prediction, pk, utcnow
+from db.models import Dataset, Image, Label, ModelRun, Prediction, pk
 from relabel import __version__
 from relabel.errors import ConflictError, InputError
 from relabel.progress import progress_bar
-from relabel.suggest.failures import RETRYABLE_MARK, OutageError, needs_retry
-from relabel.suggest.protocols import Answer, Protocol, ProtocolContext, details_json, map_pending
+from relabel.suggest.failures import OutageError, needs_retry
+from relabel.suggest.protocols import Answer, Pending, Protocol, ProtocolContext, map_pending
+from relabel.suggest.run_store import RunSummary, store_answers
 from relabel.suggest.textmap import ClassNameIndex
 from relabel.suggest.types import Adapter, GenerativeAdapter, ImageRef, ModelOutput, ScoringAdapter, ranks_classes
 from relabel.workspace import IMGT, get_dataset, get_source
 
 SELECTIONS = ("all", "suspect")  # "suspect": see suspect_image_ids
-TALLIES = ("usage", "measured")  # params written after each call, not settings: left out of the resume check
-
-
-@dataclass
-class RunSummary:
-    """Counts of one call; `ok + errors + not_started` is the number of images it had to do."""
-
-    run: str
-    total: int  # images selected
-    done_before: int  # with an answer or a final error when this call started (resume)
-    ok: int = 0
-    errors: int = 0
-    retryable: int = 0  # of `errors`: asked again by the next run
-    retried: int = 0  # images that had an error before and were asked again by this call
-    oop: int = 0
-    cached: int = 0
-    not_started: int = 0  # left for the next run: the call stopped early
-    stopped: str | None = None  # why the call stopped early (an outage), None when it went through
-    usage: dict[str, int] = field(default_factory=dict)
-    cost: float | None = None
-    seconds: float = 0.0
-    measured: dict[str, Any] = field(default_factory=dict)  # the run's params["measured"] after this call
-
-    def line(self) -> str:
-        """The one-line summary a person reads after the run."""
-        share = self.measured.get("hard_distractor_share")
-        final = self.errors - self.retryable
-        kinds = [f"{self.retryable} retryable: run again"] * bool(self.retryable)
-        kinds += [f"{final} final: --retry-errors"] * bool(final)
-        return (
-            f"run {self.run!r}: {self.total} image(s), {self.done_before} done before, now {self.ok} ok, "
-            f"{self.errors} error(s)"
-            + (f" ({', '.join(kinds)})" if kinds else "")
-            + (f", {self.retried} earlier error(s) retried" if self.retried else "")
-            + (f", {self.oop} out-of-prompt ({self.oop / max(self.ok, 1):.1%} of answers)" if self.oop else "")
-            + (f", {self.cached} from cache" if self.cached else "")
-            + (f", {self.not_started} not started" if self.not_started else "")
-            + (f", hard distractors {share:.1%}" if share is not None else "")
-        )
-
-    def stop_message(self) -> str:
-        """Why the call stopped early and where it stands, on one line ("" when it went through)."""
-        if self.stopped is None:
-            return ""
-        return (
-            f"stopped early: {self.stopped}; {self.ok} image(s) done, {self.errors} failed, {self.not_started} not "
-            "started; run the same command again to resume"
-        )
+TALLIES = ("usage", "measured", "batch_api")  # params written by calls, not settings: left out of the resume check
 
 
 @dataclass
@@ -222,19 +176,11 @@ class SuggestJob:
     chunk_size: int = 64
 
 
-def run_suggestions(
-    job: SuggestJob,
-    *,
-    dataset: str | None,
-    run_name: str,
-    which: str = "all",
-    limit: int | None = None,
-    retry_errors: bool = False,
-    show_progress: bool = True,
-) -> RunSummary:
-    """Predict every selected image that the run has no answer for yet: images without a row, then earlier
-    errors that are retryable (every error with `retry_errors`); returns counts for this call. An outage stops the
-    call early: `stopped` says why, `not_started` how many images are left for the next run."""
+def open_job(
+    job: SuggestJob, *, dataset: str | None, run_name: str, which: str, limit: int | None, retry_errors: bool
+) -> tuple[int, list[ImageRef], ResumePlan]:
+    """Check the job, open (or resume) its run and plan the call: the run id, the selected images and what is left
+    to ask."""
     if job.protocol.generative == ranks_classes(job.adapter):
         kind = "generative" if job.protocol.generative else "scoring"
         raise InputError(f"protocol {job.protocol.name!r} needs a {kind} model; {job.adapter.name!r} is not one")
@@ -253,6 +199,25 @@ def run_suggestions(
             job.ctx.reference = reference_labels(s, ds)
         plan = plan_resume(s, run.id, images, retry_errors=retry_errors)
         run_id = run.id
+    return run_id, images, plan
+
+
+def run_suggestions(
+    job: SuggestJob,
+    *,
+    dataset: str | None,
+    run_name: str,
+    which: str = "all",
+    limit: int | None = None,
+    retry_errors: bool = False,
+    show_progress: bool = True,
+) -> RunSummary:
+    """Predict every selected image that the run has no answer for yet: images without a row, then earlier
+    errors that are retryable (every error with `retry_errors`); returns counts for this call. An outage stops the
+    call early: `stopped` says why, `not_started` how many images are left for the next run."""
+    run_id, images, plan = open_job(
+        job, dataset=dataset, run_name=run_name, which=which, limit=limit, retry_errors=retry_errors
+    )
     todo = plan.fresh + plan.retry
     summary = RunSummary(run_name, len(images), plan.done_before)
     started = time.perf_counter()
@@ -262,7 +227,9 @@ def run_suggestions(
         for start in range(0, len(todo), job.chunk_size):
             chunk = todo[start : start + job.chunk_size]
             answers, outage = answer_started(job, chunk)
-            _store(job.engine, run_id, [im for im in chunk if im.image_id in answers], answers, plan.row_ids, summary)
+            store_answers(
+                job.engine, run_id, [im for im in chunk if im.image_id in answers], answers, plan.row_ids, summary
+            )
             bar.update(len(answers))
             bar.set_postfix_str(_postfix(job.adapter, summary))
             if outage is not None:
@@ -271,7 +238,7 @@ def run_suggestions(
     finally:
         bar.close()
         summary.seconds = time.perf_counter() - started
-        _record_usage(job, run_id, summary)
+        record_usage(job, run_id, summary)
     return summary
 
 
@@ -301,7 +268,15 @@ def answer_started(job: SuggestJob, chunk: list[ImageRef]) -> tuple[dict[int, An
         )
     except OutageError as exc:
         outage, generated = exc, exc.outputs
-    outputs = dict(zip(map(id, ready), generated))
+    answers = collect_answers(job, pendings, dict(zip(map(id, ready), generated)))
+    return answers, outage
+
+
+def collect_answers(
+    job: SuggestJob, pendings: list[Pending], outputs: dict[int, ModelOutput | None]
+) -> dict[int, Answer]:
+    """Parse (and map) the outputs of `pendings`, keyed by `id(pending)`, into one answer per image; a pending
+    without an output (never sent) gives its images none."""
     parts: dict[int, list[Answer]] = {}
     for p in pendings:
         if "error" in p.state[0]:
@@ -317,55 +292,7 @@ def answer_started(job: SuggestJob, chunk: list[ImageRef]) -> tuple[dict[int, An
     # a protocol may ask one image several questions (pope's probes): it makes their answers one
     answers = {i: one for i, found in parts.items() if (one := job.protocol.combine(found)) is not None}
     map_pending(list(answers.values()), job.mapper)
-    return answers, outage
-
-
-def _store(
-    engine: Engine,
-    run_id: int,
-    chunk: list[ImageRef],
-    answers: dict[int, Answer],
-    row_ids: dict[int, int],
-    summary: RunSummary,
-) -> None:
-    """One transaction: a row per image of `chunk`, new, or updated in place where `row_ids` has an earlier one."""
-    new, again = [], []
-    for im in chunk:
-        a = answers[im.image_id]
-        failed = a.error is not None
-        summary.errors += failed
-        summary.retryable += failed and a.retryable
-        summary.ok += not failed
-        summary.oop += bool(a.details.get("oop"))
-        summary.cached += bool(a.details.get("cached"))
-        row = _row(a)
-        if im.image_id in row_ids:
-            again.append({**row, "row_id": row_ids[im.image_id], "created_at": utcnow()})
-        else:
-            new.append({**row, "run_id": run_id, "image_id": im.image_id})
-    summary.retried += len(again)
-    table = Prediction.__table__  # type: ignore[attr-defined]
-    with session_scope(engine) as s:
-        if new:
-            s.execute(insert(Prediction), new)
-        if again:
-            s.execute(update(table).where(table.c.id == bindparam("row_id")), again)
-
-
-def _row(a: Answer) -> dict[str, Any]:
-    """The stored columns of one answer; an error's details say whether the next run asks again."""
-    failed = a.error is not None
-    details = details_json(a)
-    if failed:
-        details = {**(details or {}), RETRYABLE_MARK: a.retryable}
-    return {
-        "raw_output": a.raw,
-        "classes": a.classes,
-        "scores": a.scores,
-        "details": details,
-        "reason": a.error or "",
-        "status": PredictionStatus.error if failed else PredictionStatus.ok,
-    }
+    return answers
 
 
 def _postfix(adapter: Any, summary: RunSummary) -> str:
@@ -374,11 +301,13 @@ def _postfix(adapter: Any, summary: RunSummary) -> str:
     return text + (f", cost ${cost:.4f}" if cost is not None else "")
 
 
-def _record_usage(job: SuggestJob, run_id: int, summary: RunSummary) -> None:
-    """Add this call's usage to the run's params and store what the protocol measures over all its answers."""
+def record_usage(job: SuggestJob, run_id: int, summary: RunSummary, *, price_scale: float = 1.0) -> None:
+    """Add this call's usage to the run's params and store what the protocol measures over all its answers;
+    `price_scale` multiplies the adapter's estimated cost (0.5: the Batch API's discount)."""
     usage = dict(getattr(job.adapter, "usage_totals", {}) or {})
     summary.usage = usage
-    summary.cost = job.adapter.estimated_cost() if hasattr(job.adapter, "estimated_cost") else None
+    cost = job.adapter.estimated_cost() if hasattr(job.adapter, "estimated_cost") else None
+    summary.cost = None if cost is None else cost * price_scale
     with session_scope(job.engine) as s:
         run = s.get(ModelRun, run_id)
         if run is not None:

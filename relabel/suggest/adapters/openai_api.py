@@ -126,7 +126,7 @@ class OpenAIChatAdapter:
         """Fail before any work: no API key for OpenAI, or a server that cannot be reached (RelabelError)."""
         self._require_key()
         try:
-            self._get_client().models.list(timeout=min(CHECK_TIMEOUT_S, self.timeout_s))
+            self.client().models.list(timeout=min(CHECK_TIMEOUT_S, self.timeout_s))
         except openai.NotFoundError:
             pass  # some compatible servers have no /models route; the chat route may still be there
         except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
@@ -200,13 +200,13 @@ class OpenAIChatAdapter:
         key = self.cache_key(request) if self.cache is not None else ""
         hit = self.cache.get(key) if self.cache is not None else None
         if hit is not None and isinstance(hit.get("text"), str):
-            self._add_usage({"cached": 1})
+            self.add_usage({"cached": 1})
             return ModelOutput(text=hit["text"], usage=dict(hit.get("usage", {})), cached=True)
         if self.outage.tripped:
             return None
         start = time.perf_counter()
         try:
-            payload = self._payload(request)
+            payload = self.request_body(request)
         except Failure as exc:
             return ModelOutput(error=exc.message(), retryable=exc.kind.retryable)
         with self._slots:  # held through the backoff too: waiting out a 429 must not free a slot for more load
@@ -217,7 +217,7 @@ class OpenAIChatAdapter:
         if isinstance(result, Failure):
             return ModelOutput(error=result.message(), retryable=result.kind.retryable, latency_s=latency_s)
         text, usage = result
-        self._add_usage({**usage, "calls": 1})
+        self.add_usage({**usage, "calls": 1})
         if self.cache is not None:
             self.cache.put(key, self.name, {"text": text, "usage": usage})
         return ModelOutput(text=text, usage=usage, latency_s=latency_s)
@@ -257,7 +257,8 @@ class OpenAIChatAdapter:
         jitter = self._rng.uniform(0.0, min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** (retry - 1)))
         return jitter if retry_after_s is None else max(jitter, min(retry_after_s, RETRY_AFTER_CAP_S))
 
-    def _add_usage(self, counts: Mapping[str, int]) -> None:
+    def add_usage(self, counts: Mapping[str, int]) -> None:
+        """Add token and call counts to `usage_totals` (what `estimated_cost` and the run's usage read)."""
         with self._lock:
             for name, value in counts.items():
                 self.usage_totals[name] = self.usage_totals.get(name, 0) + value
@@ -272,14 +273,16 @@ class OpenAIChatAdapter:
         under the GIL, which costs throughput at 32 requests in flight on 2 cores (bench/bench_openai.py).
         """
         options: Any = {"timeout": self.timeout_s}
-        content = self._get_client().post("/chat/completions", body=payload, cast_to=bytes, options=options)
+        content = self.client().post("/chat/completions", body=payload, cast_to=bytes, options=options)
         try:
             return json.loads(content)
         except ValueError as exc:
             raise Failure("malformed response", f"invalid JSON ({exc})", FailureKind.transient) from None
 
-    def _payload(self, request: ChatRequest) -> dict[str, Any]:
-        """The chat-completions arguments: optional system message, then the images and the prompt."""
+    def request_body(self, request: ChatRequest) -> dict[str, Any]:
+        """The chat-completions body sent for `request`: optional system message, then the images (JPEG data URLs)
+        and the prompt. The Batch API sends the same body (`relabel.suggest.batch_api`). Raises `Failure` when an
+        image cannot be read."""
         content = [_image_part(ref, self.max_side) for ref in request.images]
         content.append({"type": "text", "text": request.prompt})
         messages: list[dict[str, Any]] = [{"role": "system", "content": request.system}] if request.system else []
@@ -294,7 +297,8 @@ class OpenAIChatAdapter:
                 "OpenAI-compatible server (vLLM, Ollama) set its base_url, where any key such as EMPTY is accepted"
             )
 
-    def _get_client(self) -> openai.OpenAI:
+    def client(self) -> openai.OpenAI:
+        """The openai client of this server (created once; its own retries off)."""
         with self._lock:
             if self._client is None:
                 self._client = openai.OpenAI(
