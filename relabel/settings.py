@@ -6,11 +6,10 @@ import os
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from sqlalchemy.engine import Engine
-
-from db.engine import create_db_engine, default_db_url
-from db.migrations import init_db
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
 
 DEFAULT_WORKSPACE = "workspace"
 
@@ -19,18 +18,32 @@ DEFAULT_WORKSPACE = "workspace"
 class Settings:
     workspace: Path = field(default_factory=lambda: Path(os.environ.get("RELABEL_WORKSPACE", DEFAULT_WORKSPACE)))
     db_url: str | None = None  # None: RELABEL_DB, else the SQLite file inside the workspace
+    # The workspace as found when the settings were built; the database layer is imported only when first used,
+    # so that `relabel --help` stays quick.
+    _workspace_path: Path = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        self.db_url = self.db_url or os.environ.get("RELABEL_DB") or default_db_url(self.workspace)
+        self.db_url = self.db_url or os.environ.get("RELABEL_DB")
+        self._workspace_path = Path(self.workspace).resolve()
+
+    @property
+    def url(self) -> str:
+        """The database URL: `db_url`, else RELABEL_DB, else the SQLite file inside the workspace."""
+        from db.engine import default_db_url
+
+        return self.db_url or default_db_url(self._workspace_path)
 
     @cached_property
     def engine(self) -> Engine:
         """The workspace database, created or upgraded to the current schema on first use."""
-        engine = create_db_engine(self.db_url)  # type: ignore[arg-type]
+        from db.engine import create_db_engine
+        from db.migrations import init_db
+
+        engine = create_db_engine(self.url)
         init_db(engine)
         return engine
 
     def redacted_url(self) -> str:
         from sqlalchemy.engine import make_url
 
-        return make_url(self.db_url).render_as_string(hide_password=True)  # type: ignore[arg-type]
+        return make_url(self.url).render_as_string(hide_password=True)

@@ -6,32 +6,59 @@ Errors become one line on stderr and a non-zero exit; Ctrl-C leaves finished wor
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
 from relabel import __version__
-from relabel.cli.commands import register
+from relabel.cli.commands import COMMANDS, ENTRY_POINT_GROUP, LazyCommands
+from relabel.errors import RelabelError
 from relabel.settings import Settings
 
 
 class RelabelGroup(click.Group):
+    """The root group: commands imported when first used (see relabel.cli.commands), errors as one line."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands = LazyCommands(COMMANDS, ENTRY_POINT_GROUP)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """As click's, but listing a core command not imported yet by its summary, without importing it."""
+        assert isinstance(self.commands, LazyCommands)
+        listed = [(name, self.commands.listed(name)) for name in self.list_commands(ctx)]
+        rows = [(name, command) for name, command in listed if not command.hidden]
+        if rows:
+            limit = formatter.width - 6 - max(len(name) for name, _ in rows)
+            with formatter.section("Commands"):
+                formatter.write_dl([(name, command.get_short_help_str(limit)) for name, command in rows])
+
     def invoke(self, ctx: click.Context) -> object:
-        from sqlalchemy.exc import OperationalError
-
-        from db.migrations import SchemaError
-        from relabel.errors import RelabelError
-
         try:
             return super().invoke(ctx)
         except RelabelError as exc:
             _fail(str(exc), exc.exit_code)
-        except SchemaError as exc:
-            _fail(str(exc), 5)
-        except OperationalError as exc:
-            _fail(f"database error: {str(exc.orig).strip().splitlines()[0]}", 5)
         except KeyboardInterrupt:
             _fail("interrupted; finished work is saved, run the same command again to resume", 130)
+        except Exception as exc:
+            _fail_on_database_error(exc)
+            raise
         return None
+
+
+def _fail_on_database_error(exc: Exception) -> None:
+    """One line for a database that is out of date or unreachable. Only a command that used the database can
+    raise these, so the database layer is looked at only once it is imported (the help never imports it)."""
+    if "db.migrations" in sys.modules:
+        from db.migrations import SchemaError
+
+        if isinstance(exc, SchemaError):
+            _fail(str(exc), 5)
+    if "sqlalchemy.exc" in sys.modules:
+        from sqlalchemy.exc import OperationalError
+
+        if isinstance(exc, OperationalError):
+            _fail(f"database error: {str(exc.orig).strip().splitlines()[0]}", 5)
 
 
 def _fail(message: str, code: int) -> None:
@@ -71,9 +98,6 @@ def cli(ctx: click.Context, workspace: str, db_url: str | None) -> None:
     from pathlib import Path
 
     ctx.obj = Settings(workspace=Path(workspace), db_url=db_url)
-
-
-register(cli)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -7,8 +7,7 @@ from typing import Any
 
 import click
 
-from relabel.aggregation import METHODS
-from relabel.cli.choices import registry_option
+from relabel.cli.choices import RegistryChoice, lazy_entries, registry_option
 from relabel.cli.options import pass_settings
 from relabel.cli.render import counts
 from relabel.settings import Settings
@@ -41,7 +40,7 @@ def snapshot() -> None:
 )
 @click.option(
     "--consensus",
-    type=click.Choice(list(METHODS)),
+    type=RegistryChoice(lazy_entries("relabel.aggregation:METHODS")),
     default="unanimous",
     show_default=True,
     help="unanimous: the studio's decisions, as always; any other aggregates the votes (imported and the "
@@ -157,6 +156,8 @@ def snapshot_create(
 def consensus_line(c: dict[str, Any] | None) -> str:
     """ "ds, threshold 0.9, votes real-raters + studio, model resnet50 voted, 37 EM steps": how a snapshot's
     consensus was reached, from `Snapshot.consensus` (None: an older snapshot, unanimous)."""
+    from relabel.aggregation import METHODS
+
     c = c or {"rule": "unanimous"}
     rule = c.get("rule", "unanimous")
     if rule == "unanimous":

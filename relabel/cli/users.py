@@ -7,12 +7,21 @@ import json
 import click
 from click.core import ParameterSource
 
-from db.enums import Role
+from relabel.cli.choices import RegistryChoice
 from relabel.cli.options import pass_settings
 from relabel.settings import Settings
 
 PASSWORD_ENV = "RELABEL_PASSWORD"
-ROLE_CHOICE = click.Choice([r.value for r in Role])
+
+
+def role_names() -> dict[str, str]:
+    """The roles of db.enums.Role by value; the database layer is imported only when a command reads them."""
+    from db.enums import Role
+
+    return {r.value: "" for r in Role}
+
+
+ROLE_CHOICE = RegistryChoice(role_names)
 
 
 @click.group()
@@ -62,7 +71,7 @@ password_option = click.option(
 
 @users.command("add")
 @click.argument("name")
-@click.option("--role", type=ROLE_CHOICE, default=Role.annotator.value, show_default=True)
+@click.option("--role", type=ROLE_CHOICE, default="annotator", show_default=True)
 @password_option
 @pass_settings
 def users_add(settings: Settings, name: str, role: str, password: str) -> None:
@@ -73,6 +82,7 @@ def users_add(settings: Settings, name: str, role: str, password: str) -> None:
       relabel users add alice --role annotator
       RELABEL_PASSWORD='correct horse battery' relabel users add lena --role lead
     """
+    from db.enums import Role
     from relabel.annotations import add_user
 
     add_user(settings.engine, name, Role(role), password)
@@ -174,6 +184,7 @@ def users_role(settings: Settings, name: str, role: str) -> None:
       relabel users role lee lead
       relabel users role alice annotator
     """
+    from db.enums import Role
     from relabel.users import set_role
 
     previous = set_role(settings.engine, name, Role(role))

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from relabel.aggregation import METHODS
+from relabel.cli.choices import RegistryChoice, lazy_entries
 from relabel.cli.options import EXISTING_FILE, pass_settings
 from relabel.cli.render import counts
 from relabel.settings import Settings
-from relabel.vote_formats import VOTE_FORMATS
-from relabel.vote_report import SORT_KEYS, AggregationReport, WorkerRow, reliability_lines
+
+if TYPE_CHECKING:
+    from relabel.vote_report import AggregationReport, WorkerRow
 
 
 @click.group()
@@ -26,7 +27,7 @@ def votes() -> None:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(list(VOTE_FORMATS)),
+    type=RegistryChoice(lazy_entries("relabel.vote_formats:VOTE_FORMATS")),
     required=True,
     help="real-raters: ReaL's real_raters.npz; mturk: cleanlab's mturk_label_errors.json (five anonymous ballots "
     "per image); long: CSV/JSONL of worker,image,label,answer or worker,image,labels.",
@@ -116,7 +117,7 @@ def vote_options(command: Command) -> Command:
 @votes.command("aggregate")
 @click.option(
     "--method",
-    type=click.Choice(list(METHODS)),
+    type=RegistryChoice(lazy_entries("relabel.aggregation:METHODS")),
     default="ds",
     show_default=True,
     help="ds: Dawid-Skene; one-coin; majority; unanimous; set-majority (whole label sets, as MTurk's votes).",
@@ -186,7 +187,7 @@ def votes_aggregate(
 @votes.command("workers")
 @click.option(
     "--sort",
-    type=click.Choice(list(SORT_KEYS)),
+    type=RegistryChoice(lazy_entries("relabel.vote_report:SORT_KEYS")),
     default="sensitivity",
     show_default=True,
     help="Order of the rows (weakest first; answers: most first).",
@@ -222,6 +223,8 @@ def votes_workers(
 
 def aggregation_report(r: AggregationReport) -> None:
     """The figures of one aggregation, and its agreement with a reference, one line per method."""
+    from relabel.aggregation import METHODS
+
     keep = (
         f", original classes kept at >= {r.keep_original}"
         if r.keep_original and METHODS[r.method].probabilistic
@@ -254,6 +257,8 @@ def aggregation_report(r: AggregationReport) -> None:
 
 def reliability_table(rows: list[WorkerRow]) -> None:
     """Workers' reliability as a plain-text table."""
+    from relabel.vote_report import reliability_lines
+
     for line in reliability_lines(rows):
         click.echo(line)
 
