@@ -48,6 +48,13 @@ OUT_DIR = click.Path(file_okay=False, path_type=Path)
 @click.option("--out", type=OUT_DIR, help="Report folder (default: WORKSPACE/reports/<UTC time>).")
 @click.option("--no-report", is_flag=True, help="Print and store only; write no report files.")
 @click.option("--history", is_flag=True, help="Print the stored evaluations and how each run's score moved.")
+@click.option(
+    "--protocol-analysis",
+    is_flag=True,
+    help="Also compare each model's protocols on common images (ow/cw/cwplus, random → hard mc), out-of-prompt "
+    "rate per class, failure rate per run, and the batch-size and option-order ablations; printed and added to the "
+    "report.",
+)
 @click.pass_context
 def evaluate(
     ctx: click.Context,
@@ -61,6 +68,7 @@ def evaluate(
     out: Path | None,
     no_report: bool,
     history: bool,
+    protocol_analysis: bool,
 ) -> None:
     """Score stored model runs against ImGT and ReGT references; store the evaluation and write a report.
 
@@ -81,6 +89,7 @@ def evaluate(
       relabel evaluate --reference snapshot:round-3-ds   # a ds snapshot: expected top-1 with label noise
       relabel evaluate --weights P=1,CDC=1,RR=2,E=0.5 --out reports/round-3
       relabel evaluate --history                         # how each run's score moved across rounds
+      relabel evaluate --reference imgt --protocol-analysis  # protocols, batch size and option order compared
       relabel evaluate robustness --model efficientnet-lite0 --limit 200
     """
     if ctx.invoked_subcommand is not None:
@@ -99,8 +108,13 @@ def evaluate(
         n_boot=boot, seed=seed,
     )  # fmt: skip
     click.echo(text.render_evaluation(ev))
-    if not no_report:
-        click.echo(f"report: {write_report(ev, out or default_report_dir(settings.workspace)).markdown}")
+    report = None if no_report else write_report(ev, out or default_report_dir(settings.workspace)).markdown
+    if protocol_analysis:
+        from relabel.evaluation.protocol_analysis_text import report_protocol_analysis
+
+        click.echo(report_protocol_analysis(settings.engine, ev, report, n_boot=boot, seed=seed))
+    if report is not None:
+        click.echo(f"report: {report}")
 
 
 @evaluate.command("robustness")
