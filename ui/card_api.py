@@ -280,14 +280,12 @@ def shortened(text: str, limit: int) -> str:
 
 def picker_ref(vocab: Vocabulary, index: int) -> dict[str, Any]:
     """A search hit as the picker lists it: `class_ref`, the class's short description (what "mouse" or "boxer"
-    is here) and the near-duplicate classes it may be confused with (`relabel.review.near_duplicates`)."""
+    is here) and the near-duplicate classes it may be confused with (`relabel.review.near_duplicates`), with the
+    line the picker shows for them."""
     ref = class_ref(vocab, index)
-    c = vocab.classes[index]
-    twins = near_duplicates(vocab).get(index, ())
-    return ref | {
-        "gloss": shortened(c.gloss, GLOSS_CHARS),
-        "duplicates": [class_ref(vocab, t)["label"] for t in twins],
-    }
+    twins = [class_ref(vocab, t)["label"] for t in near_duplicates(vocab).get(index, ())]
+    note = f"≈ near-duplicate of {', '.join(twins)}" if twins else ""
+    return ref | {"gloss": shortened(vocab.classes[index].gloss, GLOSS_CHARS), "twins": twins, "twin_note": note}
 
 
 # -- adjudication (leads) ------------------------------------------------------------------------------------------

@@ -38,9 +38,15 @@ from relabel.snapshots import consensus_defaults, list_snapshots
 from ui import handlers
 from ui.files import served_copy
 
+
 # the formats a lead downloads from the studio as one file (hf writes a folder: `relabel snapshot export`); jsonl
 # first, as it names every image: real.json is by position and is refused for a dataset that is not ILSVRC-2012 val
-DOWNLOADABLE = sorted((f for f, kind in EXPORT_FORMATS.items() if kind.folder is None), key=lambda f: f != "jsonl")
+def downloadable_formats() -> list[str]:
+    """The registry's one-file export formats, jsonl first (read when the tab is built: a format registered later
+    is offered too)."""
+    return sorted((f for f, kind in EXPORT_FORMATS.items() if kind.folder is None), key=lambda f: f != "jsonl")
+
+
 SNAPSHOT_HEADERS = ["name", "created (UTC)", "created by", "images", "categories", "content hash"]
 TRANSITION_HEADERS = ["category change", "images"]
 CHANGED_HEADERS = ["image", "classes before", "classes after", "category before", "category after"]
@@ -252,7 +258,7 @@ def build(studio: Studio, guarded: Guard, exports_dir: Path, tab: gr.Tab) -> Non
         refresh = gr.Button("Refresh list", size="sm", scale=1, elem_id="snapshots-refresh")
     with gr.Row():
         export_pick = _picker("snapshot to export")
-        fmt = gr.Radio(DOWNLOADABLE, value="jsonl", label="format")
+        fmt = gr.Radio(downloadable_formats(), value="jsonl", label="format")
         export_btn = gr.Button("Export")
     exported = gr.File(label="export", interactive=False)
     with gr.Row():

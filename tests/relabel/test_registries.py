@@ -131,7 +131,9 @@ class TestExportFormats:
             snapshots_tab.build(studio, guarded, tmp_path / "exports", tab)
         [fn] = [f for f in app.fns.values() if f.api_name == "export_snapshot"]
         [radio] = [c for c in fn.inputs if isinstance(c, gr.Radio)]
-        assert [v for _, v in radio.choices] == list(EXPORT_FORMATS) and list(EXPORT_FORMATS)[-1] == "dummy"
+        one_file = [f for f, kind in EXPORT_FORMATS.items() if kind.folder is None]  # hf writes a folder
+        assert [v for _, v in radio.choices] == ["jsonl", *(f for f in one_file if f != "jsonl")]
+        assert list(EXPORT_FORMATS)[-1] == "dummy" and radio.choices[-1][1] == "dummy"
         served = Path(fn.fn("r1", "dummy", LEAD))
         [written] = (tmp_path / "exports").glob("r1-*.dummy.bin")
         assert written.read_bytes() == served.read_bytes() == MAGIC + bytes([1] * 6)

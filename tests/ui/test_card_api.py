@@ -237,9 +237,14 @@ class TestSearch:
     def test_hits_carry_the_class_description_and_its_near_duplicates(self, studio: Studio) -> None:
         search = ClassSearch(studio.vocab)
         [mouse] = [m for m in card_api.search(studio, "alice", {"query": "mouse"}, search)["matches"][:1]]
-        assert mouse["name"] == "mouse" and "computer" in mouse["gloss"].lower() and mouse["duplicates"] == []
+        assert (
+            mouse["name"] == "mouse"
+            and "computer" in mouse["gloss"].lower()
+            and mouse["twins"] == []
+            and mouse["twin_note"] == ""
+        )
         notebook = card_api.search(studio, "alice", {"query": "notebook"}, search)["matches"][0]
-        assert notebook["name"] == "notebook" and notebook["duplicates"] == ["laptop (n03642806)"]
+        assert notebook["name"] == "notebook" and notebook["twins"] == ["laptop (n03642806)"]
         assert len(notebook["gloss"]) <= card_api.GLOSS_CHARS
 
     def test_search_refuses_a_non_text_query(self, studio: Studio) -> None:

@@ -317,8 +317,8 @@
         const li = make("li", i === s.active ? "rg-active" : "");
         const what = make("span", "rg-what", m.label);
         if (m.gloss) what.append(make("span", "rg-gloss", m.gloss));
-        if (m.duplicates && m.duplicates.length) {
-          const twin = make("span", "rg-dup", `≈ near-duplicate of ${m.duplicates.join(", ")}`);
+        if (m.twins && m.twins.length) {
+          const twin = make("span", "rg-dup", m.twin_note);
           twin.title = "these classes name one kind of object: check which fits, or add both";
           what.append(twin);
         }
@@ -355,7 +355,7 @@
       const m = search && search.answered === query ? search.results[search.active] : null;
       if (m) {
         box.append("Enter adds ", make("b", "", m.label), m.how === "exact" ? "" : ` (${m.how} match for "${query}")`);
-        if (m.duplicates && m.duplicates.length) box.append(make("span", "rg-dup", ` ≈ ${m.duplicates.join(", ")}`));
+        if (m.twins && m.twins.length) box.append(make("span", "rg-dup", ` ≈ ${m.twins.join(", ")}`));
       } else if (search && search.answered === query) {
         box.append(`no class matches "${query}"`);
       } else { box.append("searching…"); }
