@@ -23,6 +23,17 @@ class NullProgress:
         pass
 
 
+def finish(bar: Progress, message: str) -> None:
+    """End a bar whose job stopped early because it was done (an EM fit that converged before its step limit): the
+    bar reads full at the steps taken, with `message` ("converged after 54 steps"), not as an abort at 54/500."""
+    if isinstance(bar, NullProgress):
+        return
+    steps = getattr(bar, "n", None)
+    if steps is not None:
+        bar.total = steps  # type: ignore[attr-defined]
+    bar.set_postfix_str(message)
+
+
 def progress_bar(total: int, desc: str, *, enabled: bool = True, unit: str = "img") -> Progress:
     """A tqdm bar (count, rate, ETA) on stderr, or a no-op when disabled."""
     if not enabled:

@@ -20,7 +20,7 @@ from relabel.consensus import adjudication
 from relabel.decision_log import ParsedLists, current_decisions
 from relabel.errors import InputError, unknown_name
 from relabel.posteriors import VotedImage, items_held, original_items, voted_images
-from relabel.progress import Progress, progress_bar
+from relabel.progress import Progress, finish, progress_bar
 from relabel.risk_coverage import CURVE, risk_coverage
 from relabel.risk_coverage import describe as describe_coverage
 from relabel.votes import VoteTable, collect_votes
@@ -98,7 +98,10 @@ def _fit(table: VoteTable, rule: str, show_progress: bool) -> Aggregate:
     method = METHODS[rule]
     bar = progress_bar(FitOptions().max_iter, f"{rule} EM", enabled=show_progress and method.probabilistic, unit="step")
     try:
-        return aggregate(table.votes, rule, FitOptions(progress=lambda _, change: _step(bar, change)))
+        result = aggregate(table.votes, rule, FitOptions(progress=lambda _, change: _step(bar, change)))
+        if result.converged and result.iterations:
+            finish(bar, f"converged after {result.iterations} steps")
+        return result
     finally:
         bar.close()
 
