@@ -52,7 +52,7 @@ class RunSummary:
             + (f", {self.oop} out-of-prompt ({self.oop / max(self.ok, 1):.1%} of answers)" if self.oop else "")
             + (f", {self.cached} from cache" if self.cached else "")
             + (f", {self.not_started} not started" if self.not_started else "")
-            + (f", hard distractors {share:.1%}" if share is not None else "")
+            + (f", hard distractors {share:.1%}" if share else ", every distractor random" if share == 0 else "")
         )
 
     def stop_message(self) -> str:

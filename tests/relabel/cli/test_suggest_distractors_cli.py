@@ -16,6 +16,9 @@ def test_mc_run_prints_its_distractor_sources(tmp_path: Path, dataset: Path) -> 
         assert "distractors: imagenet-confusions in turns with real-proposals, then wordnet" in r.stdout
         assert "hard distractors 100.0%" in r.stdout
         prompts = [q.prompt for q in stub.chat_requests]
+        r = relabel(tmp_path, *base, "mc", "--distractors", "random", "--run", "mc-random", env=KEY)
+        assert r.returncode == 0, r.stderr
+        assert "every distractor random" in r.stdout and "hard distractors" not in r.stdout
     tabby = next(p for p in prompts if "tabby" in p)
     assert "tiger cat" in tabby and "Egyptian cat" in tabby  # offered by both tables
 
