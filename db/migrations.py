@@ -90,12 +90,17 @@ def _user_active(conn: Connection) -> None:
         conn.execute(text(f"ALTER TABLE users ADD COLUMN active BOOLEAN NOT NULL DEFAULT {default}"))
 
 
+def _queue_leases(conn: Connection) -> None:
+    SQLModel.metadata.tables["queue_leases"].create(conn, checkfirst=True)
+
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "initial schema", _initial_schema),
     Migration(2, "response cache and prediction details for suggestions", _suggestion_support),
     Migration(3, "stored evaluations", _evaluations),
     Migration(4, "workers' votes on (image, class) pairs; snapshot consensus and posteriors", _votes),
     Migration(5, "users can be disabled", _user_active),
+    Migration(6, "review queue leases shared by every studio process", _queue_leases),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

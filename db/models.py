@@ -207,6 +207,23 @@ class User(SQLModel, table=True):
     active: bool = Field(default=True, sa_column_kwargs={"server_default": true()})
 
 
+class QueueLease(SQLModel, table=True):
+    """An image of the review queue held open by a user until `expires_at`, so that every studio process on the
+    database serves it to no more users than the overlap allows. Deleted when the user decides, skips or moves
+    on; an expired row holds nothing and is replaced by the next claim."""
+
+    __tablename__ = "queue_leases"
+    __table_args__ = (
+        UniqueConstraint("image_id", "user_id"),
+        Index("ix_queue_leases_dataset_user", "dataset_id", "user_id"),
+    )
+    id: int | None = Field(default=None, primary_key=True)
+    dataset_id: int = Field(foreign_key="datasets.id")
+    image_id: int = Field(foreign_key="images.id")
+    user_id: int = Field(foreign_key="users.id")
+    expires_at: datetime  # wall-clock UTC (not a process's monotonic clock): the same in every process and host
+
+
 class Annotation(SQLModel, table=True):
     """One decision event. Never updated: an undo is a new row with verdict `retract`."""
 

@@ -1,25 +1,6 @@
 """The review queue: the images most worth a look first, N-way blind overlap, and who is looking at what.
 
-Order. When the dataset has a snapshot whose consensus read votes (`relabel snapshot create --consensus ds`), the
-queue serves in two tiers:
-
-1. **By expected benefit.** The images of the newest such snapshot that hold posteriors and whose expected benefit
-   of one more review (`relabel.active_review.review_benefit` over that snapshot's posteriors and every stored
-   run's top-1, read by `relabel.review.benefit`) reaches `MIN_BENEFIT`, highest benefit first: an image whose
-   label is uncertain and where the runs' scores hang on it comes before one whose label is as uncertain but no
-   run's top-1 is at stake. This is `relabel.active_review.active_order` restricted to these images (the same
-   seeded tie-break). Every image the snapshot leaves *uncertain* (category U, origin "uncertain") is here when
-   its threshold and --keep-original are at most 0.95: its doubtful pair alone adds more than 0.05.
-2. **By evidence.** Every other image (no votes, or votes that settle it: benefit under `MIN_BENEFIT`) by the
-   evidence that its original label is wrong, summed from four signals (weights in `WEIGHTS`): the suggestion's
-   top-1 differs from the original label; the classifier gives the original label little probability; prior
-   relabels (ReaL, Shankar, MTurk...) leave the original label out; the image is disputed. An image uncertain in
-   the snapshot adds `UNCERTAIN_WEIGHT`, more than the four together, so one that fell to this tier (a threshold
-   above 0.95) still leads it.
-
-Without a vote-based snapshot there is no benefit and no uncertain image: the whole queue is tier 2, the evidence
-order. Ties keep a seeded shuffle, so two workspaces built the same way serve the same order. The order is
-fixed when the queue is built (`Studio.refresh`); decisions change who may be served an image, not where it stands.
+Order: `relabel.review.ranking` (by expected benefit, then by the evidence that the original label is wrong).
 
 Whether an image is disputed or adjudicated, and the category its consensus has, follow `relabel.consensus` (the
 rules a snapshot applies), kept per image and worked out again whenever one of its decisions changes.
@@ -27,7 +8,10 @@ rules a snapshot applies), kept per image and worked out again whenever one of i
 Assignment: an image needs `overlap` annotators. It is served to a user who has not decided it, while fewer than
 `overlap` users have decided it or hold it open (a lease that expires after `lease_seconds`), so two annotators
 are not served the same image beyond the overlap. State lives in memory, guarded by one lock; decisions live in the
-database, and `ReviewQueue.load` rebuilds everything from it after a restart.
+database, and `Studio.refresh` rebuilds everything from it after a restart. With `shared` (`SharedLeases`, the
+database's `relabel.review.leases.DbLeases` in the studio), several processes on one database act as one queue:
+before it serves, the queue takes the decisions other processes stored, and an image it picks is served only once
+the database grants the lease (`SharedLeases.claim`); when it is refused, the scan moves on to the next image.
 """
 
 from __future__ import annotations
@@ -37,25 +21,23 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
 from db.enums import Category
-from relabel.active_review import AT_STAKE
 from relabel.consensus import DECIDED_CATEGORIES, Decision, DecisionKey, Outcome, categorize, settle
 from relabel.errors import InputError
+from relabel.review.ranking import MIN_BENEFIT as MIN_BENEFIT
+from relabel.review.ranking import UNCERTAIN_WEIGHT as UNCERTAIN_WEIGHT
+from relabel.review.ranking import WEIGHTS as WEIGHTS
+from relabel.review.ranking import by_benefit as by_benefit
+from relabel.review.ranking import priority, rank_key
 
-WEIGHTS = {"suggestion": 1.0, "classifier": 1.0, "priors": 1.0, "annotators": 2.0}
-# an image uncertain in the newest vote-based snapshot: more than all of WEIGHTS together, so it comes first
-UNCERTAIN_WEIGHT = sum(WEIGHTS.values()) + 1.0
 STATUSES = ("open", "disputed", "decided", "mine")  # the queue's status filter: see ReviewQueue._eligible
 # of the current consensus, as a snapshot assigns them; U: no consensus yet (undecided, disputed or uncertain)
 CATEGORIES = tuple(c.value for c in (*DECIDED_CATEGORIES, Category.U))
 DEFAULT_LEASE_SECONDS = 600.0
-# an image's expected benefit below this (expected label errors plus runs' top-1 changes) is nothing worth a review
-# before the evidence order: `relabel.active_review`'s own floor for a run at stake
-MIN_BENEFIT = AT_STAKE
 NOBODY = -1  # a user id no user has: what the queue would serve someone who decided nothing (`upcoming`)
 
 
@@ -98,36 +80,14 @@ class Evidence:
         return Settled(outcome, key, categorize(key, self.original_labels))
 
 
-def priority(e: Evidence, disputed: bool | None = None) -> float:
-    """Evidence that the original label is wrong, in [0, sum(WEIGHTS)], plus UNCERTAIN_WEIGHT for an uncertain
-    image; see the module docstring. `disputed`: whether the image is disputed, when the caller knows it (None:
-    worked out from `e`)."""
-    score = UNCERTAIN_WEIGHT if e.uncertain else 0.0
-    if e.original is None:
-        return score + sum(WEIGHTS.values())  # nothing to confirm: every signal says "look"
-    if e.suggestion is not None and e.suggestion != e.original:
-        score += WEIGHTS["suggestion"]
-    if e.original_confidence is not None:
-        score += WEIGHTS["classifier"] * (1.0 - min(max(e.original_confidence, 0.0), 1.0))
-    if e.priors:
-        score += WEIGHTS["priors"] * sum(e.original not in p for p in e.priors) / len(e.priors)
-    if disputed is None:
-        disputed = e.settle().outcome is Outcome.disputed
-    if disputed:
-        score += WEIGHTS["annotators"]
-    return score
+class SharedLeases(Protocol):
+    """Leases and decisions shared by every queue on one database (`relabel.review.leases.DbLeases`), called with
+    the queue's lock held."""
 
-
-def by_benefit(e: Evidence) -> bool:
-    """Whether the image is served by its expected benefit (tier 1 of the module docstring)."""
-    return e.benefit is not None and e.benefit >= MIN_BENEFIT
-
-
-def rank_key(e: Evidence, evidence_priority: float) -> tuple[int, float]:
-    """Sort key of an image in the queue, smallest first: (tier, minus the benefit or the evidence priority)."""
-    if e.benefit is not None and by_benefit(e):
-        return (0, -e.benefit)
-    return (1, -evidence_priority)
+    def claim(self, image_id: int, user_id: int, limit: int, seconds: float, *, force: bool = False) -> bool: ...
+    def admits(self, image_id: int, user_id: int, limit: int) -> bool: ...
+    def release(self, image_id: int, user_id: int) -> None: ...
+    def pull(self) -> dict[int, list[Decision]]: ...
 
 
 @dataclass(frozen=True)
@@ -156,6 +116,7 @@ class ReviewQueue:
         seed: int = 0,
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        shared: SharedLeases | None = None,
     ) -> None:
         if overlap < 1:
             raise InputError(f"overlap must be at least 1, got {overlap}")
@@ -167,7 +128,7 @@ class ReviewQueue:
         ranked = sorted(range(len(rows)), key=lambda i: (keys[i], tiebreak[i]))
         self.order = [rows[i].image_id for i in ranked]
         self.evidence = {e.image_id: e for e in rows}
-        self.overlap, self.lease_seconds, self.clock = overlap, lease_seconds, clock
+        self.overlap, self.lease_seconds, self.clock, self.shared = overlap, lease_seconds, clock, shared
         self._lock = threading.Lock()
         self._leases: dict[int, dict[int, float]] = {}  # image -> user -> expiry
         self._current: dict[int, int] = {}  # user -> image they hold open
@@ -221,6 +182,8 @@ class ReviewQueue:
     def hold(self, image_id: int, user_id: int) -> None:
         """Lease `image_id` to `user_id` (an image opened directly, e.g. from the history or after an undo)."""
         with self._lock:
+            if self.shared is not None:
+                self.shared.claim(image_id, user_id, self.overlap, self.lease_seconds, force=True)
             self._hold(image_id, user_id)
 
     # -- serving -------------------------------------------------------------------------------------------------
@@ -229,9 +192,10 @@ class ReviewQueue:
         """The image to show `user_id` now: the one they hold open if it still matches, else the first eligible
         image in priority order after their cursor (one wrap-around, then skipped images again). None: done."""
         with self._lock:
+            self._sync()
             now = self.clock()
             held = self._current.get(user_id)
-            if held is not None and self._eligible(held, user_id, flt, now, holding=True):
+            if held is not None and self._eligible(held, user_id, flt, now, True) and self._take(held, user_id, flt):
                 self._hold(held, user_id)
                 return held
             found = self._scan(user_id, flt, now)
@@ -244,6 +208,7 @@ class ReviewQueue:
     def peek(self, user_id: int, flt: QueueFilter = QueueFilter()) -> int | None:
         """The image `next_image` would serve after the one `user_id` holds now, without leasing it."""
         with self._lock:
+            self._sync()
             now = self.clock()
             held = self._current.get(user_id)
             n = len(self.order)
@@ -260,18 +225,25 @@ class ReviewQueue:
         the queue would serve it to them as an image to review or a disputed one. An image left (skipped, or the
         lease run out) and since given all its opinions by others is no longer theirs."""
         with self._lock:
+            self._sync()
             e = self.evidence.get(image_id)
             if e is None:
                 return False
             now = self.clock()
-            if user_id in e.voters or self._leases.get(image_id, {}).get(user_id, 0.0) > now:
+            if user_id in e.voters:
                 return True
-            return any(self._eligible(image_id, user_id, QueueFilter(status=s), now) for s in ("open", "disputed"))
+            ok = self._leases.get(image_id, {}).get(user_id, 0.0) > now or any(
+                self._eligible(image_id, user_id, QueueFilter(status=s), now) for s in ("open", "disputed")
+            )
+            if ok and self.shared is not None:  # another process's users may hold it: the database says
+                return self.shared.admits(image_id, user_id, self._limit(image_id, QueueFilter(status="disputed")))
+            return ok
 
     def upcoming(self, limit: int, flt: QueueFilter = QueueFilter()) -> list[int]:
         """The first `limit` images in queue order that the queue would serve to a user who has decided nothing
         (leases held now count): what is next for a newcomer."""
         with self._lock:
+            self._sync()
             now = self.clock()
             out: list[int] = []
             for image_id in self.order:
@@ -284,22 +256,26 @@ class ReviewQueue:
     def remaining(self, user_id: int, flt: QueueFilter = QueueFilter()) -> int:
         """Images still eligible for `user_id` under `flt` (a full pass: for progress displays, not per card)."""
         with self._lock:
+            self._sync()
             now = self.clock()
             return sum(self._eligible(i, user_id, flt, now) for i in self.order)
 
     def counts(self) -> dict[str, int]:
         """Images by queue state: needing votes, complete (overlap reached), disputed, adjudicated."""
         with self._lock:
+            self._sync()
             return dict(self._counts)
 
     def decided_by(self, user_id: int) -> int:
         """Images on which `user_id` has a standing (not undone) decision."""
         with self._lock:
+            self._sync()
             return self._decided.get(user_id, 0)
 
     def disputed(self) -> list[int]:
         """Disputed images (`relabel.consensus.Outcome.disputed`), in priority order."""
         with self._lock:
+            self._sync()
             return [i for i in self.order if self._settled[i].outcome is Outcome.disputed]
 
     def settled(self, image_id: int) -> Settled:
@@ -329,7 +305,11 @@ class ReviewQueue:
         for step in range(n):
             pos = (start + step) % n
             image_id = self.order[pos]
-            if image_id not in skipped and self._eligible(image_id, user_id, flt, now):
+            if (
+                image_id not in skipped
+                and self._eligible(image_id, user_id, flt, now)
+                and self._take(image_id, user_id, flt)
+            ):
                 self._cursor[(user_id, flt)] = pos
                 return image_id
         return None
@@ -353,9 +333,30 @@ class ReviewQueue:
             return False
         others = {u for u, expiry in self._leases.get(image_id, {}).items() if expiry > now and u != user_id}
         busy = len(set(e.voters) | others)
-        # a disputed image may take one more opinion beyond the overlap, so a majority can form
-        limit = self.overlap + (1 if disputed and flt.status == "disputed" else 0)
+        limit = self._limit(image_id, flt)
         return busy < limit or (holding and busy <= limit and user_id in self._leases.get(image_id, {}))
+
+    def _limit(self, image_id: int, flt: QueueFilter) -> int:
+        """How many users may hold or decide the image: the overlap, and for a disputed image served as such one
+        more opinion, so a majority can form."""
+        disputed = self._settled[image_id].outcome is Outcome.disputed
+        return self.overlap + (1 if disputed and flt.status == "disputed" else 0)
+
+    def _sync(self) -> None:
+        """Take the decisions other processes stored since the last look (`SharedLeases.pull`), as `update` does."""
+        if self.shared is None:
+            return
+        for image_id, decisions in self.shared.pull().items():
+            e = self.evidence.get(image_id)
+            if e is not None:
+                self._count(e, -1)
+                e.take(decisions)
+                self._count(e, +1)
+
+    def _take(self, image_id: int, user_id: int, flt: QueueFilter) -> bool:
+        """Whether `shared` grants `user_id` the lease on `image_id` (always, without it)."""
+        limit = self._limit(image_id, flt)
+        return self.shared is None or self.shared.claim(image_id, user_id, limit, self.lease_seconds)
 
     def _hold(self, image_id: int, user_id: int) -> None:
         previous = self._current.get(user_id)
@@ -366,6 +367,8 @@ class ReviewQueue:
 
     def _release(self, image_id: int, user_id: int) -> None:
         self._leases.get(image_id, {}).pop(user_id, None)
+        if self.shared is not None:
+            self.shared.release(image_id, user_id)
         if self._current.get(user_id) == image_id:
             del self._current[user_id]
 

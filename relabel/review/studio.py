@@ -32,6 +32,7 @@ from relabel.review.cards import IMAGE_COLUMNS, Card, RunChoice, load_card, pick
 from relabel.review.display import DisplayCache, StoredImage
 from relabel.review.evidence import load_evidence
 from relabel.review.examples import load_examples
+from relabel.review.leases import DbLeases
 from relabel.review.queue import QueueFilter, ReviewQueue, by_benefit
 from relabel.review.tokens import CardTokens, Shown
 from relabel.storable import storable_text
@@ -147,10 +148,13 @@ class Studio:
         if hasattr(self, "queue"):
             with self.engine.connect() as conn:
                 self.runs = pick_runs(conn, self.dataset_id, self._run_names[0], self._run_names[1])
+        # leases and decisions shared with every studio process on this database; made before the evidence is read,
+        # so a decision stored meanwhile is taken again rather than missed
+        shared = DbLeases(self.engine, self.dataset_id, write_lock=self._write_lock)
         with self.engine.connect() as conn:
             self.benefit: ReviewBenefit | None = load_benefit(conn, self.dataset_id)
             evidence = load_evidence(conn, self.dataset_id, self.runs, self.benefit)
-        self.queue = ReviewQueue(evidence, overlap=self.overlap, seed=self.seed)
+        self.queue = ReviewQueue(evidence, overlap=self.overlap, seed=self.seed, shared=shared)
         with self.engine.connect() as conn:
             self.examples = load_examples(conn, self.dataset_id, self.root)
         with self._cards_lock:

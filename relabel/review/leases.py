@@ -1,0 +1,182 @@
+"""The review queue's shared state in the database, so that any number of studio processes on one database serve
+as one queue.
+
+Leases. Before a queue serves image X to user U it *claims* X in one transaction (`DbLeases.claim`): it counts
+the users with an unexpired lease on X other than U and the users with a standing decision on X (both read from
+the database), and writes U's lease only while they are fewer than the limit (the overlap). On PostgreSQL the
+transaction first locks X's image row (`FOR NO KEY UPDATE SKIP LOCKED`: a row another process is claiming is
+skipped, and the queue moves on to its next image; decisions, whose foreign key takes only a key-share lock, are not
+held up); on SQLite `BEGIN IMMEDIATE` takes the database's write lock, which serializes every claim. A user holds
+one lease per dataset: a claim drops the one they held before. A lease expires at a wall-clock UTC time, so a
+process that dies holding one blocks its image only until then.
+
+Decisions. `DbLeases.pull` returns the images whose decisions changed since the newest annotation id it has seen,
+with their standing decisions now: one query on the annotations' primary key, which finds nothing when nothing is
+new. PostgreSQL numbers rows when they are inserted, not when they commit, so an id below the newest one seen may
+still appear: ids skipped over are asked for again for `GAP_SECONDS`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from datetime import datetime, timezone
+
+from sqlalchemy import delete, func, or_, select, update
+from sqlalchemy.engine import Connection, Engine
+from sqlmodel import col
+
+from db.models import Annotation, Image, QueueLease, pk
+from relabel.consensus import Decision
+from relabel.decision_log import current_decisions
+
+GAP_SECONDS = 60.0  # how long an annotation id skipped by a pull is looked for again (a transaction in flight)
+MAX_GAPS = 1000
+
+
+def wall_time(clock: Callable[[], float]) -> datetime:
+    """`clock()` (seconds since 1970) as a UTC datetime, the form `QueueLease.expires_at` is stored in."""
+    return datetime.fromtimestamp(clock(), timezone.utc)
+
+
+class DbLeases:
+    """Leases and decisions of one dataset's review queue, shared through the database (the module docstring).
+
+    `write_lock`: what the process holds around its SQLite writes (`relabel.review.studio.Studio`), so its own
+    writers queue in memory instead of in SQLite's busy handler. `clock`: wall-clock seconds since 1970 (tests
+    move it)."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        dataset_id: int,
+        *,
+        write_lock: AbstractContextManager[object] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.engine, self.dataset_id, self.clock = engine, dataset_id, clock
+        self.sqlite = engine.dialect.name == "sqlite"
+        self._write_lock = write_lock if write_lock is not None else nullcontext()
+        with engine.connect() as conn:  # read before the queue loads its decisions: a pull repeats, never misses
+            self._seen: int = conn.execute(select(func.max(pk(Annotation.id)))).scalar() or 0
+        self._gaps: dict[int, float] = {}  # annotation id skipped by a pull -> clock time to stop looking for it
+        self._granted: dict[int, tuple[int, float]] = {}  # user -> (image, clock time its lease expires)
+
+    # -- leases --------------------------------------------------------------------------------------------------
+
+    def claim(self, image_id: int, user_id: int, limit: int, seconds: float, *, force: bool = False) -> bool:
+        """Lease `image_id` to `user_id` for `seconds` if fewer than `limit` other users hold it or decided it
+        (`force`: whatever they are); the user's other lease in the dataset ends. False: taken, decided by the
+        user, or (PostgreSQL) being claimed by another process right now; nothing is written then. A lease this
+        object granted with more than half its time left is kept as it is: a reload writes nothing."""
+        image, until = self._granted.get(user_id, (None, 0.0))
+        if not force and image == image_id and until > self.clock() + seconds / 2:
+            return True
+        with self._write_lock, self.engine.begin() as conn:
+            if not self._lock_image(conn, image_id):
+                return False
+            now = wall_time(self.clock)
+            rows = conn.execute(
+                select(col(QueueLease.user_id), col(QueueLease.expires_at)).where(col(QueueLease.image_id) == image_id)
+            ).all()
+            held = {u for u, expires in rows if expires > now}
+            if not force:
+                decided = self._voters(conn, image_id)
+                if user_id in decided:
+                    return False
+                if user_id not in held and len(decided | (held - {user_id})) >= limit:
+                    return False
+            conn.execute(
+                delete(QueueLease).where(
+                    col(QueueLease.dataset_id) == self.dataset_id,
+                    col(QueueLease.user_id) == user_id,
+                    col(QueueLease.image_id) != image_id,
+                )
+            )
+            until = self.clock() + seconds
+            expires = wall_time(lambda: until)
+            if any(u == user_id for u, _ in rows):
+                conn.execute(
+                    update(QueueLease)
+                    .where(col(QueueLease.image_id) == image_id, col(QueueLease.user_id) == user_id)
+                    .values(expires_at=expires)
+                )
+            else:
+                conn.execute(
+                    QueueLease.__table__.insert().values(  # type: ignore[attr-defined]
+                        dataset_id=self.dataset_id, image_id=image_id, user_id=user_id, expires_at=expires
+                    )
+                )
+        self._granted[user_id] = (image_id, until)
+        return True
+
+    def admits(self, image_id: int, user_id: int, limit: int) -> bool:
+        """Whether `user_id` may decide `image_id` now: they decided it or hold an unexpired lease on it, or fewer
+        than `limit` other users hold or decided it. Reads only."""
+        with self.engine.connect() as conn:
+            now = wall_time(self.clock)
+            held = set(
+                conn.execute(
+                    select(col(QueueLease.user_id)).where(
+                        col(QueueLease.image_id) == image_id, col(QueueLease.expires_at) > now
+                    )
+                ).scalars()
+            )
+            decided = self._voters(conn, image_id)
+        return user_id in held or user_id in decided or len(decided | held) < limit
+
+    def release(self, image_id: int, user_id: int) -> None:
+        """End `user_id`'s lease on `image_id`, if this object granted it (a user holds one lease per dataset)."""
+        if self._granted.get(user_id, (None, 0.0))[0] != image_id:
+            return
+        del self._granted[user_id]
+        with self._write_lock, self.engine.begin() as conn:
+            conn.execute(
+                delete(QueueLease).where(col(QueueLease.image_id) == image_id, col(QueueLease.user_id) == user_id)
+            )
+
+    # -- decisions -----------------------------------------------------------------------------------------------
+
+    def pull(self) -> dict[int, list[Decision]]:
+        """The dataset's images with a decision stored (by any process) since the last pull, each with its standing
+        decisions now (empty: every one was undone)."""
+        now = self.clock()
+        self._gaps = {i: until for i, until in self._gaps.items() if until > now}
+        query = select(pk(Annotation.id), col(Annotation.image_id), col(Image.dataset_id)).join(
+            Image, col(Image.id) == col(Annotation.image_id)
+        )
+        newer = pk(Annotation.id) > self._seen
+        with self.engine.connect() as conn:
+            where = or_(newer, pk(Annotation.id).in_(list(self._gaps))) if self._gaps else newer
+            rows = conn.execute(query.where(where)).all()
+            if not rows:
+                return {}
+            found = {r[0] for r in rows}
+            for i in found:
+                self._gaps.pop(i, None)
+            newest = max(found)
+            skipped = range(self._seen + 1, newest)
+            if len(skipped) <= MAX_GAPS:  # more: a sequence jump (a server restart), not transactions in flight
+                self._gaps.update((i, now + GAP_SECONDS) for i in skipped if i not in found)
+            self._seen = max(self._seen, newest)
+            changed = sorted({image for _, image, dataset in rows if dataset == self.dataset_id})
+            if not changed:
+                return {}
+            standing = current_decisions(conn, self.dataset_id, image_ids=changed)
+        return {image: standing.get(image, []) for image in changed}
+
+    # -- internals -----------------------------------------------------------------------------------------------
+
+    def _lock_image(self, conn: Connection, image_id: int) -> bool:
+        """Take the lock that serializes claims on `image_id`; False when another transaction holds it."""
+        if self.sqlite:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            return True
+        query = select(pk(Image.id)).where(pk(Image.id) == image_id).with_for_update(skip_locked=True, key_share=True)
+        return conn.execute(query).first() is not None
+
+    def _voters(self, conn: Connection, image_id: int) -> set[int]:
+        """Users with a standing annotator decision (not an adjudication) on `image_id`, from the database."""
+        standing = current_decisions(conn, self.dataset_id, image_ids=[image_id]).get(image_id, [])
+        return {d.user_id for d in standing if not d.is_adjudication}
