@@ -13,7 +13,13 @@ from relabel.settings import Settings
 
 @click.group()
 def decisions() -> None:
-    """Annotators' per-image decisions made outside the studio: import them."""
+    """Annotators' per-image decisions made outside the studio: import them.
+
+    \b
+    Examples:
+      relabel decisions import decisions.csv --format csv
+      relabel decisions import project.json --format label-studio --user 7=alice
+    """
 
 
 @decisions.command("import")

@@ -13,7 +13,13 @@ from relabel.settings import Settings
 
 @click.group()
 def labels() -> None:
-    """Label sources: the original labels (ImGT) and imported priors (ReaL, Shankar, MTurk)."""
+    """Label sources: the original labels (ImGT) and imported priors (ReaL, Shankar, MTurk).
+
+    \b
+    Examples:
+      relabel labels import real.json --format real
+      relabel labels import shankar_multilabel.csv --format shankar
+    """
 
 
 @labels.command("import")
@@ -56,7 +62,12 @@ def labels_import(
 
 @click.group()
 def predictions() -> None:
-    """Model predictions made elsewhere, stored as model runs."""
+    """Model predictions made elsewhere, stored as model runs.
+
+    \b
+    Examples:
+      relabel predictions import preds.csv --run resnet50 --model timm/resnet50
+    """
 
 
 @predictions.command("import")

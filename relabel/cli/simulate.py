@@ -13,7 +13,12 @@ from relabel.settings import Settings
 
 @click.group()
 def simulate() -> None:
-    """Replay work on answers a dataset holds already (e.g. ReaL's raters), to see what an order of review buys."""
+    """Replay work on answers a dataset holds already (e.g. ReaL's raters), to see what an order of review buys.
+
+    \b
+    Examples:
+      relabel simulate review --reference real
+    """
 
 
 def _names(values: tuple[str, ...]) -> list[str]:

@@ -15,7 +15,14 @@ from relabel.settings import Settings
 
 @click.group()
 def snapshot() -> None:
-    """Immutable ReGT snapshots of the consensus labels."""
+    """Immutable ReGT snapshots of the consensus labels.
+
+    \b
+    Examples:
+      relabel snapshot create round-1
+      relabel snapshot export round-1 --format jsonl --out round-1.jsonl
+      relabel snapshot diff round-1 round-2
+    """
 
 
 @snapshot.command("create")

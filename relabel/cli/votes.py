@@ -19,7 +19,13 @@ if TYPE_CHECKING:
 
 @click.group()
 def votes() -> None:
-    """Workers' answers ("is class c in image i?": yes / maybe / no): import, aggregate, worker reliability."""
+    """Workers' answers ("is class c in image i?": yes / maybe / no): import, aggregate, worker reliability.
+
+    \b
+    Examples:
+      relabel votes import real_raters.npz --format real-raters
+      relabel votes aggregate --method ds --compare real
+    """
 
 
 @votes.command("import")
