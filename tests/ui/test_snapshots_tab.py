@@ -173,7 +173,9 @@ class TestTab:
     def test_export_serves_a_copy_in_the_chosen_format(self, two_rounds: Studio, tmp_path: Path) -> None:
         app, _ = build_tab(two_rounds, tmp_path / "exports")
         [fmt] = [c for c in api(app, "export_snapshot").inputs if isinstance(c, gr.Radio)]
-        assert [v for _, v in fmt.choices] == list(EXPORT_FORMATS)
+        one_file = [f for f, kind in EXPORT_FORMATS.items() if kind.folder is None]  # hf writes a folder
+        assert [v for _, v in fmt.choices] == ["jsonl", *(f for f in one_file if f != "jsonl")] and fmt.value == "jsonl"
+        assert "hf" in EXPORT_FORMATS and "hf" not in one_file
         served = Path(api(app, "export_snapshot").fn("r2", "csv", LEAD))
         [written] = (tmp_path / "exports").glob("r2-*.csv")  # not .csv.csv
         assert served != written and served.read_bytes() == written.read_bytes()
