@@ -94,6 +94,10 @@ def _queue_leases(conn: Connection) -> None:
     SQLModel.metadata.tables["queue_leases"].create(conn, checkfirst=True)
 
 
+def _studio_sessions(conn: Connection) -> None:
+    SQLModel.metadata.tables["studio_sessions"].create(conn, checkfirst=True)
+
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "initial schema", _initial_schema),
     Migration(2, "response cache and prediction details for suggestions", _suggestion_support),
@@ -101,6 +105,7 @@ MIGRATIONS: list[Migration] = [
     Migration(4, "workers' votes on (image, class) pairs; snapshot consensus and posteriors", _votes),
     Migration(5, "users can be disabled", _user_active),
     Migration(6, "review queue leases shared by every studio process", _queue_leases),
+    Migration(7, "sign-in sessions shared by every studio process", _studio_sessions),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

@@ -224,6 +224,20 @@ class QueueLease(SQLModel, table=True):
     expires_at: datetime  # wall-clock UTC (not a process's monotonic clock): the same in every process and host
 
 
+class StudioSession(SQLModel, table=True):
+    """A signed-in studio session, shared by every studio process on the database: the browser's cookie holds the
+    token, the database only its sha256. Deleted at sign-out, when the user is disabled, and once expired."""
+
+    __tablename__ = "studio_sessions"
+    id: int | None = Field(default=None, primary_key=True)
+    token_hash: str = Field(unique=True)  # sha256 hex of the cookie's token, never the token itself
+    user_id: int = Field(foreign_key="users.id", index=True)
+    created_at: datetime = Field(default_factory=utcnow)
+    expires_at: datetime  # wall-clock UTC; an idle session's moves on with use, a remembered one's is fixed
+    last_seen: datetime = Field(default_factory=utcnow)
+    remember: bool = False  # "keep me signed in": a fixed, longer expiry and a persistent cookie
+
+
 class Annotation(SQLModel, table=True):
     """One decision event. Never updated: an undo is a new row with verdict `retract`."""
 

@@ -2,7 +2,8 @@
 
 A user is never deleted or renamed: their decisions stay in the log under their name. A disabled user cannot sign
 in to the studio (`relabel.review.studio.Studio.login` answers as for a wrong password) nor save or undo a decision
-(`relabel.annotations.disabled_user`); enabling them gives both back. The workspace keeps at least one active lead
+(`relabel.annotations.disabled_user`), and disabling them ends their studio sessions in every
+process (`relabel.review.sessions`); enabling them gives both back. The workspace keeps at least one active lead
 once it has one: the last one can be neither demoted nor disabled. Creating a user and hashing a password is
 `relabel.annotations`' job (`add_user`, `check_new_password`, `hash_password`).
 """
@@ -18,9 +19,10 @@ from sqlmodel import Session, col
 
 from db.engine import session_scope
 from db.enums import Role, Verdict
-from db.models import Annotation, User
+from db.models import Annotation, User, stored_id
 from relabel.annotations import check_new_password, get_user, hash_password
 from relabel.errors import ConflictError
+from relabel.review.sessions import end_user_sessions
 
 
 @dataclass(frozen=True)
@@ -61,14 +63,15 @@ def require_user(engine: Engine, name: str) -> None:
 
 
 def set_active(engine: Engine, name: str, active: bool) -> bool:
-    """Enable (`active`) or disable user `name`; False when they already were. Raises NotFoundError for an unknown
-    name, ConflictError for disabling the last active lead."""
+    """Enable (`active`) or disable user `name`; False when they already were. Disabling ends their sign-in
+    sessions. Raises NotFoundError for an unknown name, ConflictError for disabling the last active lead."""
     with session_scope(engine) as s:
         user = get_user(s, name)
-        if user.active == active:
-            return False
         if not active:
             _keep_a_lead(s, user, "disable")
+            end_user_sessions(s.connection(), stored_id(user))  # one left over from before is ended too
+        if user.active == active:
+            return False
         user.active = active
         s.add(user)
     return True

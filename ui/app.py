@@ -9,7 +9,8 @@ the server-side session; lead-only handlers check the role again on the server.
 The web trust boundary sits in front of Gradio's routes: sign-in is throttled and hashed off the event loop
 (`ui.login`); requests for other host names, cross-origin requests, sign-out by GET and the API listing are
 refused, cookies are SameSite=Lax, and `X-Forwarded-For` counts only from the trusted proxies (`ui.security`);
-uploads are capped at MAX_UPLOAD and request bodies at MAX_BODY.
+uploads are capped at MAX_UPLOAD and request bodies at MAX_BODY. Sign-in sessions are rows of the database, shared
+by every studio process on it (`ui.sessions`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 import gradio as gr
 from starlette.middleware import Middleware
 
+from relabel.review.sessions import DbSessions, cookie_id
 from relabel.review.studio import Studio
 from ui import dashboard_tab, handlers, reports_tab, snapshots_tab
 from ui.card_component import asset, card
@@ -29,6 +31,7 @@ from ui.context import WorkspaceContext
 from ui.events import guarded
 from ui.login import FREE_PER_USER, LOCK_S, LoginGuard
 from ui.security import StudioGuard, served_hosts
+from ui.sessions import SessionTokens, SharedSessions
 
 MAX_UPLOAD = "1mb"  # the studio has no upload component; Gradio's upload route takes files up to this size
 MAX_BODY = 2 * 1024 * 1024  # bytes of any request body: the studio's own requests are small JSON
@@ -111,6 +114,7 @@ def launch_app(
     os.environ.setdefault("GRADIO_ANALYTICS_CACHE_FREQUENCY", "1000")
     os.environ.setdefault("GRADIO_ANALYTICS_MAX_EVENTS", "2000")
     app.queue(default_concurrency_limit=concurrency)
+    tokens = SessionTokens(DbSessions(studio.engine))
     # uvicorn rewrites the client address from X-Forwarded-For for the peers this names (its default: 127.0.0.1,
     # so any local page or program could choose its address); Gradio builds uvicorn's config from the environment.
     os.environ["FORWARDED_ALLOW_IPS"] = ",".join(trusted_proxies)
@@ -124,7 +128,12 @@ def launch_app(
         allowed_paths=[str(studio.display.folder)],
         max_file_size=MAX_UPLOAD,
         app_kwargs={
-            "middleware": [Middleware(StudioGuard, served=served_hosts(host, allowed_hosts))],
+            "middleware": [
+                Middleware(StudioGuard, served=served_hosts(host, allowed_hosts)),
+                # sign-in sessions in the database, shared by every process on it (inside the guard: only
+                # same-origin sign-ins and sign-outs reach it)
+                Middleware(SharedSessions, tokens=tokens, cookie_id=cookie_id(studio.engine)),
+            ],
             "max_body_size": MAX_BODY,
         },
         prevent_thread_lock=not block,

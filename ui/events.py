@@ -8,7 +8,7 @@ functions (`ui.card_component`) get the user from the session cookie through `se
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import gradio as gr
@@ -33,7 +33,7 @@ def session_user(request: Any) -> str:
     app = getattr(request, "app", None)
     tokens, cookie_id = getattr(app, "tokens", None), getattr(app, "cookie_id", None)
     cookies = getattr(request, "cookies", None) or {}
-    if isinstance(tokens, dict) and cookie_id:
+    if isinstance(tokens, Mapping) and cookie_id:  # a dict, or the database's sessions (`ui.sessions`)
         token = cookies.get(f"access-token-{cookie_id}") or cookies.get(f"access-token-unsecure-{cookie_id}")
         user = tokens.get(token) if token else None
         if user:

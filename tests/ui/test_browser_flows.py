@@ -199,7 +199,7 @@ def test_a_key_after_a_restart_says_signed_out_and_offers_to_sign_in(browser: An
         sign_in(page, "alice")
         wait_for_card(page)
         held = image_id_of(page)
-        # what a restart loses: the sign-in sessions and the card tokens live in the server's memory
+        # what a restart loses, the card tokens in the server's memory; and every session ends (as when signed out)
         app.server_app.tokens.clear()
         studio.tokens = CardTokens()
         page.keyboard.press("1")
