@@ -30,8 +30,9 @@ class Clock:
 
 
 @pytest.fixture
-def db_file(tmp_path: Path) -> str:
-    url = f"sqlite:///{tmp_path / 'relabel.db'}"
+def db_file(db_url: str) -> str:
+    """A workspace database (a SQLite file, or a PostgreSQL schema) with users alice and lena."""
+    url = db_url
     engine = create_db_engine(url)
     init_db(engine)
     for name, role in (("alice", Role.annotator), ("lena", Role.lead)):
