@@ -98,6 +98,10 @@ def _studio_sessions(conn: Connection) -> None:
     SQLModel.metadata.tables["studio_sessions"].create(conn, checkfirst=True)
 
 
+def _card_tokens(conn: Connection) -> None:
+    SQLModel.metadata.tables["card_tokens"].create(conn, checkfirst=True)
+
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "initial schema", _initial_schema),
     Migration(2, "response cache and prediction details for suggestions", _suggestion_support),
@@ -106,6 +110,7 @@ MIGRATIONS: list[Migration] = [
     Migration(5, "users can be disabled", _user_active),
     Migration(6, "review queue leases shared by every studio process", _queue_leases),
     Migration(7, "sign-in sessions shared by every studio process", _studio_sessions),
+    Migration(8, "card tokens shared by every studio process", _card_tokens),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

@@ -238,6 +238,24 @@ class StudioSession(SQLModel, table=True):
     remember: bool = False  # "keep me signed in": a fixed, longer expiry and a persistent cookie
 
 
+class CardToken(SQLModel, table=True):
+    """A card served to a user, named by the one-time token its decision must carry (`relabel.review.tokens`), so
+    that any studio process on the database can check a decision on it. The oldest rows of a user beyond their
+    pool's size are deleted when a new card is served."""
+
+    __tablename__ = "card_tokens"
+    __table_args__ = (Index("ix_card_tokens_user", "user_id", "id"),)
+    id: int | None = Field(default=None, primary_key=True)
+    token: str = Field(unique=True)  # as a decision made on the card stores it (`Annotation.client_token`)
+    user_id: int = Field(foreign_key="users.id")
+    image_id: int = Field(foreign_key="images.id")
+    served_at: datetime  # wall-clock UTC: the time on the card is measured from it, in whichever process
+    suggestion_id: int | None = None
+    suggested_class: int | None = None
+    original: list[int] = _json()
+    last_event: int | None = None  # id of the user's newest decision or undo on the image when served
+
+
 class Annotation(SQLModel, table=True):
     """One decision event. Never updated: an undo is a new row with verdict `retract`."""
 

@@ -3,7 +3,7 @@
 The page (`ui/static/card.js`) calls them through Gradio's server functions (`ui.card_component`): one HTTP
 request per action, one small JSON reply. A reply holds the card to show (`card_payload`) and a message; a refused
 action raises a RelabelError, which the page shows as a short message beside a card that stays usable. A decision
-on a stale card (answered since in another tab, or issued before a restart) is refused and the reply carries the
+on a stale card (answered since in another tab, or too old: its token was dropped) is refused and the reply carries the
 card reloaded, with the newest answer pre-filled; one whose token a stored decision already carries (resent after
 a restart) is answered "already saved" (`Studio.decide`). A reply's message is said once: the card's status line
 holds the progress, never the message again. Tests call these functions directly, without a server.

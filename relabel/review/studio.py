@@ -34,7 +34,7 @@ from relabel.review.evidence import load_evidence
 from relabel.review.examples import load_examples
 from relabel.review.leases import DbLeases
 from relabel.review.queue import QueueFilter, ReviewQueue, by_benefit
-from relabel.review.tokens import CardTokens, Shown
+from relabel.review.tokens import CardTokens, DbCardTokens, Shown
 from relabel.storable import storable_text
 from relabel.vocabulary import Vocabulary
 from relabel.workspace import dataset_vocabulary, get_dataset
@@ -95,7 +95,6 @@ class Studio:
             self.runs: RunChoice = pick_runs(conn, self.dataset_id, suggestion_run, classifier_run)
         self._run_names = (suggestion_run, classifier_run)
         self.display = DisplayCache(cache_dir / "display")
-        self.tokens = CardTokens()
         self._user_locks: dict[int, threading.Lock] = {}
         self._users: dict[str, tuple[int, Role]] = {}
         self._prefetch = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefetch")
@@ -105,6 +104,7 @@ class Studio:
         self._write_lock: threading.Lock | nullcontext[None] = (
             threading.Lock() if engine.dialect.name == "sqlite" else nullcontext()
         )
+        self.tokens: CardTokens | DbCardTokens = DbCardTokens(engine, write_lock=self._write_lock)
         self.refresh()
 
     # -- users ---------------------------------------------------------------------------------------------------
@@ -285,9 +285,9 @@ class Studio:
     ) -> Saved:
         """Store `user`'s decision on `image_id`. `action` is one of ACTIONS; "labels" takes `classes`.
 
-        A token seen before returns the first decision stored with it and stores nothing, also after a restart
-        (the token is then unknown to this process, but the decision stored with it names it): a request resent
-        because its answer was lost in the restart is answered "already saved", not "decide again".
+        A token seen before returns the first decision stored with it and stores nothing, in any process and also
+        after a restart (the decision stored with it names it, even once the token itself was dropped): a request
+        resent because its answer was lost is answered "already saved", not "decide again".
         """
         user_id, _ = self.user(user)
         if adjudicate:
@@ -306,7 +306,7 @@ class Studio:
             )
         verdict, chosen = self._resolve_action(action, list(classes), shown)
         storable_text(note, "the note", max_length=MAX_NOTE)
-        seconds = round(time.monotonic() - shown.at, 3)
+        seconds = round(max(0.0, time.time() - shown.at), 3)  # wall clock: served maybe by another process
 
         def refuse_if_stale(latest: int | None) -> None:
             if latest != shown.last_event:

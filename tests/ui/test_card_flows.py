@@ -10,9 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import delete
+from sqlmodel import Session
 
 from db.enums import Role
+from db.models import CardToken
 from relabel.annotations import add_user
+from relabel.errors import ConflictError
 from relabel.exports import EXPORT_FORMATS
 from relabel.review.studio import Studio
 from tests.studio_workspace import PASSWORD, build_workspace, stored_annotations
@@ -115,8 +119,8 @@ class TestRestart:
         card = card_of(card_api.next_card(studio, "alice", {}))
         card_api.decide(studio, "alice", {"key": card["key"], "action": "original"})
         restarted = Studio(studio.engine, cache_dir=tmp_path / "cache", overlap=2)
-        reply = card_api.decide(restarted, "bob", {"key": card["key"], "action": "none_fit"})
-        assert "already saved" not in str(reply) and "decide again" in reply["error"]
+        with pytest.raises(ConflictError, match="issued for another card"):  # not "already saved"
+            card_api.decide(restarted, "bob", {"key": card["key"], "action": "none_fit"})
         assert [r.user_id for r in stored_annotations(studio)] == [studio.user("alice")[0]]
 
     def test_a_decision_that_was_not_stored_is_refused_with_the_card_reloaded(
@@ -124,6 +128,9 @@ class TestRestart:
     ) -> None:
         card = card_of(card_api.next_card(studio, "alice", {}))
         restarted = Studio(studio.engine, cache_dir=tmp_path / "cache", overlap=2)
+        with Session(studio.engine) as s:  # the card is too old: its token left alice's pool
+            s.execute(delete(CardToken))
+            s.commit()
         reply = card_api.decide(restarted, "alice", {"key": card["key"], "action": "original"})
         assert "decide again" in reply["error"] and card_of(reply)["image_id"] == card["image_id"]
         assert stored_annotations(studio) == []
