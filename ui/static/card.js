@@ -56,8 +56,8 @@
 
   // -- talking to the server -------------------------------------------------------------------------------------
   // Gradio's client answers nothing (undefined) when a request is refused or fails, so an empty answer is followed
-  // by one look at the session: after a restart (sessions live in the server's memory) or a sign-out the card
-  // says so and offers to sign in again, instead of failing on every key.
+  // by one look at the session: when it has ended (a sign-out, an expiry, a disabled user) the card says so and
+  // offers to sign in again, instead of failing on every key.
   const SIGNED_OUT = "signed out: sign in again";
   async function call(name, data) {
     let reply;
