@@ -11,6 +11,7 @@ holds the progress, never the message again. Tests call these functions directly
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from db.enums import Role, Verdict
@@ -19,7 +20,6 @@ from relabel.consensus import Outcome
 from relabel.errors import InputError, NotFoundError, StaleCardError
 from relabel.review.cards import Card
 from relabel.review.class_search import ClassSearch
-from relabel.review.near_duplicates import near_duplicates
 from relabel.review.queue import QueueFilter
 from relabel.review.studio import ACTIONS, MAX_NOTE, Disputed, Studio
 from relabel.storable import storable_text
@@ -266,7 +266,9 @@ def search(studio: Studio, user: str, data: dict[str, Any], searcher: ClassSearc
     matches = searcher.search(query, limit=MAX_SEARCH)
     return {
         "query": query,
-        "matches": [picker_ref(studio.vocab, m.index) | {"how": m.how, "term": m.term} for m in matches],
+        "matches": [
+            picker_ref(studio.vocab, m.index, searcher.twins) | {"how": m.how, "term": m.term} for m in matches
+        ],
     }
 
 
@@ -278,12 +280,12 @@ def shortened(text: str, limit: int) -> str:
     return f"{cut}…"
 
 
-def picker_ref(vocab: Vocabulary, index: int) -> dict[str, Any]:
+def picker_ref(vocab: Vocabulary, index: int, twins_of: Mapping[int, tuple[int, ...]]) -> dict[str, Any]:
     """A search hit as the picker lists it: `class_ref`, the class's short description (what "mouse" or "boxer"
-    is here) and the near-duplicate classes it may be confused with (`relabel.review.near_duplicates`), with the
+    is here) and the near-duplicate classes it may be confused with (`twins_of`: `ClassSearch.twins`), with the
     line the picker shows for them."""
     ref = class_ref(vocab, index)
-    twins = [class_ref(vocab, t)["label"] for t in near_duplicates(vocab).get(index, ())]
+    twins = [class_ref(vocab, t)["label"] for t in twins_of.get(index, ())]
     note = f"≈ near-duplicate of {', '.join(twins)}" if twins else ""
     return ref | {"gloss": shortened(vocab.classes[index].gloss, GLOSS_CHARS), "twins": twins, "twin_note": note}
 

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
+from relabel.review.near_duplicates import near_duplicates
 from relabel.vocabulary import Vocabulary
 
 TIERS = ("exact", "prefix", "substring", "fuzzy")
@@ -73,6 +74,11 @@ class ClassSearch:
                     seen.add(text)
                     terms.append(_Term(c.index, text, shown, is_name, is_wnid))
         self._terms = terms
+
+    @cached_property
+    def twins(self) -> dict[int, tuple[int, ...]]:
+        """Each class's near-duplicate classes (`relabel.review.near_duplicates`), worked out once per vocabulary."""
+        return near_duplicates(self.vocab)
 
     @cached_property
     def _words(self) -> tuple[list[str], list[int]]:
