@@ -27,6 +27,7 @@ from relabel.arrays import load_array
 from relabel.bulk_import import matched_rows, replace_existing, store_run
 from relabel.errors import ConflictError, InputError, brief, unknown_name
 from relabel.import_rows import LabelRow, image_key, resolve_labels, resolve_rows
+from relabel.score_vectors import ScoreMatrix, discard_scores, read_score_matrix, top_k, write_scores
 from relabel.tables import LABEL_SEPARATORS, TableSchema, read_records
 from relabel.textfiles import parse_decimal, read_json, read_lines
 from relabel.vocabulary import Vocabulary
@@ -128,11 +129,28 @@ def parse_npy(path: Path, vocab: Vocabulary, order: list[str] | None) -> Iterabl
         yield PredictionRow(key, top[i].tolist(), [round(float(x), 6) for x in top_scores[i]], where=f"{name} row {i}")
 
 
+def parse_npz(path: Path, vocab: Vocabulary, order: list[str] | None) -> Iterable[PredictionRow]:
+    """An .npz of score vectors (`relabel.score_vectors`): `scores` (N, C), `ids`, optional `classes`; top-5 kept."""
+    return score_rows(read_score_matrix(path, vocab, order), path.name)
+
+
+def score_rows(matrix: ScoreMatrix, name: str) -> list[PredictionRow]:
+    """A row per image of a score matrix: its top-5 classes and their scores."""
+    top, top_scores = top_k(matrix.scores, NPY_TOP_K)
+    rounded = np.round(top_scores.astype(np.float64), 6).tolist()
+    return [
+        PredictionRow(key, classes, scores, where=f"{name} row {i}")
+        for i, (key, classes, scores) in enumerate(zip(matrix.keys, top.tolist(), rounded))
+    ]
+
+
 PREDICTION_FORMATS: dict[str, Callable[[Path, Vocabulary, list[str] | None], Iterable[PredictionRow]]] = {
     "csv": _parse_records("csv"),
     "jsonl": _parse_records("jsonl"),
     "npy": parse_npy,
+    "npz": parse_npz,
 }
+SCORE_FORMATS = ("npy", "npz")  # formats that can carry full score vectors (`keep_scores`)
 
 
 def read_order(spec: str | None, sorted_paths: list[str]) -> list[str] | None:
@@ -200,41 +218,67 @@ def import_predictions(
     dataset: str | None = None,
     skip_unknown: bool = False,
     replace: bool = False,
+    keep_scores: Path | None = None,
 ) -> RunReport:
     """Store a prediction file as model run `run`. Validates every row first; all or nothing.
 
     `replace` swaps an existing run of that name for the file, unless decisions cite its predictions
-    (`refuse_if_cited`).
+    (`refuse_if_cited`). `keep_scores` (the workspace folder) also stores an .npy/.npz file's full score vectors
+    there (`relabel.score_vectors`), named in the run's params.
     """
     fmt = fmt or {"ndjson": "jsonl"}.get(path.suffix.lower().lstrip("."), path.suffix.lower().lstrip("."))
     if fmt not in PREDICTION_FORMATS:
         raise unknown_name("prediction format", fmt, list(PREDICTION_FORMATS))
     if not path.is_file():
         raise InputError(f"prediction file {str(path)!r} does not exist")
-    with session_scope(engine) as s:
-        ds = get_dataset(s, dataset)
-        vocab = dataset_vocabulary(s, ds)
-        paths = sorted(s.exec(select(col(Image.path)).where(col(Image.dataset_id) == ds.id)).all())
-        rows = list(PREDICTION_FORMATS[fmt](path, vocab, read_order(order, paths)))
-        ids, skipped = resolve_rows(rows, image_index(s, ds), len(vocab), skip_unknown=skip_unknown, what=str(path))
-        old = s.exec(select(ModelRun).where(col(ModelRun.dataset_id) == ds.id, col(ModelRun.name) == run)).first()
-        if old is not None:
-            what = f"dataset {ds.name!r} already has a run {run!r}"
-            if replace:
-                refuse_if_cited(s, old)
-            replace_existing(s, old, delete(Prediction).where(col(Prediction.run_id) == old.id), what, replace)
-        values = [_prediction_values(r, image_id) for r, image_id in matched_rows(rows, ids, path.name)]
-        store_run(
-            s,
-            dataset_id=stored_id(ds),
-            name=run,
-            model=model,
-            protocol=protocol,
-            params={"format": fmt, "order": order},
-            origin=str(path.resolve()),
-            tool_version=__version__,
-            predictions=values,
-        )
+    if keep_scores is not None and fmt not in SCORE_FORMATS:
+        raise InputError(f"{path}: full score vectors come in an .npy or .npz score matrix, not {fmt}; nothing written")
+    params: dict[str, Any] = {"format": fmt, "order": order}
+    created: str | None = None
+    replaced: str | None = None
+    try:
+        with session_scope(engine) as s:
+            ds = get_dataset(s, dataset)
+            vocab = dataset_vocabulary(s, ds)
+            paths = sorted(s.exec(select(col(Image.path)).where(col(Image.dataset_id) == ds.id)).all())
+            keys = read_order(order, paths)
+            matrix = read_score_matrix(path, vocab, keys) if keep_scores is not None else None
+            rows = score_rows(matrix, path.name) if matrix else list(PREDICTION_FORMATS[fmt](path, vocab, keys))
+            index = image_index(s, ds)
+            ids, skipped = resolve_rows(rows, index, len(vocab), skip_unknown=skip_unknown, what=str(path))
+            old = s.exec(select(ModelRun).where(col(ModelRun.dataset_id) == ds.id, col(ModelRun.name) == run)).first()
+            if old is not None:
+                what = f"dataset {ds.name!r} already has a run {run!r}"
+                if replace:
+                    refuse_if_cited(s, old)
+                replaced = (old.params or {}).get("scores_file")
+                replace_existing(s, old, delete(Prediction).where(col(Prediction.run_id) == old.id), what, replace)
+            matched = list(matched_rows(rows, ids, path.name))
+            values = [_prediction_values(r, image_id) for r, image_id in matched]
+            if matrix is not None and keep_scores is not None:
+                kept = np.array([i for i, image_id in enumerate(ids) if image_id >= 0], dtype=np.int64)
+                image_ids = np.array([image_id for _, image_id in matched], dtype=np.int64)
+                relative, digest, fresh = write_scores(keep_scores, image_ids, matrix.scores[kept])
+                created = relative if fresh else None
+                params |= {"scores_file": relative, "scores_sha256": digest, "scores_shape": [len(kept), len(vocab)]}
+            store_run(
+                s,
+                dataset_id=stored_id(ds),
+                name=run,
+                model=model,
+                protocol=protocol,
+                params=params,
+                origin=str(path.resolve()),
+                tool_version=__version__,
+                predictions=values,
+            )
+    except BaseException:
+        if created is not None and keep_scores is not None:
+            discard_scores(keep_scores, created)  # nothing of the failed import stays behind
+        raise
+    if keep_scores is not None and replaced and replaced != params.get("scores_file"):
+        with Session(engine) as s:
+            discard_scores(keep_scores, replaced, s)
     n_err = sum(1 for v in values if v["status"] is PredictionStatus.error)
     return RunReport(run, len(values) - n_err, n_err, skipped)
 

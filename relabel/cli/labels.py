@@ -80,8 +80,14 @@ def predictions() -> None:
     show_default=True,
     help="How the predictions were made: supervised, or a protocol of `relabel suggest --protocol`.",
 )
-@click.option("--format", "fmt", type=click.Choice(["csv", "jsonl", "npy"]), help="Default: the file extension.")
+@click.option("--format", "fmt", type=click.Choice(["csv", "jsonl", "npy", "npz"]), help="Default: the file extension.")
 @click.option("--order", help="For NPY: a file of image keys in row order (JSON list or one per line), or 'sorted'.")
+@click.option(
+    "--keep-scores",
+    is_flag=True,
+    help="NPY/NPZ score matrix: also keep every class's score (float32, in the workspace's scores/ folder), for "
+    "cleanlab and calibration; `relabel predictions scores RUN --out FILE.npz` gives them back.",
+)
 @click.option("--dataset", help="Dataset name (default: the only one).")
 @click.option("--skip-unknown", is_flag=True, help="Import rows for images the dataset has; skip the rest.")
 @click.option(
@@ -101,14 +107,17 @@ def predictions_import(
     dataset: str | None,
     skip_unknown: bool,
     replace: bool,
+    keep_scores: bool,
 ) -> None:
-    """Import model outputs: CSV/JSONL (image, label or ranked labels, scores) or an NPY array.
+    """Import model outputs: CSV/JSONL (image, label or ranked labels, scores), an NPY array, or an NPZ archive of
+    score vectors (`scores`: N x C floats, `ids`: N image keys, optional `classes`: the columns' wnids).
 
     \b
     Examples:
       relabel predictions import preds.csv --run resnet50 --protocol supervised
       relabel predictions import top1.npy --run cv --order index_to_filepath.json
       relabel predictions import logits.npy --run vit --order sorted    # (N, 1000) scores: top-5 kept
+      relabel predictions import probs.npz --run vit --keep-scores      # every class's score kept too
     """
     from relabel.predictions import import_predictions
 
@@ -123,11 +132,33 @@ def predictions_import(
         dataset=dataset,
         skip_unknown=skip_unknown,
         replace=replace,
+        keep_scores=settings.workspace if keep_scores else None,
     )
     click.echo(
         f"run {r.run!r}: {r.ok} prediction(s), {r.errors} error(s)"
         + (f", {r.skipped_unknown} row(s) for unknown images skipped" if r.skipped_unknown else "")
+        + (", every class's score kept" if keep_scores else "")
     )
+
+
+@predictions.command("scores")
+@click.argument("run")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="The .npz to write.")
+@click.option("--dataset", help="Dataset name (default: the only one).")
+@pass_settings
+def predictions_scores(settings: Settings, run: str, out: Path, dataset: str | None) -> None:
+    """Write a run's full score vectors (imported with --keep-scores) to an .npz, in the dataset's image order:
+    `scores` (N x C float32), `ids` (image paths), `image_ids`, `labels` (ImGT top-1, -1 where none), `classes`.
+
+    \b
+    Example:
+      relabel predictions scores vit --out vit-scores.npz
+      # then: cleanlab.filter.find_label_issues(labels, pred_probs) on the file's labels and scores
+    """
+    from relabel.score_vectors import export_run_scores
+
+    s = export_run_scores(settings.engine, settings.workspace, run, out, dataset)
+    click.echo(f"run {run!r}: {s.scores.shape[0]:,} x {s.scores.shape[1]:,} scores written to {out}")
 
 
 COMMANDS = [labels, predictions]
