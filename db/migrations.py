@@ -102,6 +102,19 @@ def _card_tokens(conn: Connection) -> None:
     SQLModel.metadata.tables["card_tokens"].create(conn, checkfirst=True)
 
 
+def _sign_in_failures(conn: Connection) -> None:
+    SQLModel.metadata.tables["sign_in_failures"].create(conn, checkfirst=True)
+
+
+def _guidelines_and_comments(conn: Connection) -> None:
+    for table in ("guidelines", "image_comments"):
+        SQLModel.metadata.tables[table].create(conn, checkfirst=True)
+
+
+def _assignments(conn: Connection) -> None:
+    SQLModel.metadata.tables["assignments"].create(conn, checkfirst=True)
+
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "initial schema", _initial_schema),
     Migration(2, "response cache and prediction details for suggestions", _suggestion_support),
@@ -111,6 +124,9 @@ MIGRATIONS: list[Migration] = [
     Migration(6, "review queue leases shared by every studio process", _queue_leases),
     Migration(7, "sign-in sessions shared by every studio process", _studio_sessions),
     Migration(8, "card tokens shared by every studio process", _card_tokens),
+    Migration(9, "sign-in throttle counters shared by every studio process", _sign_in_failures),
+    Migration(10, "labeling guidelines and comments on images", _guidelines_and_comments),
+    Migration(11, "images and classes assigned to annotators", _assignments),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

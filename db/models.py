@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Protocol, cast
 
-from sqlalchemy import JSON, BigInteger, Column, Index, UniqueConstraint, true
+from sqlalchemy import JSON, BigInteger, CheckConstraint, Column, Index, UniqueConstraint, true
 from sqlalchemy.orm import Mapped
 from sqlmodel import Field, SQLModel, col
 
@@ -256,6 +256,20 @@ class CardToken(SQLModel, table=True):
     last_event: int | None = None  # id of the user's newest decision or undo on the image when served
 
 
+class SignInFailure(SQLModel, table=True):
+    """Failed sign-ins counted against one typed name or one client address (`relabel.review.sign_in_throttle`),
+    shared by every studio process on the database, so N processes lock a name out after as many failures as one.
+    Deleted when the name signs in, and once its failures are old and its lockout over."""
+
+    __tablename__ = "sign_in_failures"
+    __table_args__ = (Index("ix_sign_in_failures_last_failed", "last_failed"),)
+    kind: str = Field(primary_key=True)  # "user" (a typed name, known or not) or "address"
+    key: str = Field(primary_key=True)
+    failures: int = 0
+    last_failed: datetime  # wall-clock UTC of the newest counted attempt
+    locked_until: datetime | None = None  # wall-clock UTC; None or past: not locked
+
+
 class Annotation(SQLModel, table=True):
     """One decision event. Never updated: an undo is a new row with verdict `retract`."""
 
@@ -345,4 +359,50 @@ class EvaluationRecord(SQLModel, table=True):
     runs: list[dict[str, Any]] = _json()  # [{"id", "name", "model", "protocol"}]; robustness: the model only
     result: dict[str, Any] = _json()
     tool_version: str = ""
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Assignment(SQLModel, table=True):
+    """An image, or every image whose original (ImGT) labels hold a class, assigned to one annotator by a lead
+    (`relabel.review.assignments`): the review queue serves an assigned image only to its assignees, first. Exactly
+    one of `image_id` and `class_key` is set. Deleted when the lead removes it; ids are never reused (SQLite
+    AUTOINCREMENT), so a studio process sees any change in (count, newest id)."""
+
+    __tablename__ = "assignments"
+    __table_args__ = (
+        UniqueConstraint("user_id", "image_id"),
+        UniqueConstraint("dataset_id", "user_id", "class_key"),
+        CheckConstraint("(image_id IS NULL) <> (class_key IS NULL)", name="ck_assignments_image_or_class"),
+        {"sqlite_autoincrement": True},
+    )
+    id: int | None = Field(default=None, primary_key=True)
+    dataset_id: int = Field(foreign_key="datasets.id", index=True)
+    user_id: int = Field(foreign_key="users.id")
+    image_id: int | None = Field(default=None, foreign_key="images.id")
+    class_key: str | None = None  # the class's wnid, or its display name when it has no wnid
+    created_at: datetime = Field(default_factory=utcnow)
+    created_by: str = ""  # the lead's user name
+
+
+class Guidelines(SQLModel, table=True):
+    """One version of the labeling guidelines a lead wrote (Markdown, shown on the review card's G key). Never
+    updated: saving new guidelines adds a row, and the newest row (highest id) is the current text; the older rows
+    are the history (`relabel.review.guidelines`)."""
+
+    __tablename__ = "guidelines"
+    id: int | None = Field(default=None, primary_key=True)
+    text: str
+    author_id: int = Field(foreign_key="users.id")
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class ImageComment(SQLModel, table=True):
+    """A comment a user left on an image from its card (`relabel.review.comments`). Never updated."""
+
+    __tablename__ = "image_comments"
+    __table_args__ = (Index("ix_image_comments_image", "image_id", "id"),)
+    id: int | None = Field(default=None, primary_key=True)
+    image_id: int = Field(foreign_key="images.id")
+    user_id: int = Field(foreign_key="users.id", index=True)
+    text: str
     created_at: datetime = Field(default_factory=utcnow)

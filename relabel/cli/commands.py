@@ -50,6 +50,11 @@ COMMANDS = {
         "Build the offline demo workspace from photos shipped inside installed packages, then open the studio.",
     ),
     "users": Entry("relabel.cli.users:users", "Annotators and leads of the workspace."),
+    "guidelines": Entry(
+        "relabel.cli.guidelines:guidelines",
+        "Labeling guidelines: Markdown a lead writes, shown to annotators on the review card (key G).",
+    ),
+    "comments": Entry("relabel.cli.guidelines:comments", "Comments left on images from the studio's cards (key O)."),
     "labels": Entry(
         "relabel.cli.labels:labels",
         "Label sources: the original labels (ImGT) and imported priors (ReaL, Shankar, MTurk).",
