@@ -123,7 +123,7 @@ def launch_app(
         server_port=port,
         share=False,
         # a coroutine: Gradio awaits it instead of hashing on its event loop (its type says a plain function)
-        auth=LoginGuard(studio.login).login,  # type: ignore[arg-type]
+        auth=LoginGuard.shared(studio.login, studio.engine).login,  # type: ignore[arg-type]
         auth_message=AUTH_MESSAGE,
         allowed_paths=[str(studio.display.folder)],
         max_file_size=MAX_UPLOAD,
