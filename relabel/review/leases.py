@@ -14,6 +14,9 @@ Decisions. `DbLeases.pull` returns the images whose decisions changed since the 
 with their standing decisions now: one query on the annotations' primary key, which finds nothing when nothing is
 new. PostgreSQL numbers rows when they are inserted, not when they commit, so an id below the newest one seen may
 still appear: ids skipped over are asked for again for `GAP_SECONDS`.
+
+Assignments. `DbLeases.assigned` gives the queue the images leads assigned to annotators
+(`relabel.review.assignments.DbAssignments`), read again whenever they changed, by any process.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.engine import Connection, Engine
@@ -30,6 +34,10 @@ from sqlmodel import col
 from db.models import Annotation, Image, QueueLease, pk
 from relabel.consensus import Decision
 from relabel.decision_log import current_decisions
+from relabel.review.assignments import AssignedImages, DbAssignments
+
+if TYPE_CHECKING:
+    from relabel.review.queue import Evidence
 
 GAP_SECONDS = 60.0  # how long an annotation id skipped by a pull is looked for again (a transaction in flight)
 MAX_GAPS = 1000
@@ -62,6 +70,7 @@ class DbLeases:
             self._seen: int = conn.execute(select(func.max(pk(Annotation.id)))).scalar() or 0
         self._gaps: dict[int, float] = {}  # annotation id skipped by a pull -> clock time to stop looking for it
         self._granted: dict[int, tuple[int, float]] = {}  # user -> (image, clock time its lease expires)
+        self._assignments = DbAssignments(engine, dataset_id)
 
     # -- leases --------------------------------------------------------------------------------------------------
 
@@ -165,6 +174,10 @@ class DbLeases:
                 return {}
             standing = current_decisions(conn, self.dataset_id, image_ids=changed)
         return {image: standing.get(image, []) for image in changed}
+
+    def assigned(self, order: list[int], evidence: dict[int, Evidence]) -> AssignedImages:
+        """Who may be served which image, and each user's assigned images in `order` (read when they changed)."""
+        return self._assignments.current(order, evidence)
 
     # -- internals -----------------------------------------------------------------------------------------------
 

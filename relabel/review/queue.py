@@ -12,6 +12,9 @@ database, and `Studio.refresh` rebuilds everything from it after a restart. With
 database's `relabel.review.leases.DbLeases` in the studio), several processes on one database act as one queue:
 before it serves, the queue takes the decisions other processes stored, and an image it picks is served only once
 the database grants the lease (`SharedLeases.claim`); when it is refused, the scan moves on to the next image.
+
+Assignments (`relabel.review.assignments`, read through `SharedLeases.assigned`): an image a lead assigned to some
+annotators, directly or through its original class, is served only to them, and before any unassigned image.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import islice
 from operator import attrgetter
 from typing import NamedTuple, Protocol
 
@@ -28,6 +32,7 @@ import numpy as np
 from db.enums import Category
 from relabel.consensus import DECIDED_CATEGORIES, Decision, DecisionKey, Outcome, categorize, settle
 from relabel.errors import InputError
+from relabel.review.assignments import NO_ASSIGNMENTS, AssignedImages, candidates
 from relabel.review.ranking import MIN_BENEFIT as MIN_BENEFIT
 from relabel.review.ranking import UNCERTAIN_WEIGHT as UNCERTAIN_WEIGHT
 from relabel.review.ranking import WEIGHTS as WEIGHTS
@@ -88,6 +93,7 @@ class SharedLeases(Protocol):
     def admits(self, image_id: int, user_id: int, limit: int) -> bool: ...
     def release(self, image_id: int, user_id: int) -> None: ...
     def pull(self) -> dict[int, list[Decision]]: ...
+    def assigned(self, order: list[int], evidence: dict[int, Evidence]) -> AssignedImages: ...
 
 
 @dataclass(frozen=True)
@@ -136,6 +142,7 @@ class ReviewQueue:
         self._skipped: dict[int, set[int]] = {}
         self._counts = {"images": len(rows), "needs_votes": 0, "complete": 0, "disputed": 0, "adjudicated": 0}
         self._decided: dict[int, int] = {}  # user -> images with a standing decision of theirs
+        self._assigned = NO_ASSIGNMENTS  # read again from `shared` before each serve
         for e in rows:
             self._count(e, +1, settled=True)
 
@@ -211,11 +218,10 @@ class ReviewQueue:
             self._sync()
             now = self.clock()
             held = self._current.get(user_id)
-            n = len(self.order)
             start = self._cursor.get((user_id, flt), 0)
             skipped = self._skipped.get(user_id, set())
-            for step in range(min(n, 10_000)):
-                image_id = self.order[(start + step) % n]
+            first = self._assigned.first_for(user_id)
+            for _, image_id in islice(candidates(first, self.order, start), len(first) + 10_000):
                 if image_id != held and image_id not in skipped and self._eligible(image_id, user_id, flt, now):
                     return image_id
             return None
@@ -299,18 +305,17 @@ class ReviewQueue:
             self._decided[user_id] = self._decided.get(user_id, 0) + sign
 
     def _scan(self, user_id: int, flt: QueueFilter, now: float) -> int | None:
-        n = len(self.order)
+        """The user's assigned images first, then the queue order from their cursor (`candidates`)."""
         start = self._cursor.get((user_id, flt), 0)
         skipped = self._skipped.get(user_id, set())
-        for step in range(n):
-            pos = (start + step) % n
-            image_id = self.order[pos]
+        for pos, image_id in candidates(self._assigned.first_for(user_id), self.order, start):
             if (
                 image_id not in skipped
                 and self._eligible(image_id, user_id, flt, now)
                 and self._take(image_id, user_id, flt)
             ):
-                self._cursor[(user_id, flt)] = pos
+                if pos is not None:
+                    self._cursor[(user_id, flt)] = pos
                 return image_id
         return None
 
@@ -326,7 +331,7 @@ class ReviewQueue:
             return mine
         if flt.status == "decided":
             return mine or (adjudicated or len(e.voters) >= self.overlap)
-        if mine or adjudicated:
+        if mine or adjudicated or not self._assigned.allows(image_id, user_id):
             return False
         disputed = settled.outcome is Outcome.disputed
         if flt.status == "disputed" and not disputed:
@@ -346,6 +351,7 @@ class ReviewQueue:
         """Take the decisions other processes stored since the last look (`SharedLeases.pull`), as `update` does."""
         if self.shared is None:
             return
+        self._assigned = self.shared.assigned(self.order, self.evidence)
         for image_id, decisions in self.shared.pull().items():
             e = self.evidence.get(image_id)
             if e is not None:
