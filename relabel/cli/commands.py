@@ -68,6 +68,12 @@ COMMANDS = {
         "relabel.cli.decisions:decisions",
         "Annotators' per-image decisions made outside the studio: import them.",
     ),
+    "assign": Entry(
+        "relabel.cli.assign:assign",
+        "Images and classes assigned to annotators. An image assigned to some annotators (directly, or through a "
+        "class of its original labels) is served only to them, before any unassigned image; unassigned images go "
+        "to everyone.",
+    ),
     "snapshot": Entry("relabel.cli.snapshot:snapshot", "Immutable ReGT snapshots of the consensus labels."),
     "queue": Entry(
         "relabel.cli.queue:queue",
