@@ -162,14 +162,22 @@ def suggest(
       relabel suggest --model openai:gpt-4o --protocol mc --distractors run:efficientnet-lite0@topk+wordnet
       relabel suggest --model openai:gpt-4o --protocol pope --reference latest   # yes/no probes, then evaluate
       relabel suggest --model openai:gpt-4o --protocol caption                   # captions for CHAIR
+      relabel suggest --model clip:openai/clip-vit-base-patch32 --protocol retrieval  # embeddings for R@K, mAP
       relabel suggest --model openai:gpt-4o-mini --protocol cw --batch-api       # Batch API: half the price
     """
     from relabel.suggest.distractor_sources import distractors_line
     from relabel.suggest.failures import OutageError
+    from relabel.suggest.protocols import task_of_protocol
+    from relabel.suggest.retrieval_protocol import RETRIEVAL
     from relabel.suggest.runner import run_suggestions
     from relabel.suggest.setup import SuggestSettings, build_job, default_protocol
 
     s = SuggestSettings(model=model_spec, protocol=protocol, dataset=dataset, use_cache=not no_cache, **options)  # type: ignore[arg-type]
+    if protocol is not None and task_of_protocol(protocol) == RETRIEVAL:  # embeddings, not answers
+        from relabel.suggest.retrieval_run import run_retrieval_command
+
+        click.echo(run_retrieval_command(settings, s, run_name, which, limit, retry_errors or batch_api, quiet))
+        return
     job = build_job(s, settings.engine, settings.workspace / "cache")
     name = run_name or f"{model_spec}@{protocol or default_protocol(model_spec)}"
     if batch_api:

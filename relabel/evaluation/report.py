@@ -31,6 +31,7 @@ from relabel.evaluation.reliability_text import (
     weights_line,
 )
 from relabel.evaluation.results import DEFINITIONS, ROBUSTNESS_DEFINITIONS, Evaluation, RobustnessResult
+from relabel.evaluation.tasks_report import task_figures, task_sections
 from relabel.suggest.distractor_sources import distractors_line
 
 REPORTS_DIR = "reports"
@@ -89,6 +90,7 @@ def write_report(evaluation: Evaluation, folder: Path) -> ReportFiles:
         "protocols.png": lambda: plots.protocol_comparison(evaluation),
         "robustness.png": lambda: plots.robustness_curves(evaluation.robustness) if evaluation.robustness else None,
         "reliability.png": lambda: plots.reliability_parts(evaluation.reliability) if evaluation.reliability else None,
+        **task_figures(evaluation.tasks),  # presence.png, chair.png, retrieval.png
     }
     written = _write_figures(folder, figures)
     markdown = folder / REPORT_MD
@@ -149,6 +151,7 @@ def scores_markdown(ev: Evaluation, figures: set[str]) -> str:
     ):  # fmt: skip
         if table is not None:
             parts += [title, md_table(table)]
+    parts += [p if isinstance(p, str) else md_table(p) for p in task_sections(ev.tasks, figures)]
     parts += [
         "## Protocols",
         _figure(figures, "protocols.png", "Top-1 by protocol") or "No model was run with more than one protocol.",

@@ -1,6 +1,7 @@
-"""The hallucination tasks of `relabel evaluate`: presence probes (pope runs) and captions (caption runs), each run
-scored against the evaluation's first reference (a: ImGT by default) and side by side against every other named
-reference (b: a snapshot), on the images both label.
+"""The tasks of `relabel evaluate` beyond classification: presence probes (pope runs), captions (caption runs) and
+retrieval (retrieval runs, `relabel.evaluation.tasks_retrieval`), each run scored against the evaluation's first
+reference (a: ImGT by default) and side by side against every other named reference (b: a snapshot), on the
+images both label.
 
 In: the stored predictions of runs whose protocol's task is presence or caption (`relabel.suggest.probes`), and the
 evaluation's references. Out: `TaskTables`, rows of plain numbers that `relabel.evaluation.tasks_text` renders.
@@ -37,10 +38,12 @@ from evaluator.presence import ERROR, FAILED, NO, SAMPLINGS, YES, PresenceScore,
 from evaluator.presence import score_presence as score_probes
 from relabel.evaluation.failure_causes import failure_cause
 from relabel.evaluation.references import Reference
+from relabel.evaluation.tasks_retrieval import RetrievalRow, load_run_embeddings, retrieval_rows
 from relabel.suggest.failures import RETRYABLE_MARK
 from relabel.suggest.probes import POSITIVE, is_confident
 from relabel.suggest.protocol_base import CAPTION, PRESENCE
 from relabel.suggest.protocols import task_of_protocol
+from relabel.suggest.retrieval_protocol import RETRIEVAL
 
 _CODES = {"yes": YES, "no": NO, "unparseable": FAILED}
 
@@ -85,24 +88,34 @@ class TaskTables:
     presence: tuple[PresenceRow, ...]
     chair: tuple[ChairRow, ...]
     n_left_out: dict[str, int]
+    retrieval: tuple[RetrievalRow, ...] = ()
 
 
 def task_runs(runs: Sequence[ModelRun]) -> tuple[list[ModelRun], list[ModelRun]]:
-    """(the runs scored by classes, the runs of the presence and caption tasks), each in the order given."""
-    tasks = [r for r in runs if task_of_protocol(r.protocol) in (PRESENCE, CAPTION)]
+    """(the runs scored by classes, the runs of the presence, caption and retrieval tasks), each in the order
+    given."""
+    tasks = [r for r in runs if task_of_protocol(r.protocol) in (PRESENCE, CAPTION, RETRIEVAL)]
     return [r for r in runs if r not in tasks], tasks
 
 
 def score_tasks(
     session: Session, runs: Sequence[ModelRun], references: Sequence[Reference], *, n_boot: int = 1000, seed: int = 0
 ) -> TaskTables | None:
-    """The presence and CHAIR rows of `runs` against `references` (the first is a); None without such runs."""
+    """The presence, CHAIR and retrieval rows of `runs` against `references` (the first is a); None without such
+    runs."""
     if not runs:
         return None
     presence: list[PresenceRow] = []
     chair_rows: list[ChairRow] = []
+    retrieval: list[RetrievalRow] = []
     left_out: dict[str, int] = {}
     for run in runs:
+        if task_of_protocol(run.protocol) == RETRIEVAL:
+            stored = load_run_embeddings(run, references[0].labels.n_classes)
+            sets = [label_sets(ref, stored.image_ids) for ref in references]
+            names = [ref.name for ref in references]
+            retrieval += retrieval_rows(run, stored, names, sets, n_boot=n_boot, seed=seed)
+            continue
         answers = _answers(session, run)
         left_out[run.name] = sum(a.left_out for a in answers)
         kept = [a for a in answers if not a.left_out]
@@ -110,7 +123,7 @@ def score_tasks(
             presence += _presence_rows(run, kept, references, n_boot, seed)
         else:
             chair_rows += _chair_rows(run, kept, references)
-    return TaskTables(tuple(presence), tuple(chair_rows), left_out)
+    return TaskTables(tuple(presence), tuple(chair_rows), left_out, tuple(retrieval))
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from relabel.suggest.protocol_base import details_json as details_json  # re-exp
 from relabel.suggest.protocol_base import map_pending as map_pending
 from relabel.suggest.protocol_base import prompt_version as prompt_version
 from relabel.suggest.protocol_base import split_lines as split_lines
+from relabel.suggest.retrieval_protocol import Retrieval
 from relabel.suggest.types import ChatRequest, ImageRef, ModelOutput
 from relabel.vocabulary import INDEX, Vocabulary
 
@@ -154,6 +155,7 @@ PROTOCOLS: dict[str, type[Protocol]] = {
     "topk": TopK,
     "pope": PresenceProbes,
     "caption": Caption,
+    "retrieval": Retrieval,
 }
 
 
@@ -191,7 +193,8 @@ def task_of_protocol(name: str) -> str:
 
 def ranked_protocols() -> tuple[str, ...]:
     """Protocols whose runs rank classes by score (the cards' classifier, the top-K a model's vote reads)."""
-    return tuple(name for name, p in PROTOCOLS.items() if not p.generative) + IMPORTED_PROTOCOLS
+    ranked = tuple(name for name, p in PROTOCOLS.items() if not p.generative and p.task == CLASSES)
+    return ranked + IMPORTED_PROTOCOLS
 
 
 def unlisted_class(text: str, vocab: Vocabulary) -> tuple[int, str] | None:

@@ -156,6 +156,23 @@ class ZeroShotAdapter(BatchedImageScorer):
         with torch.inference_mode():
             return _normalize(_pooled(self.model.get_image_features(**pixels))).cpu().numpy()
 
+    def embed_images(self, images: list[ImageRef]) -> tuple[list[int], np.ndarray, dict[int, str]]:
+        """The ids of the images that decode, their (n, D) float32 L2-normalised embeddings in that order, and
+        {image id: reason} for those that cannot be decoded (`relabel.suggest.retrieval_run`)."""
+        self.ensure_loaded()
+        ids: list[int] = []
+        rows: list[np.ndarray] = []
+        failed: dict[int, str] = {}
+        batches = [images[i : i + self.batch_size] for i in range(0, len(images), self.batch_size)]
+        for refs, prepared in zip(batches, self._prefetched(images), strict=True):
+            good = [(ref, item) for ref, item in zip(refs, prepared, strict=True) if not isinstance(item, Exception)]
+            failed.update({ref.image_id: str(item) for ref, item in zip(refs, prepared) if isinstance(item, Exception)})
+            if good:
+                rows.append(self.encode_images([item for _, item in good]))
+                ids += [ref.image_id for ref, _ in good]
+        width = rows[0].shape[1] if rows else self._embedding_width()
+        return ids, np.concatenate(rows) if rows else np.zeros((0, width), np.float32), failed
+
     def _check_classes(self, class_names: list[str]) -> None:
         if not class_names or any(not str(n).strip() for n in class_names):
             raise InputError("zero-shot scoring needs a non-empty list of non-empty class names")
