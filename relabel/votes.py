@@ -32,7 +32,6 @@ from db.models import Image, Label, LabelSource, ModelRun, Prediction, User, Vot
 from relabel.aggregation import NO, YES, Votes, make_votes
 from relabel.decision_log import ParsedLists, current_decisions, cyclic_gc_paused
 from relabel.errors import NotFoundError, unknown_name
-from relabel.suggest.protocols import ranked_protocols
 
 STUDIO = "studio"  # the name `VoteTable.sources` gives the studio's decisions
 ANSWER_CODES = {"no": NO, "maybe": 1, "yes": YES}
@@ -289,6 +288,8 @@ def _ok_predictions(
     )
     if run is not None:
         query = query.where(col(ModelRun.name) == run)
+    from relabel.suggest.protocols import ranked_protocols  # the suggestion machinery: only for a model's votes
+
     lists, scoring = ParsedLists(), ranked_protocols()
     for image_id, classes, protocol in conn.execute(query):
         ranked = lists[classes]
@@ -308,6 +309,8 @@ def _model_votes(conn: Connection, dataset_id: int, run: str, answers: _Answers)
             asked.setdefault(i, set()).add(c)
     w = answers.worker(f"model:{run}", "model")
     rows: list[tuple[int, int, int, int]] = []
+    from relabel.suggest.protocols import ranked_protocols
+
     scoring = ranked_protocols()
     for image_id, shown, protocol in _ok_predictions(conn, dataset_id, run):
         if image_id not in asked or not shown:

@@ -106,7 +106,7 @@ def stats(settings: Settings) -> None:
     """
     from relabel.stats import workspace_stats
 
-    render.stats(workspace_stats(settings.engine))
+    render.stats(workspace_stats(settings.engine, settings.workspace / "cache"))
 
 
 @click.command()
