@@ -25,7 +25,7 @@ from starlette.middleware import Middleware
 
 from relabel.review.sessions import DbSessions, cookie_id
 from relabel.review.studio import Studio
-from ui import dashboard_tab, handlers, reports_tab, snapshots_tab
+from ui import dashboard_tab, grid_tab, handlers, reports_tab, snapshots_tab
 from ui.card_component import asset, card
 from ui.context import WorkspaceContext
 from ui.events import guarded
@@ -70,6 +70,8 @@ def build_app(studio: Studio, *, exports_dir: Path, reports_dir: Path) -> gr.Blo
                 card(studio, "review")
             with gr.Tab("Adjudicate", id="adjudicate", visible=False) as adjudicate_tab:
                 card(studio, "adjudicate")
+            with gr.Tab("Images", id="images", visible=False) as images_tab:
+                grid_tab.build(studio, guarded, images_tab)
             with gr.Tab("Dashboard", id="dashboard", visible=False) as dash_tab:
                 dashboard_tab.build(workspace, guarded, dash_tab, lambda u: handlers.reload_queue(studio, u))
             with gr.Tab("Snapshots", id="snapshots", visible=False) as snap_tab:
@@ -79,9 +81,10 @@ def build_app(studio: Studio, *, exports_dir: Path, reports_dir: Path) -> gr.Blo
 
         def on_load(user: str) -> tuple[Any, ...]:
             _, role = studio.user(user)
-            return tuple(gr.Tab(visible=role.value == "lead") for _ in range(4))
+            return tuple(gr.Tab(visible=role.value == "lead") for _ in range(5))
 
-        app.load(guarded(on_load), None, [adjudicate_tab, dash_tab, snap_tab, rep_tab], api_visibility="private")
+        lead_tabs = [adjudicate_tab, images_tab, dash_tab, snap_tab, rep_tab]
+        app.load(guarded(on_load), None, lead_tabs, api_visibility="private")
     return app
 
 
