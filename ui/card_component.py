@@ -18,7 +18,7 @@ import gradio as gr
 from relabel.errors import InputError, RelabelError
 from relabel.review.class_search import ClassSearch
 from relabel.review.studio import Studio
-from ui import card_api
+from ui import card_api, card_extras
 from ui.events import session_user
 
 Handler = Callable[[Studio, str, dict[str, Any]], dict[str, Any]]
@@ -47,7 +47,13 @@ def server_function(studio: Studio, name: str, handler: Handler) -> Callable[...
 
 
 def handlers(studio: Studio, mode: str) -> dict[str, Handler]:
-    """The server functions of one card, by the names the page script calls."""
+    """The server functions of one card, by the names the page script calls: `card_handlers`, with reference
+    thumbnails and the user's day (`ui.card_extras`)."""
+    return card_extras.extend(studio, mode, card_handlers(studio, mode))
+
+
+def card_handlers(studio: Studio, mode: str) -> dict[str, Handler]:
+    """The card's own server functions: deciding, moving through the queue, searching classes."""
     searcher = ClassSearch(studio.vocab)
     shared: dict[str, Handler] = {
         "full": card_api.full_resolution,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import average_precision_score
 
-import evaluator.retrieval as retrieval
+import evaluator.retrieval_ranks as retrieval_ranks
 from evaluator import EvaluationError, LabelSets
 from evaluator.retrieval import compare_retrieval, retrieval_scores
 
@@ -53,7 +53,7 @@ def brute_image_to_text(similarity: np.ndarray, sets: list[list[int]], ks: tuple
 
 @pytest.fixture(params=[10**9, 3_000], ids=["one block", "small blocks"])
 def chunk(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int:
-    monkeypatch.setattr(retrieval, "CHUNK_VALUES", request.param)
+    monkeypatch.setattr(retrieval_ranks, "CHUNK_VALUES", request.param)
     return int(request.param)
 
 
@@ -110,7 +110,7 @@ class TestAgainstBruteForce:
 
     @pytest.mark.parametrize("bins", [4, 2**20], ids=["crowded bins", "bins finer than float32 error"])
     def test_ranks_stay_exact_whatever_the_bins(self, bins: int, chunk: int, monkeypatch: pytest.MonkeyPatch) -> None:
-        monkeypatch.setattr(retrieval, "BINS", bins)
+        monkeypatch.setattr(retrieval_ranks, "BINS", bins)
         rng = np.random.default_rng(17)
         ref = random_sets(500, 10, seed=18)
         queries = rng.standard_normal((10, 64)).astype(np.float32)

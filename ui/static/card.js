@@ -20,6 +20,7 @@
     ["K / U / N", ADJ ? "next disputed image / undo / next disputed image" : "skip / undo your last decision / next card"],
     ["F", "zoom: full resolution, wheel or + − to zoom, drag or arrows to pan, 0 fits"],
     ["H", "history of this image"],
+    ["R", "my recent decisions: click one to open its image and change the decision"],
     ["Esc", "leave a text field, close a view"],
   ];
   if (ADJ) SHORTCUTS.splice(1, 0, ["Shift+1 … 9", "take annotator 1 … 9's answer as the verdict"]);
@@ -101,6 +102,7 @@
 
   function apply(reply, push) {
     if (reply.list) renderList(reply.list);
+    if ("today" in reply) renderToday(reply.today);
     if ("card" in reply) {
       if (reply.card) renderCard(reply.card, push);
       else renderEmpty(reply.message || "nothing to show");
@@ -195,6 +197,7 @@
 
   function renderTopk(card) {
     const list = clear($(".rg-topk-items"));
+    peek.hidden = true;
     const c = card.classifier;
     setText(".rg-topk-head", c ? `classifier top-5 · ${c.model}` : "classifier top-5");
     if (!c) { list.appendChild(make("li", "rg-dim", "no classifier run")); return; }
@@ -204,11 +207,12 @@
       const li = make("li", originals.has(t.index) ? "rg-is-original" : "");
       const fill = make("span", "rg-bar-fill");
       fill.style.width = `${Math.max(0, Math.min(1, t.score)) * 100}%`;
-      li.append(fill, make("span", "", t.label), make("span", "rg-score", t.score.toFixed(2)));
+      li.append(fill, thumbImg("rg-topk-ref", t), make("span", "", t.label), make("span", "rg-score", t.score.toFixed(2)));
       li.title = "click to add this class to the picked ones";
       li.addEventListener("click", () => addPicked(t));
       list.appendChild(li);
     }
+    fillThumbs(list);
   }
 
   function renderPriors(card) {
@@ -305,7 +309,7 @@
     async function run(query) {
       const seq = ++s.seq;
       if (!query.trim()) { s.results = []; s.answered = query; hideResults(list); onPreview(s); return; }
-      const reply = await call("search", { query });
+      const reply = await call("search", { query, exclude: state.card ? state.card.image_id : null });
       if (seq !== s.seq) return;
       s.results = reply.matches || []; s.active = 0; s.answered = query;
       if (reply.error) toast(reply.error, true, !!reply.signedOut);
@@ -322,11 +326,12 @@
           twin.title = "these classes name one kind of object: check which fits, or add both";
           what.append(twin);
         }
-        li.append(what, make("span", "rg-how", m.how === "exact" ? "" : m.how));
+        li.append(thumbImg("rg-thumb", m), what, make("span", "rg-how", m.how === "exact" ? "" : m.how));
         li.addEventListener("mousedown", (ev) => { ev.preventDefault(); s.active = i; pick(); });
         list.appendChild(li);
       });
       list.hidden = s.results.length === 0;
+      fillThumbs(list);
     }
     async function pick() {
       if (s.answered !== input.value) { s.pending = run(input.value); await s.pending; }
@@ -629,6 +634,133 @@
     ev.preventDefault(); ev.stopPropagation();
   }
 
+  // -- reference thumbnails, my day and my recent decisions -------------------------------------------------------
+  // A class's reference thumbnail: a reply names those already made (thumb: address); the others (thumb: "") are
+  // made by one "thumbs" call after the list is drawn; thumb null: the dataset has no reference photo of it.
+  function thumbImg(cls, entry) {
+    const im = make("img", cls);
+    im.loading = "lazy"; im.decoding = "async"; im.alt = "";
+    im.title = `reference photo: ${entry.label}`;
+    if (entry.thumb) im.src = entry.thumb;
+    else if (entry.thumb === "") im.dataset.thumbClass = String(entry.index);
+    else { im.classList.add("rg-noref"); im.title = `no reference photo of ${entry.label}`; }
+    if (cls === "rg-topk-ref") {
+      im.addEventListener("click", (ev) => { if (im.getAttribute("src")) { ev.stopPropagation(); openZoom(im.src); } });
+      im.addEventListener("mouseenter", () => peekAt(im));
+      im.addEventListener("mouseleave", () => { peek.hidden = true; });
+    }
+    return im;
+  }
+  // a top-5 photo is small in its row; hovering it shows it larger beside the panel
+  const peek = make("img", "rg-peek");
+  peek.alt = ""; peek.hidden = true; root.appendChild(peek);
+  function peekAt(im) {
+    if (!im.getAttribute("src")) return;
+    const r = im.getBoundingClientRect();
+    peek.src = im.src; peek.title = im.title;
+    peek.style.left = `${Math.max(4, r.left - 124)}px`;
+    peek.style.top = `${Math.min(window.innerHeight - 120, Math.max(4, r.top - 48))}px`;
+    peek.hidden = false;
+  }
+  async function fillThumbs(box) {
+    const missing = Array.from(box.querySelectorAll("img[data-thumb-class]")).filter((i) => !i.getAttribute("src"));
+    if (!missing.length) return;
+    const classes = [...new Set(missing.map((i) => Number(i.dataset.thumbClass)))].slice(0, 16);
+    const reply = await call("thumbs", { classes, exclude: state.card ? state.card.image_id : null });
+    const found = (reply && reply.thumbs) || {};
+    for (const i of missing) {
+      const url = found[i.dataset.thumbClass];
+      delete i.dataset.thumbClass;
+      if (url) i.src = url; else i.classList.add("rg-noref");
+    }
+  }
+  function renderToday(today) {
+    const box = $(".rg-today");
+    box.hidden = !today;
+    if (!today) return;
+    box.textContent = `${today.left} left for you · ${today.today} decided today`;
+    box.dataset.left = String(today.left); box.dataset.today = String(today.today);
+  }
+  async function toggleRecent() {
+    const sheet = $(".rg-recent");
+    if (!sheet.hidden) { sheet.hidden = true; return; }
+    const reply = await call("recent", {});
+    if (reply.error) { toast(reply.error, true, !!reply.signedOut); return; }
+    const list = clear($(".rg-recent-items"));
+    for (const d of reply.items || []) {
+      const li = make("li", d.can_open ? "rg-can-open" : "");
+      li.dataset.imageId = String(d.image_id);
+      li.append(make("span", "rg-when", d.when), make("span", "rg-path", `#${d.image_id} ${d.path}`),
+        make("span", "rg-what", `${d.lead ? "verdict: " : ""}${d.what}${d.undone ? " (undone)" : ""}`));
+      if (d.can_open) {
+        li.title = "open this image on the card to change the decision";
+        li.addEventListener("click", () => {
+          sheet.hidden = true;
+          if (ADJ) send("open", { image_id: d.image_id }); else openImage(d.image_id, true);
+        });
+      } else li.title = "this image is no longer yours to open";
+      list.appendChild(li);
+    }
+    if (!list.firstChild) list.appendChild(make("li", "rg-dim", "no decisions yet"));
+    sheet.hidden = false;
+  }
+  $(".rg-today").addEventListener("click", toggleRecent);
+
+  // -- comments on the image (O) and the labeling guidelines (G): text only, never markup ----------------------
+  const commentBox = $(".rg-comment-input");
+  function renderComments(comments) {
+    const list = clear($(".rg-comments-items"));
+    for (const c of comments) {
+      const li = make("li");
+      li.dataset.commentId = String(c.id);
+      li.append(make("span", "rg-who", c.who), make("span", "rg-dim", ` ${c.when}: `), make("span", "rg-comment-text", c.text));
+      list.appendChild(li);
+    }
+    if (!comments.length) list.appendChild(make("li", "rg-dim", "no comments on this image"));
+    closeComment();
+  }
+  function openComment() {
+    if (!state.key) { toast("no card is open: press N to load one", true); return; }
+    commentBox.hidden = false; commentBox.focus();
+    commentBox.scrollIntoView({ block: "nearest" });
+  }
+  function closeComment() { commentBox.value = ""; commentBox.hidden = true; }
+  async function saveComment() {
+    const text = commentBox.value;
+    if (!text.trim()) { closeComment(); return; }
+    const key = state.key;
+    const reply = await call("comment", { key, text });
+    if (reply.error) { toast(reply.error, true, !!reply.signedOut); return; }
+    if (state.card && state.card.image_id === reply.image_id) renderComments(reply.comments || []);
+    toast(reply.message, false);
+  }
+  commentBox.addEventListener("keydown", (ev) => {
+    if (ev.key === "Enter") { ev.preventDefault(); ev.stopPropagation(); saveComment(); }
+    else if (ev.key === "Escape") { ev.preventDefault(); ev.stopPropagation(); closeComment(); }
+  });
+  commentBox.addEventListener("blur", () => { if (!commentBox.value.trim()) closeComment(); });
+
+  const BLOCK_TAGS = { h1: "h1", h2: "h2", h3: "h3", li: "li", p: "p" };
+  async function toggleGuidelines() {
+    const sheet = $(".rg-guidelines");
+    if (!sheet.hidden) { sheet.hidden = true; return; }
+    const reply = await call("guidelines", {});
+    if (reply.error) { toast(reply.error, true, !!reply.signedOut); return; }
+    const body = clear($(".rg-guidelines-body"));
+    const g = reply.guidelines;
+    setText(".rg-guidelines-about", g ? g.about : reply.message);
+    let list = null;
+    for (const b of (g && g.blocks) || []) {
+      const node = make(BLOCK_TAGS[b.kind] || "p");
+      for (const [text, bold] of b.spans) node.appendChild(bold ? make("strong", "", text) : document.createTextNode(text));
+      if (b.kind === "li") {
+        if (!list) { list = make("ul"); body.appendChild(list); }
+        list.appendChild(node);
+      } else { list = null; body.appendChild(node); }
+    }
+    sheet.hidden = false;
+  }
+
   // -- history and help sheets -----------------------------------------------------------------------------------
   async function toggleHistory() {
     const sheet = $(".rg-history");
@@ -687,6 +819,7 @@
     else if (key === "n") next();
     else if (key === "f") openZoom();
     else if (key === "h") toggleHistory();
+    else if (key === "r") toggleRecent();
     else if (key === "?") toggleHelp();
     else handled = false;
     if (handled) { ev.preventDefault(); ev.stopPropagation(); }
