@@ -1,5 +1,6 @@
-"""The README's screenshots of the studio at 1366×768: the review card and the adjudication card, on the offline
-demo's real photos.
+"""The README's screenshots of the studio at 1366×768: the review card and the adjudication card (`--only cards`),
+and the class picker with its descriptions and reference thumbnails (`--only picker`, img/picker.png), on the
+offline demo's real photos.
 
 Builds the demo workspace (`relabel demo --no-serve`) in a temporary folder, has two annotators disagree on one
 photo, serves the studio on 127.0.0.1 and photographs it in Debian's headless chromium.
@@ -68,10 +69,43 @@ def photograph(url: str, out: Path) -> None:
         browser.close()
 
 
+def picker(url: str, out: Path, query: str = "cat") -> Path:
+    """The review card with the class picker open on `query` at 1366×768, as an annotator (alice) sees it: each
+    result with its description and a reference thumbnail (the demo has one photo per class, so "cat" shows one:
+    the Egyptian cat), written to `out`/img/picker.png."""
+    from playwright.sync_api import sync_playwright
+
+    target = out / "img" / "picker.png"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path="/usr/bin/chromium",
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        page = browser.new_page(viewport=VIEWPORT)
+        page.set_default_timeout(30_000)
+        page.goto(url)
+        page.get_by_label("username").fill("alice")
+        page.get_by_label("password").fill(DEMO_PASSWORD)
+        page.get_by_role("button", name="Login").click()
+        page.wait_for_function(CARD_SHOWN, arg="[data-mode=review]")
+        page.keyboard.press("/")
+        page.keyboard.type(query)
+        page.wait_for_function("() => document.querySelector('[data-mode=review] .rg-preview').textContent"
+                               ".startsWith('Enter adds')")  # fmt: skip
+        page.wait_for_function("() => Array.from(document.querySelectorAll('[data-mode=review] .rg-results img'))"
+                               ".every((i) => !i.dataset.thumbClass && (!i.src || i.complete))")  # fmt: skip
+        page.wait_for_timeout(300)
+        page.screenshot(path=target)
+        browser.close()
+    return target
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path("docs"), help="folder for the PNG files")
     parser.add_argument("--port", type=int, default=7896)
+    parser.add_argument("--only", choices=["cards", "picker"], help="take one screenshot set only (default: all)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     from ui.app import launch_app
@@ -81,10 +115,13 @@ def main() -> None:
         studio = build_demo(folder)
         app = launch_app(studio, port=args.port, exports_dir=folder / "exports", block=False)
         try:
-            photograph(f"http://127.0.0.1:{args.port}/", args.out)
+            if args.only in (None, "cards"):
+                photograph(f"http://127.0.0.1:{args.port}/", args.out)
+                print(f"wrote {args.out / 'review-card.png'} and {args.out / 'adjudication-card.png'}")
+            if args.only in (None, "picker"):
+                print(f"wrote {picker(f'http://127.0.0.1:{args.port}/', args.out)}")
         finally:
             app.close()
-    print(f"wrote {args.out / 'review-card.png'} and {args.out / 'adjudication-card.png'}")
 
 
 if __name__ == "__main__":
