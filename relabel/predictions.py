@@ -28,6 +28,7 @@ from relabel.bulk_import import matched_rows, replace_existing, store_run
 from relabel.errors import ConflictError, InputError, brief, unknown_name
 from relabel.import_rows import LabelRow, image_key, resolve_labels, resolve_rows
 from relabel.score_vectors import ScoreMatrix, discard_scores, read_score_matrix, top_k, write_scores
+from relabel.stages import stage
 from relabel.tables import LABEL_SEPARATORS, TableSchema, read_records
 from relabel.textfiles import parse_decimal, read_json, read_lines
 from relabel.vocabulary import Vocabulary
@@ -219,12 +220,14 @@ def import_predictions(
     skip_unknown: bool = False,
     replace: bool = False,
     keep_scores: Path | None = None,
+    show_progress: bool = False,
 ) -> RunReport:
     """Store a prediction file as model run `run`. Validates every row first; all or nothing.
 
     `replace` swaps an existing run of that name for the file, unless decisions cite its predictions
     (`refuse_if_cited`). `keep_scores` (the workspace folder) also stores an .npy/.npz file's full score vectors
-    there (`relabel.score_vectors`), named in the run's params.
+    there (`relabel.score_vectors`), named in the run's params. `show_progress`: each step on stderr
+    (`relabel.stages`).
     """
     fmt = fmt or {"ndjson": "jsonl"}.get(path.suffix.lower().lstrip("."), path.suffix.lower().lstrip("."))
     if fmt not in PREDICTION_FORMATS:
@@ -241,11 +244,13 @@ def import_predictions(
             ds = get_dataset(s, dataset)
             vocab = dataset_vocabulary(s, ds)
             paths = sorted(s.exec(select(col(Image.path)).where(col(Image.dataset_id) == ds.id)).all())
-            keys = read_order(order, paths)
-            matrix = read_score_matrix(path, vocab, keys) if keep_scores is not None else None
-            rows = score_rows(matrix, path.name) if matrix else list(PREDICTION_FORMATS[fmt](path, vocab, keys))
-            index = image_index(s, ds)
-            ids, skipped = resolve_rows(rows, index, len(vocab), skip_unknown=skip_unknown, what=str(path))
+            with stage(f"reading {path.name}", enabled=show_progress):
+                keys = read_order(order, paths)
+                matrix = read_score_matrix(path, vocab, keys) if keep_scores is not None else None
+                rows = score_rows(matrix, path.name) if matrix else list(PREDICTION_FORMATS[fmt](path, vocab, keys))
+            with stage(f"matching {len(rows):,} rows to the images of {ds.name!r}", enabled=show_progress):
+                index = image_index(s, ds)
+                ids, skipped = resolve_rows(rows, index, len(vocab), skip_unknown=skip_unknown, what=str(path))
             old = s.exec(select(ModelRun).where(col(ModelRun.dataset_id) == ds.id, col(ModelRun.name) == run)).first()
             if old is not None:
                 what = f"dataset {ds.name!r} already has a run {run!r}"
@@ -256,22 +261,26 @@ def import_predictions(
             matched = list(matched_rows(rows, ids, path.name))
             values = [_prediction_values(r, image_id) for r, image_id in matched]
             if matrix is not None and keep_scores is not None:
-                kept = np.array([i for i, image_id in enumerate(ids) if image_id >= 0], dtype=np.int64)
-                image_ids = np.array([image_id for _, image_id in matched], dtype=np.int64)
-                relative, digest, fresh = write_scores(keep_scores, image_ids, matrix.scores[kept])
-                created = relative if fresh else None
-                params |= {"scores_file": relative, "scores_sha256": digest, "scores_shape": [len(kept), len(vocab)]}
-            store_run(
-                s,
-                dataset_id=stored_id(ds),
-                name=run,
-                model=model,
-                protocol=protocol,
-                params=params,
-                origin=str(path.resolve()),
-                tool_version=__version__,
-                predictions=values,
-            )
+                with stage(f"keeping {matrix.scores.shape[1]:,} scores per image", enabled=show_progress):
+                    kept = np.array([i for i, image_id in enumerate(ids) if image_id >= 0], dtype=np.int64)
+                    image_ids = np.array([image_id for _, image_id in matched], dtype=np.int64)
+                    relative, digest, fresh = write_scores(keep_scores, image_ids, matrix.scores[kept])
+                    created = relative if fresh else None
+                shape = [len(kept), len(vocab)]
+                params |= {"scores_file": relative, "scores_sha256": digest, "scores_shape": shape}
+            with stage(f"storing {len(values):,} predictions as run {run!r}", enabled=show_progress):
+                store_run(
+                    s,
+                    dataset_id=stored_id(ds),
+                    name=run,
+                    model=model,
+                    protocol=protocol,
+                    params=params,
+                    origin=str(path.resolve()),
+                    tool_version=__version__,
+                    predictions=values,
+                )
+                s.commit()
     except BaseException:
         if created is not None and keep_scores is not None:
             discard_scores(keep_scores, created)  # nothing of the failed import stays behind

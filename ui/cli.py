@@ -67,22 +67,27 @@ def serve(
       relabel serve --suggestion-run gpt-4o@cwplus --port 8080
       relabel serve --allowed-host studio.lab.example --trusted-proxy 127.0.0.1   # behind nginx on this machine
     """
-    from relabel.evaluation.report import REPORTS_DIR
-    from relabel.review.studio import Studio
-    from ui.app import launch_app
+    from relabel.stages import stage
     from ui.security import WILDCARD_BINDS, check_allowed_host, check_trusted_proxy
 
     names = [check_allowed_host(h) for h in allowed_hosts]
     proxies = [check_trusted_proxy(p) for p in trusted_proxies]
     check_port_free(host, port)
-    studio = Studio(
-        settings.engine,
-        dataset,
-        cache_dir=settings.workspace / "cache",
-        overlap=overlap,
-        suggestion_run=suggestion_run,
-        classifier_run=classifier_run,
-    )
+    # Start-up takes seconds to a minute on a large dataset: each step says what it does while it runs.
+    with stage("opening the workspace: dataset, runs and the review queue"):
+        from relabel.evaluation.report import REPORTS_DIR
+        from relabel.review.studio import Studio
+
+        studio = Studio(
+            settings.engine,
+            dataset,
+            cache_dir=settings.workspace / "cache",
+            overlap=overlap,
+            suggestion_run=suggestion_run,
+            classifier_run=classifier_run,
+        )
+    with stage("loading the web framework (Gradio)"):
+        from ui.app import launch_app
     counts = studio.queue.counts()
     click.echo(
         f"dataset {studio.dataset_name!r}: {counts['images']} images to review, overlap {overlap}; "
@@ -94,6 +99,7 @@ def serve(
         click.echo("note: only localhost names are served; add --allowed-host NAME for the names users type")
     if os.environ.get("FORWARDED_ALLOW_IPS") and not proxies:
         click.echo("note: FORWARDED_ALLOW_IPS is not read; name the proxy with --trusted-proxy ADDRESS")
+    click.echo("building the studio's pages and starting the server ...", err=True)
     launch_app(
         studio,
         host=host,

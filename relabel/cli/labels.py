@@ -88,6 +88,7 @@ def predictions() -> None:
     help="NPY/NPZ score matrix: also keep every class's score (float32, in the workspace's scores/ folder), for "
     "cleanlab and calibration; `relabel predictions scores RUN --out FILE.npz` gives them back.",
 )
+@click.option("--quiet", is_flag=True, help="Do not show each step on stderr.")
 @click.option("--dataset", help="Dataset name (default: the only one).")
 @click.option("--skip-unknown", is_flag=True, help="Import rows for images the dataset has; skip the rest.")
 @click.option(
@@ -108,6 +109,7 @@ def predictions_import(
     skip_unknown: bool,
     replace: bool,
     keep_scores: bool,
+    quiet: bool,
 ) -> None:
     """Import model outputs: CSV/JSONL (image, label or ranked labels, scores), an NPY array, or an NPZ archive of
     score vectors (`scores`: N x C floats, `ids`: N image keys, optional `classes`: the columns' wnids).
@@ -133,6 +135,7 @@ def predictions_import(
         skip_unknown=skip_unknown,
         replace=replace,
         keep_scores=settings.workspace if keep_scores else None,
+        show_progress=not quiet,
     )
     click.echo(
         f"run {r.run!r}: {r.ok} prediction(s), {r.errors} error(s)"
