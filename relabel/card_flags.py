@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from relabel.errors import InputError
 
 # Keys the card already uses for other actions (ui/static/card.js): a flag cannot take them.
-RESERVED_KEYS = frozenset("123zxkunfh/r")
+RESERVED_KEYS = frozenset("123zxkunfh/rgo")
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from starlette.middleware import Middleware
 
 from relabel.review.sessions import DbSessions, cookie_id
 from relabel.review.studio import Studio
-from ui import dashboard_tab, grid_tab, handlers, reports_tab, snapshots_tab
+from ui import dashboard_tab, grid_tab, guidelines_tab, handlers, reports_tab, snapshots_tab
 from ui.card_component import asset, card
 from ui.context import WorkspaceContext
 from ui.events import guarded
@@ -73,6 +73,7 @@ def build_app(studio: Studio, *, exports_dir: Path, reports_dir: Path) -> gr.Blo
             with gr.Tab("Images", id="images", visible=False) as images_tab:
                 grid_tab.build(studio, guarded, images_tab)
             with gr.Tab("Dashboard", id="dashboard", visible=False) as dash_tab:
+                guidelines_tab.build(studio, guarded)
                 dashboard_tab.build(workspace, guarded, dash_tab, lambda u: handlers.reload_queue(studio, u))
             with gr.Tab("Snapshots", id="snapshots", visible=False) as snap_tab:
                 snapshots_tab.build(studio, guarded, exports_dir, snap_tab)

@@ -18,7 +18,7 @@ import gradio as gr
 from relabel.errors import InputError, RelabelError
 from relabel.review.class_search import ClassSearch
 from relabel.review.studio import Studio
-from ui import card_api, card_extras
+from ui import card_api, card_extras, card_notes
 from ui.events import session_user
 
 Handler = Callable[[Studio, str, dict[str, Any]], dict[str, Any]]
@@ -48,8 +48,8 @@ def server_function(studio: Studio, name: str, handler: Handler) -> Callable[...
 
 def handlers(studio: Studio, mode: str) -> dict[str, Handler]:
     """The server functions of one card, by the names the page script calls: `card_handlers`, with reference
-    thumbnails and the user's day (`ui.card_extras`)."""
-    return card_extras.extend(studio, mode, card_handlers(studio, mode))
+    thumbnails and the user's day (`ui.card_extras`), the guidelines and the image's comments (`ui.card_notes`)."""
+    return card_notes.extend(studio, mode, card_extras.extend(studio, mode, card_handlers(studio, mode)))
 
 
 def card_handlers(studio: Studio, mode: str) -> dict[str, Handler]:

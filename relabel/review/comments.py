@@ -47,7 +47,7 @@ def check_comment(text: object) -> str:
     return text.strip()
 
 
-def add_comment(engine: Engine, *, image_id: int, user: str, text: str) -> Comment:
+def add_comment(engine: Engine, *, image_id: int, user: str, text: object) -> Comment:
     """Store `user`'s comment on `image_id`. Raises InputError for unusable text, NotFoundError for an unknown
     image or user, ConflictError for a disabled user; nothing is written then."""
     body = check_comment(text)
@@ -100,3 +100,9 @@ def list_comments(
                 raise NotFoundError(f"image {image_id} does not exist")
             query = query.where(col(ImageComment.image_id) == image_id)
         return [Comment(*row) for row in conn.execute(query.order_by(col(ImageComment.id)).limit(limit))]
+
+
+def visible_comments(comments: list[Comment], viewer: str, *, sees_all: bool) -> list[Comment]:
+    """The comments `viewer` is shown on a card: all of them for a lead or once the viewer has decided the image
+    (`sees_all`); before that only their own, as other users' decisions stay hidden (blind review)."""
+    return comments if sees_all else [c for c in comments if c.user == viewer]

@@ -20,6 +20,8 @@
     ["K / U / N", ADJ ? "next disputed image / undo / next disputed image" : "skip / undo your last decision / next card"],
     ["F", "zoom: full resolution, wheel or + − to zoom, drag or arrows to pan, 0 fits"],
     ["H", "history of this image"],
+    ["G", "the labeling guidelines"],
+    ["O", "comment on this image: Enter saves, Esc cancels"],
     ["R", "my recent decisions: click one to open its image and change the decision"],
     ["Esc", "leave a text field, close a view"],
   ];
@@ -120,7 +122,7 @@
     const none = $(".rg-noimg"); none.hidden = false; none.textContent = message;
     for (const sel of [".rg-caption", ".rg-original-name", ".rg-original-more", ".rg-suggestion-name",
       ".rg-suggestion-more", ".rg-priors-items", ".rg-progress"]) setText(sel, "");
-    clear($(".rg-topk-items")); clear($(".rg-others-items"));
+    clear($(".rg-topk-items")); clear($(".rg-others-items")); renderComments([]);
     renderReason(null);
     $$(".rg-ref").forEach((r) => { r.hidden = true; r.removeAttribute("src"); });
     resetForm(null);
@@ -144,6 +146,7 @@
     setText(".rg-progress", card.status);
     renderReason(card);
     renderOriginal(card); renderSuggestion(card); renderTopk(card); renderPriors(card); renderOthers(card);
+    renderComments(card.comments || []);
     resetForm(card.own);
     updateAddress(card.image_id, push);
     prefetch(card.prefetch || []);
@@ -819,6 +822,8 @@
     else if (key === "n") next();
     else if (key === "f") openZoom();
     else if (key === "h") toggleHistory();
+    else if (key === "g") toggleGuidelines();
+    else if (key === "o") openComment();
     else if (key === "r") toggleRecent();
     else if (key === "?") toggleHelp();
     else handled = false;
