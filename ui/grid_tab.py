@@ -84,7 +84,7 @@ def _selected(studio: Studio, flt: GridFilter, sort: str | None) -> list[GridIma
 def _caption(studio: Studio, g: GridImage) -> str:
     original = ", ".join(studio.vocab.classes[c].name for c in g.original) or "no ImGT label"
     assigned = f" · assigned {len(g.assignees)}" if g.assignees else ""
-    return f"#{g.image_id} {Path(g.path).name} · {original} · {g.status}, {len(g.decisions)} decision(s){assigned}"
+    return f"#{g.image_id} {g.status}, {len(g.decisions)} decision(s) · {original} · {Path(g.path).name}{assigned}"
 
 
 def grid_values(
@@ -202,7 +202,7 @@ def user_choices(studio: Studio, user: str) -> list[Any]:
 def build(studio: Studio, guarded: Guard, tab: gr.Tab) -> None:
     """The tab's layout inside `tab`; the users and the first page load when the tab is opened."""
     with gr.Row():
-        status = gr.Dropdown([ANY, *STATUSES], value=ANY, label="status", filterable=False)
+        status = gr.Dropdown([ANY, *STATUSES], value=ANY, label="status", filterable=False, elem_id="grid-status")
         class_text = gr.Textbox(label="original class (name or wnid)", lines=1)
         annotator = gr.Dropdown([ANY], value=ANY, label="decided by")
         assigned_to = gr.Dropdown([ANY], value=ANY, label="assigned to")
