@@ -681,7 +681,8 @@
     const box = $(".rg-today");
     box.hidden = !today;
     if (!today) return;
-    box.textContent = `${today.left} left for you · ${today.today} decided today`;
+    const left = today.left === null || today.left === undefined ? "" : `${today.left} left for you · `;
+    box.textContent = `${left}${today.today} decided today`;
     box.dataset.left = String(today.left); box.dataset.today = String(today.today);
   }
   async function toggleRecent() {
@@ -719,15 +720,16 @@
       li.append(make("span", "rg-who", c.who), make("span", "rg-dim", ` ${c.when}: `), make("span", "rg-comment-text", c.text));
       list.appendChild(li);
     }
-    if (!comments.length) list.appendChild(make("li", "rg-dim", "no comments on this image"));
     closeComment();
   }
+  // the block takes no room on a card without comments (the card fits 1280×720 without scrolling), until O
+  const showComments = () => { $(".rg-comments").hidden = commentBox.hidden && !$(".rg-comments-items").firstChild; };
   function openComment() {
     if (!state.key) { toast("no card is open: press N to load one", true); return; }
-    commentBox.hidden = false; commentBox.focus();
+    commentBox.hidden = false; showComments(); commentBox.focus();
     commentBox.scrollIntoView({ block: "nearest" });
   }
-  function closeComment() { commentBox.value = ""; commentBox.hidden = true; }
+  function closeComment() { commentBox.value = ""; commentBox.hidden = true; showComments(); }
   async function saveComment() {
     const text = commentBox.value;
     if (!text.trim()) { closeComment(); return; }
