@@ -22,7 +22,7 @@ import numpy as np
 
 from db.models import ModelRun
 from evaluator import LabelSets
-from evaluator.retrieval import KS, Retrieval, compare_retrieval, retrieval_scores
+from evaluator.retrieval import KS, Retrieval, compare_retrieval
 from relabel.errors import InputError
 from relabel.suggest.retrieval_store import StoredEmbeddings, load_embeddings
 
@@ -82,18 +82,37 @@ def retrieval_rows(
     seed: int = 0,
 ) -> list[RetrievalRow]:
     """The rows of one retrieval run: against the first reference alone, then each other side by side with it;
-    `sets[i]` are reference `names[i]`'s label sets of `stored.image_ids`, in that order."""
-    rows = [_row(run, names[0], _alone(stored, sets[0]), stored)]
-    for name, ref_sets in zip(names[1:], sets[1:]):
-        a, b = compare_retrieval(
-            [sets[0], ref_sets], query_embeddings=stored.texts, image_embeddings=stored.images, ks=KS
-        )
-        rows.append(_row(run, name, b, stored, _map_difference(names[0], a, b, n_boot, seed)))
-    return rows
+    `sets[i]` are reference `names[i]`'s label sets of `stored.image_ids`, in that order.
+
+    One pass over the similarities serves every reference whose common gallery with the first is the same (a
+    snapshot that labels every image the first labels, usually), and the first reference's own row too when that
+    gallery is its own; a reference with another common gallery gets a pass of its own."""
+    a_gallery = sets[0].counts > 0
+    if not a_gallery.any():
+        raise InputError(f"reference {names[0]!r} labels none of the images retrieval run {run.name!r} embedded")
+    by_gallery: dict[bytes, tuple[np.ndarray, list[int]]] = {}
+    for i in range(1, len(sets)):
+        common = a_gallery & (sets[i].counts > 0)
+        by_gallery.setdefault(np.packbits(common).tobytes(), (common, []))[1].append(i)
+    alone: Retrieval | None = None
+    later: dict[int, RetrievalRow] = {}
+    for common, members in by_gallery.values():
+        if not common.any():  # nothing in common with the first: each on its own gallery, no difference
+            later.update({i: _row(run, names[i], _scores([sets[i]], stored)[0], stored) for i in members
+                          if (sets[i].counts > 0).any()})  # fmt: skip
+            continue
+        scores = _scores([sets[0], *(sets[i] for i in members)], stored)
+        if np.array_equal(common, a_gallery):  # the first reference's own gallery: its own row comes with it
+            alone = scores[0]
+        for i, b in zip(members, scores[1:]):
+            later[i] = _row(run, names[i], b, stored, _map_difference(names[0], scores[0], b, n_boot, seed))
+    first = _row(run, names[0], alone if alone is not None else _scores([sets[0]], stored)[0], stored)
+    return [first, *(later[i] for i in range(1, len(sets)) if i in later)]
 
 
-def _alone(stored: StoredEmbeddings, sets: LabelSets) -> Retrieval:
-    return retrieval_scores(sets, query_embeddings=stored.texts, image_embeddings=stored.images, ks=KS)
+def _scores(references: list[LabelSets], stored: StoredEmbeddings) -> list[Retrieval]:
+    """Every reference on the images all of them label, in one pass."""
+    return compare_retrieval(references, query_embeddings=stored.texts, image_embeddings=stored.images, ks=KS)
 
 
 def _row(

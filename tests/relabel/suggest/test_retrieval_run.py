@@ -16,8 +16,10 @@ from sqlalchemy import select
 from sqlmodel import Session, col
 
 from db import create_db_engine, init_db
+from db.enums import Verdict
 from db.models import ModelRun
 from relabel.cli import main
+from relabel.snapshots import create_snapshot
 from relabel.suggest import retrieval_run
 from relabel.suggest.adapters.clip import ZeroShotAdapter
 from relabel.suggest.retrieval_store import load_embeddings
@@ -139,6 +141,25 @@ def test_evaluate_scores_retrieval_against_imgt_and_team(workspace: Path, tiny_c
     assert (tmp_path / "report" / "retrieval.png").read_bytes()[:4] == b"\x89PNG"
     saved = json.loads((tmp_path / "report" / "evaluation.json").read_text())
     assert [r["reference"] for r in saved["tasks"]["retrieval"]] == ["imgt", "team"]
+
+
+def test_evaluate_by_default_scores_against_imgt_and_the_newest_snapshot(workspace: Path, tiny_clip: Path, capsys):
+    """The snapshot's sets: a {tench, goldfish} and d {tabby, tiger cat} decided by a lead, the others ImGT's."""
+    engine = create_db_engine(f"sqlite:///{workspace / 'relabel.db'}")
+    ids = ws.letter_ids(engine)
+    ws.decide(engine, ids, {"a": (Verdict.labels, [ws.TENCH, ws.GOLDFISH]),
+                            "d": (Verdict.labels, [ws.TABBY, ws.TIGER_CAT])})  # fmt: skip
+    create_snapshot(engine, "round-1")
+    engine.dispose()
+    assert retrieve(workspace, capsys, tiny_clip)[0] == 0
+    _, image_ids, images, texts = stored(workspace)
+    letters = {v: k for k, v in ids.items()}
+    code, out, err = relabel(workspace, capsys, "evaluate", "--boot", "0", "--no-report")
+    assert code == 0, err
+    snapshot = {**IMGT, "a": [ws.TENCH, ws.GOLDFISH], "d": [ws.TABBY, ws.TIGER_CAT]}
+    t2i, mean_ap, i2t = brute_force(texts @ images.T, [snapshot[letters[i]] for i in image_ids])
+    assert row(out, "ret", "round-1")[:10] == ["5", "4", *(f"{v:.2f}" for v in [*t2i, mean_ap, *i2t]), "0"]
+    assert row(out, "ret", "imgt")[:2] == ["5", "3"]
 
 
 def test_an_interrupted_run_resumes_where_it_stopped(workspace: Path, tiny_clip: Path, capsys, monkeypatch):
