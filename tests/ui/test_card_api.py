@@ -352,7 +352,7 @@ class TestServerFunctions:
         assert "no card is open" in decide_fn({"action": "original"}, Request("alice"))["error"]
 
     def test_both_cards_offer_what_their_pages_call(self, studio: Studio) -> None:
-        notes = {"guidelines", "comment"}  # ui.card_notes
+        notes = {"guidelines", "comment", "thumbs", "recent"}  # ui.card_notes, ui.card_extras
         assert set(handlers(studio, "review")) - notes == {"boot", "next", "open", "decide", "skip", "undo", "full",
                                                            "history", "search"}  # fmt: skip
         assert set(handlers(studio, "adjudicate")) - notes == {"boot", "open", "disputed", "adjudicate", "take",
