@@ -1,6 +1,6 @@
 """The README's screenshots of the studio at 1366×768: the review card and the adjudication card (`--only cards`),
-and the class picker with its descriptions and reference thumbnails (`--only picker`, img/picker.png), on the
-offline demo's real photos.
+the class picker with its descriptions and reference thumbnails (`--only picker`, img/picker.png), and the leads'
+Images tab (`--only grid`, img/grid.png), on the offline demo's real photos.
 
 Builds the demo workspace (`relabel demo --no-serve`) in a temporary folder, has two annotators disagree on one
 photo, serves the studio on 127.0.0.1 and photographs it in Debian's headless chromium.
@@ -101,11 +101,44 @@ def picker(url: str, out: Path, query: str = "cat") -> Path:
     return target
 
 
+THUMBS_SHOWN = """() => {
+  const imgs = Array.from(document.querySelectorAll('#grid-gallery img'));
+  return imgs.length > 0 && imgs.every((i) => i.complete && i.naturalWidth > 0);
+}"""
+
+
+def grid(url: str, out: Path) -> Path:
+    """The leads' Images tab at 1366×768 as the lead (lena) opens it: the demo's photos as thumbnails with their
+    status, decisions and ImGT class, written to `out`/img/grid.png."""
+    from playwright.sync_api import sync_playwright
+
+    target = out / "img" / "grid.png"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path="/usr/bin/chromium",
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        page = browser.new_page(viewport=VIEWPORT)
+        page.set_default_timeout(30_000)
+        page.goto(url)
+        page.get_by_label("username").fill("lena")
+        page.get_by_label("password").fill(DEMO_PASSWORD)
+        page.get_by_role("button", name="Login").click()
+        page.get_by_role("tab", name="Images").click()
+        page.wait_for_function(THUMBS_SHOWN)
+        page.wait_for_timeout(300)
+        page.screenshot(path=target)
+        browser.close()
+    return target
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path("docs"), help="folder for the PNG files")
     parser.add_argument("--port", type=int, default=7896)
-    parser.add_argument("--only", choices=["cards", "picker"], help="take one screenshot set only (default: all)")
+    shots = ["cards", "picker", "grid"]
+    parser.add_argument("--only", choices=shots, help="take one screenshot set only (default: all)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     from ui.app import launch_app
@@ -120,6 +153,8 @@ def main() -> None:
                 print(f"wrote {args.out / 'review-card.png'} and {args.out / 'adjudication-card.png'}")
             if args.only in (None, "picker"):
                 print(f"wrote {picker(f'http://127.0.0.1:{args.port}/', args.out)}")
+            if args.only in (None, "grid"):
+                print(f"wrote {grid(f'http://127.0.0.1:{args.port}/', args.out)}")
         finally:
             app.close()
 

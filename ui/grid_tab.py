@@ -84,7 +84,7 @@ def _selected(studio: Studio, flt: GridFilter, sort: str | None) -> list[GridIma
 def _caption(studio: Studio, g: GridImage) -> str:
     original = ", ".join(studio.vocab.classes[c].name for c in g.original) or "no ImGT label"
     assigned = f" · assigned {len(g.assignees)}" if g.assignees else ""
-    return f"#{g.image_id} {g.status}, {len(g.decisions)} decision(s) · {original} · {Path(g.path).name}{assigned}"
+    return f"#{g.image_id} {g.status}, {len(g.decisions)} dec. · {original} · {Path(g.path).name}{assigned}"
 
 
 def grid_values(
@@ -216,7 +216,7 @@ def build(studio: Studio, guarded: Guard, tab: gr.Tab) -> None:
         summary = gr.Textbox(show_label=False, interactive=False, lines=1, scale=3, elem_id="grid-summary")
     ids = gr.State([])
     gallery = gr.Gallery(
-        label="images", columns=8, height="auto", object_fit="cover", allow_preview=False, elem_id="grid-gallery"
+        label="images", columns=6, height="auto", object_fit="cover", allow_preview=False, elem_id="grid-gallery"
     )
     chosen = gr.Markdown(elem_id="grid-link")
     with gr.Accordion("Assign to an annotator", open=False):

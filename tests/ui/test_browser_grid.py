@@ -37,7 +37,7 @@ def test_a_lead_filters_the_grid_and_gets_an_adjudication_link(browser: Any, tmp
         page.locator("#grid-show").click()
         page.wait_for_function(SUMMARY_SAYS, arg="1 image(s) match;", timeout=WAIT_MS)
         page.wait_for_function(THUMBS_SHOWN, arg=1, timeout=WAIT_MS)
-        assert "disputed, 2 decision(s)" in page.locator("#grid-gallery").inner_text()
+        assert "disputed, 2 dec." in page.locator("#grid-gallery").inner_text()
         page.locator("#grid-gallery img").first.click()
         wait_for_text(page, "#grid-link", f"Image {disputed}")
         href = page.locator("#grid-link a").get_attribute("href")

@@ -38,7 +38,7 @@ def test_a_page_of_thumbnails_from_the_display_cache(studio: Studio) -> None:
         assert Path(path).is_relative_to(studio.display.folder) and Path(path).is_file()
         assert caption.startswith("#")
     disputed = everything(studio, status="disputed")
-    assert disputed[3] == [studio.queue.order[0]] and "disputed, 2 decision(s)" in disputed[0][0][1]
+    assert disputed[3] == [studio.queue.order[0]] and "disputed, 2 dec." in disputed[0][0][1]
 
 
 def test_clicking_a_thumbnail_gives_its_adjudication_link(studio: Studio) -> None:
