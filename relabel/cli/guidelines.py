@@ -39,12 +39,19 @@ def guidelines_set(settings: Settings, file: Path, author: str) -> None:
     """
     from relabel.errors import InputError
     from relabel.review.guidelines import MAX_GUIDELINES_BYTES, save_guidelines
-    from relabel.textfiles import read_text
+    from relabel.textfiles import decode_text
 
-    if file.stat().st_size > MAX_FILE_BYTES:
-        raise InputError(f"{file}: {file.stat().st_size:,} bytes; the guidelines hold at most "
+    if not file.is_file():  # a device or a pipe could be read without end
+        raise InputError(f"{file}: not a regular file; save the guidelines in a .md file first")
+    try:
+        with file.open("rb") as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise InputError(f"{file}: cannot read ({exc.strerror or exc})") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise InputError(f"{file}: more than {MAX_FILE_BYTES:,} bytes; the guidelines hold at most "
                          f"{MAX_GUIDELINES_BYTES:,} bytes (64 KiB) of UTF-8")  # fmt: skip
-    text = read_text(file)
+    text = decode_text(data, str(file))
     try:
         version, added = save_guidelines(settings.engine, text, author=author)
     except InputError as exc:

@@ -148,6 +148,7 @@ class TestCli:
         one_line_error(relabel(where, "guidelines", "set", str(md), "--author", "alice"), 4, "annotator")
         one_line_error(relabel(where, "guidelines", "set", str(big), "--author", "lena"), 2, "big.md", "64 KiB")
         one_line_error(relabel(where, "guidelines", "set", str(empty), "--author", "lena"), 2, "empty.md", "empty")
+        one_line_error(relabel(where, "guidelines", "set", "/dev/zero", "--author", "lena"), 2, "not a regular file")
         assert rows(engine) == 0
         assert relabel(where, "guidelines", "show").stdout == ""
 
