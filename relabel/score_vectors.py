@@ -130,8 +130,13 @@ def read_score_matrix(path: Path, vocab: Vocabulary, order: list[str] | None) ->
 
 def top_k(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """(the k best classes of each row, best first, ties by class index; their scores)."""
-    k = min(k, scores.shape[1])
-    part = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+    n_classes = scores.shape[1]
+    k = min(k, n_classes)
+    part = np.argpartition(scores, n_classes - k, axis=1)[:, n_classes - k :]  # no negated copy of the matrix
+    kth = np.take_along_axis(scores, part, axis=1).min(axis=1)
+    tied = (scores >= kth[:, None]).sum(axis=1) > k  # a tie across the k-th place: the lowest class indices win
+    if tied.any():
+        part[tied] = np.argsort(-scores[tied], axis=1, kind="stable")[:, :k]
     part_scores = np.take_along_axis(scores, part, axis=1)
     ranked = np.lexsort((part, -part_scores), axis=1)
     top = np.take_along_axis(part, ranked, axis=1)

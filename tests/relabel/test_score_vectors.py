@@ -60,7 +60,9 @@ def test_npz_round_trip_in_image_order(engine, vocab, tmp_path: Path) -> None:
     assert got.scores.dtype == np.float32 and got.scores.shape == (3, 1000)
     assert got.classes[0] == vocab.classes[0].wnid
     # the database holds each image's top-5, as for any score matrix
-    top, _ = top_k(scores, 5)
+    top, top_scores = top_k(scores, 5)
+    np.testing.assert_array_equal(top, np.argsort(-scores, axis=1, kind="stable")[:, :5])  # the best first
+    assert (np.diff(top_scores, axis=1) <= 0).all()
     stored = predictions(engine, "vit")
     assert stored["n02123045_c.jpg"][1] == top[0].tolist()
 
@@ -187,3 +189,14 @@ def test_keep_scores_refused_for_a_table(engine, vocab, tmp_path: Path) -> None:
     with pytest.raises(InputError, match="npy or .npz score matrix"):
         import_predictions(engine, tmp_path / "p.csv", run="m", keep_scores=tmp_path / "ws")
     assert runs(engine) == 0
+
+
+def test_top_k_breaks_ties_by_class_index() -> None:
+    """The stored top-5 is the stable ranking: tied scores across the 5th place go to the lower class index."""
+    rng = np.random.default_rng(3)
+    scores = rng.random((50, 7)).astype(np.float32)
+    scores[:, 1:4] = 0.5
+    scores[0] = 0.25  # every class tied
+    top, top_scores = top_k(scores, 5)
+    np.testing.assert_array_equal(top, np.argsort(-scores, axis=1, kind="stable")[:, :5])
+    assert top[0].tolist() == [0, 1, 2, 3, 4] and top_scores.shape == (50, 5)
