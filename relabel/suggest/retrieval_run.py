@@ -21,7 +21,7 @@ import numpy as np
 from sqlalchemy.engine import Engine
 
 from db.engine import session_scope
-from relabel.errors import InputError
+from relabel.errors import InputError, RelabelError
 from relabel.progress import progress_bar
 from relabel.settings import Settings
 from relabel.suggest.adapters import load_adapter
@@ -134,7 +134,15 @@ def run_retrieval(
     try:
         for start in range(0, len(todo), CHUNK):
             chunk = todo[start : start + CHUNK]
-            ids, embeddings, failed = adapter.embed_images(chunk)
+            try:
+                ids, embeddings, failed = adapter.embed_images(chunk)
+            except (RuntimeError, ValueError) as exc:  # e.g. out of memory: what is stored stays, a re-run resumes
+                reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                raise RelabelError(
+                    f"retrieval run {run_name!r}: the model failed on {chunk[0].key} and the next {len(chunk) - 1} "
+                    f"image(s) ({reason}); the {summary.done_before + summary.embedded + summary.failed} image(s) "
+                    "done are kept, run the same command again to resume (a smaller --batch-size may help)"
+                ) from exc
             write_part(folder, ids, embeddings, failed)
             summary.embedded += len(ids)
             summary.failed += len(failed)

@@ -184,6 +184,25 @@ def test_an_interrupted_run_resumes_where_it_stopped(workspace: Path, tiny_clip:
     assert len(ids) == 5 and len(set(ids.tolist())) == 5
 
 
+def test_a_model_failure_stops_with_one_line_and_keeps_the_parts(workspace: Path, tiny_clip: Path, capsys, monkeypatch):
+    monkeypatch.setattr(retrieval_run, "CHUNK", 2)
+    real = ZeroShotAdapter.embed_images
+    calls = []
+
+    def out_of_memory_second(self, images):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB\nmore details")
+        return real(self, images)
+
+    monkeypatch.setattr(ZeroShotAdapter, "embed_images", out_of_memory_second)
+    code, _, err = retrieve(workspace, capsys, tiny_clip)
+    assert code == 1 and len(err.strip().splitlines()) == 1
+    assert "the model failed on" in err and "(CUDA out of memory. Tried to allocate 2.00 GiB)" in err
+    assert "the 2 image(s) done are kept, run the same command again to resume" in err
+    assert len(stored(workspace)[1]) == 2
+
+
 def test_an_unreadable_photo_is_left_out_of_the_gallery(workspace: Path, tiny_clip: Path, capsys):
     truncated_jpeg(workspace.parent / "photos" / ws.FILES[0])  # a, broken after ingest
     code, out, err = retrieve(workspace, capsys, tiny_clip)
