@@ -11,6 +11,7 @@ import argparse
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from relabel.review.assignments import add_assignments
@@ -20,7 +21,7 @@ from ui import grid_tab
 from ui.grid_tab import ANY
 
 
-def median_ms(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
+def median_ms(fn: Callable[[], object], repeat: int) -> float:
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
