@@ -179,7 +179,10 @@ def cached_reliability(conn: Connection, dataset_id: int, cache_dir: Path | None
             return Reliability(int(data["votes"]), rows)
         except (OSError, ValueError, KeyError, TypeError):
             pass  # a damaged cache file: fit again and rewrite it
-    fitted = dataset_reliability(conn, dataset_id)
+    from relabel.stages import stage
+
+    with stage("fitting Dawid-Skene on the votes for worker reliability (kept for the next stats)"):
+        fitted = dataset_reliability(conn, dataset_id)
     if path is not None and fitted is not None:
         from relabel.atomic import write_atomic
         from relabel.errors import OutputError

@@ -58,6 +58,20 @@ def test_unchanged_votes_are_read_back(sqlite_engine, vocab, tmp_path: Path, fit
     assert len(list(cache.glob("reliability-*.json"))) == 1  # the older fit is dropped
 
 
+def test_a_fit_says_so_on_stderr(
+    sqlite_engine, vocab, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RELABEL_PROGRESS", "1")
+    val_dataset(sqlite_engine, vocab, tmp_path, list(range(1, 301)))
+    path, _ = synthetic_round(tmp_path, np.random.default_rng(7))
+    import_votes(sqlite_engine, path, fmt="long", name="round")
+    capsys.readouterr()
+    workspace_stats(sqlite_engine, tmp_path / "cache")
+    assert capsys.readouterr().err.startswith("fitting Dawid-Skene on the votes for worker reliability")
+    workspace_stats(sqlite_engine, tmp_path / "cache")
+    assert capsys.readouterr().err == ""  # read back: nothing to wait for
+
+
 def test_a_damaged_cache_file_is_refitted(sqlite_engine, vocab, tmp_path: Path, fits: list[int]) -> None:
     val_dataset(sqlite_engine, vocab, tmp_path, list(range(1, 301)))
     path, _ = synthetic_round(tmp_path, np.random.default_rng(7))
