@@ -14,7 +14,11 @@ reference and day fields on every reply that holds a card or search results.
 
 from __future__ import annotations
 
+import threading
+import time
+import weakref
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import Any
 
@@ -28,6 +32,8 @@ from ui.card_payload import class_ref, file_url
 
 THUMB_SIDE = 128  # longer side of a reference thumbnail, in pixels (shown at 96 px or less, sharp on HiDPI)
 MAX_THUMBS = 16  # classes one `thumbs` call renders: a picker's results (12) or a card's top-5
+LEFT_TTL_S = 20.0  # how long a count of the images left for a user stands (less their own decisions since)
+SYNC_IMAGES = 10_000  # queues up to this size are counted in the reply; larger ones in the background
 
 Handler = Callable[[Studio, str, dict[str, Any]], dict[str, Any]]
 CARD_REPLIES = ("boot", "next", "open", "decide", "skip", "undo", "adjudicate", "take", "disputed")
@@ -79,12 +85,72 @@ def thumbs(studio: Studio, user: str, data: dict[str, Any]) -> dict[str, Any]:
     return {"thumbs": {i: url for i, url in found.items() if url}}
 
 
-def day_counts(studio: Studio, user: str, flt: QueueFilter) -> dict[str, int]:
-    """How many images the user's queue still holds under `flt`, and how many they decided today (UTC)."""
+class LeftCounts:
+    """How many images a user's queue still holds under a filter: a full pass over the queue (`remaining`), made
+    at most every LEFT_TTL_S per user and filter, and in between the last count less the user's decisions since
+    (an undo gives one back). Other users' progress shows within LEFT_TTL_S. On a queue of more than SYNC_IMAGES
+    the pass runs in the background: a reply never waits on it, and until the first one is done it says nothing
+    of what is left."""
+
+    def __init__(self, studio: Studio) -> None:
+        self.studio = studio
+        self._counts: dict[tuple[int, QueueFilter], tuple[float, int, int]] = {}  # (when, left, decided then)
+        self._running: set[tuple[int, QueueFilter]] = set()
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="left-counts")
+
+    def left(self, user_id: int, flt: QueueFilter) -> int | None:
+        key, queue = (user_id, flt), self.studio.queue
+        decided = queue.decided_by(user_id)
+        with self._lock:
+            known = self._counts.get(key)
+        if known is None or time.monotonic() - known[0] > LEFT_TTL_S:
+            if len(queue.order) <= SYNC_IMAGES:
+                self._count(key)
+            else:
+                with self._lock:
+                    start = key not in self._running
+                    self._running.add(key)
+                if start:
+                    self._pool.submit(self._count, key)
+            with self._lock:
+                known = self._counts.get(key)
+        if known is None:
+            return None
+        _, left, decided_then = known
+        return max(0, left - (decided - decided_then))
+
+    def _count(self, key: tuple[int, QueueFilter]) -> None:
+        user_id, flt = key
+        try:
+            decided = self.studio.queue.decided_by(user_id)
+            left = self.studio.queue.remaining(user_id, flt)
+            with self._lock:
+                self._counts[key] = (time.monotonic(), left, decided)
+        finally:
+            with self._lock:
+                self._running.discard(key)
+
+
+_left_counts: weakref.WeakKeyDictionary[Studio, LeftCounts] = weakref.WeakKeyDictionary()
+_left_lock = threading.Lock()
+
+
+def left_counts(studio: Studio) -> LeftCounts:
+    with _left_lock:
+        found = _left_counts.get(studio)
+        if found is None or found.studio.queue is not studio.queue:  # the queue was rebuilt (refresh)
+            found = _left_counts[studio] = LeftCounts(studio)
+        return found
+
+
+def day_counts(studio: Studio, user: str, flt: QueueFilter) -> dict[str, int | None]:
+    """How many images the user's queue still holds under `flt` (None while not counted yet), and how many they
+    decided today (UTC)."""
     user_id, _ = studio.user(user)
     with studio.engine.connect() as conn:
         today = decided_today(conn, studio.dataset_id, user_id, datetime.now(timezone.utc))
-    return {"left": studio.queue.remaining(user_id, flt), "today": today}
+    return {"left": left_counts(studio).left(user_id, flt), "today": today}
 
 
 def recent(studio: Studio, user: str, data: dict[str, Any]) -> dict[str, Any]:
@@ -103,7 +169,7 @@ def recent(studio: Studio, user: str, data: dict[str, Any]) -> dict[str, Any]:
             "when": d.created_at.strftime("%Y-%m-%d %H:%M UTC"),
             "undone": d.undone,
             "lead": d.adjudication,
-            "can_open": studio.may_open(user, d.image_id),
+            "can_open": not d.undone or studio.may_open(user, d.image_id),  # a standing decision: always
         }
         for d in found
     ]

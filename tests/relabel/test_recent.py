@@ -55,7 +55,7 @@ def test_today_counts_the_images_decided_since_midnight_utc_and_not_undone(studi
     assert today_of(studio, "alice") == 3 and today_of(studio, "bob") == 1
     assert studio.undo("alice") == c  # undone: no longer counted
     assert today_of(studio, "alice") == 2
-    move_to(studio, b, datetime.now(timezone.utc) - timedelta(days=1))  # decided yesterday
+    move_to(studio, a, datetime.now(timezone.utc) - timedelta(days=1))  # its two events were yesterday's
     assert today_of(studio, "alice") == 1
     tomorrow = datetime.now(timezone.utc) + timedelta(days=1)
     assert today_of(studio, "alice", tomorrow) == 0  # a new UTC day starts from zero
