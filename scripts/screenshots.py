@@ -54,6 +54,10 @@ def photograph(url: str, out: Path) -> None:
         page.get_by_label("username").fill("lena")
         page.get_by_label("password").fill(DEMO_PASSWORD)
         page.get_by_role("button", name="Login").click()
+        # a lead's Review card takes no card unasked: N asks for one
+        page.wait_for_function("() => document.querySelector('[data-mode=review] .rg-user').textContent !== ''")
+        page.locator("[data-mode=review] .rg").focus()
+        page.keyboard.press("n")
         page.wait_for_function(CARD_SHOWN, arg="[data-mode=review]")
         page.keyboard.press("/")
         page.keyboard.type("espresso")
