@@ -18,6 +18,9 @@ from relabel.settings import Settings
 )
 @click.option("--suggestion-run", help="As `relabel serve`: the run whose answers are the suggestion.")
 @click.option("--classifier-run", help="As `relabel serve`: the run shown as the classifier's top-5.")
+@click.option(
+    "--user", help="List the queue as this user gets it: their assigned images first, none assigned only to others."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 @pass_settings
 def queue(
@@ -27,6 +30,7 @@ def queue(
     overlap: int,
     suggestion_run: str | None,
     classifier_run: str | None,
+    user: str | None,
     as_json: bool,
 ) -> None:
     """List the next images of the review queue: rank, image id, file, original class, benefit, reason.
@@ -35,12 +39,15 @@ def queue(
     With a snapshot whose consensus read votes (`snapshot create --consensus ds`), the images
     come by the expected benefit of one more review: how uncertain the label set is plus how
     many stored runs' top-1 it would settle ("P(tabby cat) = 0.55; changes 3 runs' top-1").
-    The rest follow by the evidence against the original label (benefit "-").
+    The rest follow by the evidence against the original label (benefit "-"). Images a lead
+    assigned (`relabel assign`) go only to their assignees, first: without --user the list is
+    a newcomer's, who has nothing assigned.
     \b
     Examples:
       relabel queue
       relabel queue --limit 50 --overlap 3
       relabel queue --dataset val --json > next.json
+      relabel queue --user alice --limit 10
     """
     from relabel.review.upcoming import list_queue
 
@@ -51,6 +58,7 @@ def queue(
         overlap=overlap,
         suggestion_run=suggestion_run,
         classifier_run=classifier_run,
+        user=user,
     )
     if as_json:
         entries = [
@@ -64,7 +72,7 @@ def queue(
             }
             for e in listing.entries
         ]
-        head = {"dataset": listing.dataset, "snapshot": listing.snapshot, "runs": list(listing.runs)}
+        head = {"dataset": listing.dataset, "snapshot": listing.snapshot, "runs": list(listing.runs), "user": user}
         click.echo(json.dumps(head | {"open_images": listing.open_images, "images": entries}, ensure_ascii=False))
         return
     by = (
@@ -72,7 +80,10 @@ def queue(
         if listing.snapshot
         else "by evidence (no snapshot reads votes)"
     )
-    click.echo(f"dataset {listing.dataset!r}: next {len(listing.entries)} of {listing.open_images} open image(s), {by}")
+    who = "" if user is None else f" for {user}"
+    click.echo(
+        f"dataset {listing.dataset!r}: next {len(listing.entries)} of {listing.open_images} open image(s){who}, {by}"
+    )
     click.echo("rank\timage\tfile\toriginal\tbenefit\treason")
     for e in listing.entries:
         benefit = "-" if e.benefit is None else f"{e.benefit:.3f}"

@@ -245,19 +245,27 @@ class ReviewQueue:
                 return self.shared.admits(image_id, user_id, self._limit(image_id, QueueFilter(status="disputed")))
             return ok
 
-    def upcoming(self, limit: int, flt: QueueFilter = QueueFilter()) -> list[int]:
-        """The first `limit` images in queue order that the queue would serve to a user who has decided nothing
-        (leases held now count): what is next for a newcomer."""
+    def upcoming(self, limit: int, flt: QueueFilter = QueueFilter(), user_id: int = NOBODY) -> list[int]:
+        """The first `limit` images the queue would serve to `user_id` (leases held now count): their assigned
+        images first, then the rest in queue order. The default, NOBODY, is a newcomer who has decided nothing
+        and has nothing assigned: images assigned to others are not theirs."""
         with self._lock:
             self._sync()
             now = self.clock()
             out: list[int] = []
-            for image_id in self.order:
+            seen: set[int] = set()
+            for _, image_id in candidates(self._assigned.first_for(user_id), self.order, 0):
                 if len(out) >= limit:
                     break
-                if self._eligible(image_id, NOBODY, flt, now):
+                if image_id not in seen and self._eligible(image_id, user_id, flt, now):
                     out.append(image_id)
+                seen.add(image_id)
             return out
+
+    def use_assignments(self, assigned: AssignedImages) -> None:
+        """Serve by `assigned` (a queue with `shared` leases reads them from the database before each serve)."""
+        with self._lock:
+            self._assigned = assigned
 
     def remaining(self, user_id: int, flt: QueueFilter = QueueFilter()) -> int:
         """Images still eligible for `user_id` under `flt` (a full pass: for progress displays, not per card)."""

@@ -18,6 +18,7 @@ from sqlmodel import Session, col
 from db.models import Image, stored_id
 from relabel.consensus import Outcome
 from relabel.errors import InputError
+from relabel.review.assignments import assigned_images, load_rows, user_id_of
 from relabel.review.benefit import class_names, load_benefit
 from relabel.review.cards import pick_runs
 from relabel.review.evidence import load_evidence
@@ -45,7 +46,7 @@ class QueueEntry:
 class QueueListing:
     """The next images of a dataset's queue. `snapshot`: the vote-based snapshot the benefit comes from (None:
     the queue is in evidence order); `runs`: the runs whose top-1 the benefit weighs; `open_images`: how many
-    images the queue still has to serve a newcomer."""
+    images the queue still has to serve a newcomer (or the user the listing is for)."""
 
     dataset: str
     snapshot: str | None
@@ -63,9 +64,12 @@ def list_queue(
     suggestion_run: str | None = None,
     classifier_run: str | None = None,
     seed: int = 0,
+    user: str | None = None,
 ) -> QueueListing:
     """The first `limit` images the studio's queue would serve (module docstring), with `overlap` annotators per
-    image and the named runs as the studio's suggestion and classifier (None: the newest)."""
+    image and the named runs as the studio's suggestion and classifier (None: the newest). Assignments count as in
+    the studio: to `user` (a user's name) their assigned images come first and images assigned only to others never
+    come; without `user` the listing is a newcomer's, who has nothing assigned."""
     if limit < 1:
         raise InputError(f"--limit must be at least 1, got {limit}")
     if overlap < 1:
@@ -78,7 +82,12 @@ def list_queue(
         runs = pick_runs(conn, dataset_id, suggestion_run, classifier_run)
         benefit = load_benefit(conn, dataset_id)
         queue = ReviewQueue(load_evidence(conn, dataset_id, runs, benefit), overlap=overlap, seed=seed)
-        ids = queue.upcoming(limit)
+        user_id = NOBODY if user is None else user_id_of(conn, user)
+        rows = load_rows(conn, dataset_id)
+        if rows:
+            originals = {i: e.original_labels for i, e in queue.evidence.items()}
+            queue.use_assignments(assigned_images(rows, originals, queue.order))
+        ids = queue.upcoming(limit, user_id=user_id)
         paths = dict(conn.execute(select(col(Image.id), col(Image.path)).where(col(Image.id).in_(ids))).all())
     names = class_names(vocab)
     entries = []
@@ -102,7 +111,7 @@ def list_queue(
         ds.name,
         None if benefit is None else benefit.snapshot,
         () if benefit is None else benefit.runs,
-        queue.remaining(NOBODY),
+        queue.remaining(user_id),
         tuple(entries),
     )
 

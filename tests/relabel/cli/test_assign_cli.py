@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -72,3 +73,26 @@ def test_bad_names_are_one_line_errors_and_store_nothing(workspace, tmp_path: Pa
     listed.write_text("n01440764_tench.jpg\nmissing_photo.jpg\n")
     one_line_error(relabel(where, "assign", *[str(listed) if a == "LIST" else a for a in args]), named)
     assert rows(engine) == 0
+
+
+def test_queue_lists_what_each_user_is_served(workspace, tmp_path: Path) -> None:
+    """`relabel queue --user` lists the user's assigned images first, as the studio serves them; a newcomer's
+    listing (no --user) and another user's leave out images assigned only to someone else."""
+    engine, where = workspace
+    listed = tmp_path / "ids.txt"
+    listed.write_text("n07920052_espresso\n")
+    assert relabel(where, "assign", "add", "--user", "bob", "--images", str(listed)).exit_code == 0
+
+    def files(*args: str) -> list[str]:
+        r = relabel(where, "queue", "--limit", "100", "--json", *args)
+        assert r.exit_code == 0, r.output
+        return [Path(e["path"]).stem for e in json.loads(r.output)["images"]]
+
+    bob, alice, newcomer = files("--user", "bob"), files("--user", "alice"), files()
+    assert bob[0] == "n07920052_espresso"
+    assert "n07920052_espresso" not in alice and "n07920052_espresso" not in newcomer
+    assert sorted(bob) == sorted([*newcomer, "n07920052_espresso"]) and alice == newcomer
+    studio = Studio(engine, cache_dir=tmp_path / "cache")
+    card, _ = studio.next_card("bob")
+    assert card is not None and Path(card.image.path).stem == bob[0]
+    one_line_error(relabel(where, "queue", "--user", "nobody-here"), "unknown user", "nobody-here")
