@@ -15,13 +15,20 @@ import argparse
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from db import create_db_engine
 from relabel.review.studio import Studio
 
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
+
 DEMO_PASSWORD = "relabel-demo"  # the demo's users: annotators alice and bob, lead lena
 VIEWPORT = {"width": 1366, "height": 768}
+SIGNED_IN = "(selector) => (document.querySelector(`${selector} .rg-user`)?.textContent ?? '') !== ''"
 CARD_SHOWN = """(selector) => {
   const root = document.querySelector(selector), img = root && root.querySelector('.rg-img');
   return !!(root && root.dataset.key && img && img.complete && img.naturalWidth > 0);
@@ -40,7 +47,9 @@ def build_demo(folder: Path) -> Studio:
     return studio
 
 
-def photograph(url: str, out: Path) -> None:
+@contextmanager
+def signed_in(url: str, user: str) -> Iterator[Page]:
+    """A 1366×768 page of Debian's headless chromium on the studio at `url`, signed in as `user`."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
@@ -51,12 +60,20 @@ def photograph(url: str, out: Path) -> None:
         page = browser.new_page(viewport=VIEWPORT)
         page.set_default_timeout(30_000)
         page.goto(url)
-        page.get_by_label("username").fill("lena")
+        page.get_by_label("username").fill(user)
         page.get_by_label("password").fill(DEMO_PASSWORD)
         page.get_by_role("button", name="Login").click()
+        try:
+            yield page
+        finally:
+            browser.close()
+
+
+def photograph(url: str, out: Path) -> None:
+    with signed_in(url, "lena") as page:
         # a lead's Review card takes no card unasked: N asks for one
-        page.wait_for_function("() => document.querySelector('[data-mode=review] .rg-user').textContent !== ''")
-        page.locator("[data-mode=review] .rg").focus()
+        page.wait_for_function(SIGNED_IN, arg="[data-mode=review]")
+        page.locator("[data-mode=review]").focus()
         page.keyboard.press("n")
         page.wait_for_function(CARD_SHOWN, arg="[data-mode=review]")
         page.keyboard.press("/")
@@ -70,28 +87,15 @@ def photograph(url: str, out: Path) -> None:
         page.wait_for_function(CARD_SHOWN, arg="[data-mode=adjudicate]")
         page.wait_for_timeout(300)
         page.screenshot(path=out / "adjudication-card.png")
-        browser.close()
 
 
 def picker(url: str, out: Path, query: str = "cat") -> Path:
     """The review card with the class picker open on `query` at 1366×768, as an annotator (alice) sees it: each
     result with its description and a reference thumbnail (the demo has one photo per class, so "cat" shows one:
     the Egyptian cat), written to `out`/img/picker.png."""
-    from playwright.sync_api import sync_playwright
-
     target = out / "img" / "picker.png"
     target.parent.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path="/usr/bin/chromium",
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
-        page = browser.new_page(viewport=VIEWPORT)
-        page.set_default_timeout(30_000)
-        page.goto(url)
-        page.get_by_label("username").fill("alice")
-        page.get_by_label("password").fill(DEMO_PASSWORD)
-        page.get_by_role("button", name="Login").click()
+    with signed_in(url, "alice") as page:
         page.wait_for_function(CARD_SHOWN, arg="[data-mode=review]")
         page.keyboard.press("/")
         page.keyboard.type(query)
@@ -101,7 +105,6 @@ def picker(url: str, out: Path, query: str = "cat") -> Path:
                                ".every((i) => !i.dataset.thumbClass && (!i.src || i.complete))")  # fmt: skip
         page.wait_for_timeout(300)
         page.screenshot(path=target)
-        browser.close()
     return target
 
 
@@ -114,26 +117,13 @@ THUMBS_SHOWN = """() => {
 def grid(url: str, out: Path) -> Path:
     """The leads' Images tab at 1366×768 as the lead (lena) opens it: the demo's photos as thumbnails with their
     status, decisions and ImGT class, written to `out`/img/grid.png."""
-    from playwright.sync_api import sync_playwright
-
     target = out / "img" / "grid.png"
     target.parent.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path="/usr/bin/chromium",
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
-        page = browser.new_page(viewport=VIEWPORT)
-        page.set_default_timeout(30_000)
-        page.goto(url)
-        page.get_by_label("username").fill("lena")
-        page.get_by_label("password").fill(DEMO_PASSWORD)
-        page.get_by_role("button", name="Login").click()
+    with signed_in(url, "lena") as page:
         page.get_by_role("tab", name="Images").click()
         page.wait_for_function(THUMBS_SHOWN)
         page.wait_for_timeout(300)
         page.screenshot(path=target)
-        browser.close()
     return target
 
 
