@@ -17,6 +17,7 @@ import gradio as gr
 
 from relabel.errors import InputError, RelabelError
 from relabel.review.class_search import ClassSearch
+from relabel.review.queue import one_look
 from relabel.review.studio import Studio
 from ui import card_api, card_extras, card_notes
 from ui.events import session_user
@@ -48,8 +49,21 @@ def server_function(studio: Studio, name: str, handler: Handler) -> Callable[...
 
 def handlers(studio: Studio, mode: str) -> dict[str, Handler]:
     """The server functions of one card, by the names the page script calls: `card_handlers`, with reference
-    thumbnails and the user's day (`ui.card_extras`), the guidelines and the image's comments (`ui.card_notes`)."""
-    return card_notes.extend(studio, mode, card_extras.extend(studio, mode, card_handlers(studio, mode)))
+    thumbnails and the user's day (`ui.card_extras`), the guidelines and the image's comments (`ui.card_notes`).
+    Each is one request: the queue looks at the other processes' decisions once in it (`one_look`)."""
+    found = card_notes.extend(studio, mode, card_extras.extend(studio, mode, card_handlers(studio, mode)))
+    return {name: looking_once(fn) for name, fn in found.items()}
+
+
+def looking_once(handler: Handler) -> Handler:
+    """`handler` in one `relabel.review.queue.one_look` block."""
+
+    def call(studio: Studio, user: str, data: dict[str, Any]) -> dict[str, Any]:
+        with one_look():
+            return handler(studio, user, data)
+
+    call.__name__ = getattr(handler, "__name__", "handler")
+    return call
 
 
 def card_handlers(studio: Studio, mode: str) -> dict[str, Handler]:

@@ -20,7 +20,7 @@ import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, NamedTuple
 
 from relabel.errors import InputError, RelabelError
 from relabel.review.examples import pick_example
@@ -33,6 +33,7 @@ from ui.card_payload import class_ref, file_url
 THUMB_SIDE = 128  # longer side of a reference thumbnail, in pixels (shown at 96 px or less, sharp on HiDPI)
 MAX_THUMBS = 16  # classes one `thumbs` call renders: a picker's results (12) or a card's top-5
 LEFT_TTL_S = 20.0  # how long a count of the images left for a user stands (less their own decisions since)
+TODAY_TTL_S = 20.0  # how long a count of a user's decisions today stands (plus their own decisions since)
 SYNC_IMAGES = 10_000  # queues up to this size are counted in the reply; larger ones in the background
 
 Handler = Callable[[Studio, str, dict[str, Any]], dict[str, Any]]
@@ -132,25 +133,57 @@ class LeftCounts:
                 self._running.discard(key)
 
 
-_left_counts: weakref.WeakKeyDictionary[Studio, LeftCounts] = weakref.WeakKeyDictionary()
-_left_lock = threading.Lock()
+class TodayCounts:
+    """How many images a user decided today (`relabel.review.recent.decided_today`): read from the decision log
+    at most every TODAY_TTL_S per user and at each new UTC day, and in between the last count plus the images
+    the user decided since in this process (the queue's count of their standing decisions: an undo takes one
+    back). Decisions the user makes in another process show within TODAY_TTL_S."""
+
+    def __init__(self, studio: Studio) -> None:
+        self.studio = studio
+        self._counts: dict[int, tuple[float, datetime, int, int]] = {}  # user -> (when, day, today, decided then)
+        self._lock = threading.Lock()
+
+    def today(self, user_id: int) -> int:
+        now = datetime.now(timezone.utc)
+        day = now.replace(hour=0, minute=0, second=0, microsecond=0)
+        decided = self.studio.queue.decided_by(user_id)
+        with self._lock:
+            known = self._counts.get(user_id)
+        if known is None or known[1] != day or time.monotonic() - known[0] > TODAY_TTL_S:
+            with self.studio.engine.connect() as conn:
+                count = decided_today(conn, self.studio.dataset_id, user_id, now)
+            known = (time.monotonic(), day, count, decided)
+            with self._lock:
+                self._counts[user_id] = known
+        _, _, count, decided_then = known
+        return max(0, count + decided - decided_then)
 
 
-def left_counts(studio: Studio) -> LeftCounts:
-    with _left_lock:
-        found = _left_counts.get(studio)
-        if found is None or found.studio.queue is not studio.queue:  # the queue was rebuilt (refresh)
-            found = _left_counts[studio] = LeftCounts(studio)
+class DayCounts(NamedTuple):
+    left: LeftCounts
+    today: TodayCounts
+
+
+_day_counts: weakref.WeakKeyDictionary[Studio, DayCounts] = weakref.WeakKeyDictionary()
+_day_lock = threading.Lock()
+
+
+def counters(studio: Studio) -> DayCounts:
+    """The studio's counters of the user's day, made again when its queue was rebuilt (`Studio.refresh`)."""
+    with _day_lock:
+        found = _day_counts.get(studio)
+        if found is None or found.left.studio.queue is not studio.queue:
+            found = _day_counts[studio] = DayCounts(LeftCounts(studio), TodayCounts(studio))
         return found
 
 
 def day_counts(studio: Studio, user: str, flt: QueueFilter) -> dict[str, int | None]:
     """How many images the user's queue still holds under `flt` (None while not counted yet), and how many they
-    decided today (UTC)."""
+    decided today (UTC); both from memory on most replies (`LeftCounts`, `TodayCounts`)."""
     user_id, _ = studio.user(user)
-    with studio.engine.connect() as conn:
-        today = decided_today(conn, studio.dataset_id, user_id, datetime.now(timezone.utc))
-    return {"left": left_counts(studio).left(user_id, flt), "today": today}
+    found = counters(studio)
+    return {"left": found.left.left(user_id, flt), "today": found.today.today(user_id)}
 
 
 def recent(studio: Studio, user: str, data: dict[str, Any]) -> dict[str, Any]:

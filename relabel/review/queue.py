@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from itertools import islice
 from operator import attrgetter
@@ -44,6 +46,24 @@ STATUSES = ("open", "disputed", "decided", "mine")  # the queue's status filter:
 CATEGORIES = tuple(c.value for c in (*DECIDED_CATEGORIES, Category.U))
 DEFAULT_LEASE_SECONDS = 600.0
 NOBODY = -1  # a user id no user has: what the queue would serve someone who decided nothing (`upcoming`)
+# the queues (by id) that took other processes' decisions in the current `one_look` block; None: outside one
+_LOOKED: ContextVar[set[int] | None] = ContextVar("queue_looked", default=None)
+
+
+@contextmanager
+def one_look() -> Iterator[None]:
+    """Within this block (one request of the studio), a queue with `shared` leases asks the database for other
+    processes' decisions and assignments once, on its first use, not on every call: a request reads the queue
+    several times (serve, progress, what comes next), and a decision stored elsewhere a millisecond later changes
+    nothing the database's lease does not already guard. Nested blocks are one block."""
+    if _LOOKED.get() is not None:
+        yield
+        return
+    token = _LOOKED.set(set())
+    try:
+        yield
+    finally:
+        _LOOKED.reset(token)
 
 
 class Settled(NamedTuple):
@@ -133,6 +153,7 @@ class ReviewQueue:
         keys = [rank_key(e, self.priority[e.image_id]) for e in rows]
         ranked = sorted(range(len(rows)), key=lambda i: (keys[i], tiebreak[i]))
         self.order = [rows[i].image_id for i in ranked]
+        self._position = {image_id: pos for pos, image_id in enumerate(self.order)}
         self.evidence = {e.image_id: e for e in rows}
         self.overlap, self.lease_seconds, self.clock, self.shared = overlap, lease_seconds, clock, shared
         self._lock = threading.Lock()
@@ -262,6 +283,12 @@ class ReviewQueue:
                 seen.add(image_id)
             return out
 
+    def following(self, image_id: int, n: int) -> list[int]:
+        """The `n` images after `image_id` in queue order (whoever they would be served to); [] for an image
+        not in the queue. The order never changes, so no lock is taken."""
+        pos = self._position.get(image_id)
+        return [] if pos is None else self.order[pos + 1 : pos + 1 + n]
+
     def use_assignments(self, assigned: AssignedImages) -> None:
         """Serve by `assigned` (a queue with `shared` leases reads them from the database before each serve)."""
         with self._lock:
@@ -359,6 +386,11 @@ class ReviewQueue:
         """Take the decisions other processes stored since the last look (`SharedLeases.pull`), as `update` does."""
         if self.shared is None:
             return
+        looked = _LOOKED.get()
+        if looked is not None:
+            if id(self) in looked:
+                return
+            looked.add(id(self))
         self._assigned = self.shared.assigned(self.order, self.evidence)
         for image_id, decisions in self.shared.pull().items():
             e = self.evidence.get(image_id)

@@ -12,7 +12,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 from dataclasses import dataclass
 from operator import attrgetter
 from pathlib import Path
@@ -40,6 +40,7 @@ from relabel.vocabulary import Vocabulary
 from relabel.workspace import dataset_vocabulary, get_dataset
 
 CARD_CACHE_SIZE = 4096  # cards kept in memory; with N-way overlap each image is served N times
+IMAGE_BATCH = 64  # image rows read at once when one is asked for: it and the next ones in queue order
 ACTIONS = ("original", "suggestion", "both", "labels", "none_fit", "unclear")
 MAX_NOTE = 2000
 
@@ -99,6 +100,7 @@ class Studio:
         self._users: dict[str, tuple[int, Role]] = {}
         self._prefetch = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefetch")
         self._cards: OrderedDict[int, Card] = OrderedDict()  # recent cards: their labels and suggestions
+        self._images: OrderedDict[int, StoredImage] = OrderedDict()  # image rows, as the display cache wants them
         self._cards_lock = threading.Lock()
         # SQLite has one writer at a time; queueing writers here is cheaper than SQLite's sleeping busy handler
         self._write_lock: threading.Lock | nullcontext[None] = (
@@ -159,6 +161,7 @@ class Studio:
             self.examples = load_examples(conn, self.dataset_id, self.root)
         with self._cards_lock:
             self._cards.clear()
+            self._images.clear()
 
     def next_card(self, user: str, flt: QueueFilter = QueueFilter()) -> tuple[Card | None, str]:
         """The next card for `user` and its token; (None, "") when nothing is left under `flt`."""
@@ -188,6 +191,7 @@ class Studio:
         if card.dataset != self.dataset_name:
             raise NotFoundError(f"image id {image_id} is not in dataset {self.dataset_name!r}")
         with self._cards_lock:
+            self._keep_image(card.image)
             self._cards[image_id] = card
             self._cards.move_to_end(image_id)
             while len(self._cards) > CARD_CACHE_SIZE:
@@ -214,13 +218,25 @@ class Studio:
         return self.benefit.reason(image_id, class_names(self.vocab))
 
     def stored_image(self, image_id: int) -> StoredImage:
+        """The image's row as the display cache wants it. Rows do not change while the studio runs (`refresh`
+        forgets them): one read fetches the image and the next IMAGE_BATCH - 1 in queue order, the cards likely to
+        be asked for next."""
+        with self._cards_lock:
+            found = self._images.get(image_id)
+        if found is not None:
+            return found
+        wanted = [image_id, *self.queue.following(image_id, IMAGE_BATCH - 1)]
         with self.engine.connect() as conn:
-            row = conn.execute(
-                select(*IMAGE_COLUMNS).where(col(Image.id) == image_id, col(Image.dataset_id) == self.dataset_id)
-            ).first()
-        if row is None:
+            rows = conn.execute(
+                select(*IMAGE_COLUMNS).where(col(Image.id).in_(wanted), col(Image.dataset_id) == self.dataset_id)
+            ).all()
+        with self._cards_lock:
+            for row in rows:
+                self._keep_image(StoredImage(row[0], self.root, *row[1:]))
+            found = self._images.get(image_id)
+        if found is None:
             raise NotFoundError(f"image id {image_id} is not in dataset {self.dataset_name!r}")
-        return StoredImage(row[0], self.root, *row[1:])
+        return found
 
     def upcoming_display(self, user: str, flt: QueueFilter = QueueFilter()) -> Path | None:
         """The display file of the card likely to come after the one `user` holds, if it is ready (the page
@@ -419,16 +435,27 @@ class Studio:
             raise InputError(f"image {shown.image_id} has no {what}; pick classes instead")
         return Verdict.labels, picked
 
+    def _keep_image(self, image: StoredImage) -> None:
+        """Remember an image row (lock held), the oldest forgotten beyond CARD_CACHE_SIZE."""
+        self._images[image.image_id] = image
+        self._images.move_to_end(image.image_id)
+        while len(self._images) > CARD_CACHE_SIZE:
+            self._images.popitem(last=False)
+
     def _prefetch_next(self, user_id: int, flt: QueueFilter) -> None:
-        """Prepare the display image of the card likely to come next, off the request path."""
+        """Prepare the display image of the card likely to come next, off the request path (the queue is asked
+        here, in the request, so that the background thread reads nothing of the database)."""
+        try:
+            image_id = self.queue.peek(user_id, flt)
+            if image_id is None:
+                return
+            image = self.stored_image(image_id)
+        except NotFoundError:
+            return
 
         def warm() -> None:
-            try:
-                image_id = self.queue.peek(user_id, flt)
-                if image_id is not None:
-                    self.display.path_for(self.stored_image(image_id))
-            except Exception:  # a bad file shows its error when its card is opened; nothing to do here
-                pass
+            with suppress(Exception):  # a bad file shows its error when its card is opened; nothing to do here
+                self.display.path_for(image)
 
         self._prefetch.submit(warm)
 

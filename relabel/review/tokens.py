@@ -12,7 +12,9 @@ the process's memory (one process, tests).
 
 Each user has a pool of their own, bounded by MAX_TOKENS_PER_USER, oldest dropped first: one user asking for cards
 as fast as they can (a script, a stuck key) drops only their own old tokens, never a colleague's open card. Users
-are added by leads, so the pools together stay bounded too.
+are added by leads, so the pools together stay bounded too. In the database a token beyond its user's newest
+MAX_TOKENS_PER_USER is refused when it is checked, and the rows are deleted every PRUNE_EVERY cards a process
+serves the user: serving a card is one statement.
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Any
 
-from sqlalchemy import delete, insert, select
+from sqlalchemy import delete, func, insert, select
 from sqlalchemy.engine import Engine
+from sqlalchemy.orm import aliased
 from sqlmodel import col
 
 from db.models import CardToken
@@ -35,6 +39,7 @@ from relabel.errors import ConflictError, InputError, StaleCardError
 
 MAX_TOKENS_PER_USER = 5_000  # a user's tokens kept; an evicted token is refused like an unknown one (card reloads)
 MAX_TOKEN_LENGTH = 64
+PRUNE_EVERY = 32  # cards a process serves a user between two deletions of their tokens beyond the pool
 
 
 @dataclass(frozen=True)
@@ -118,6 +123,8 @@ class DbCardTokens:
     ) -> None:
         self.engine, self._limit, self.clock = engine, limit, clock
         self._write_lock = write_lock if write_lock is not None else nullcontext()
+        self._served: dict[int, int] = {}  # user -> cards this object served them
+        self._lock = threading.Lock()
 
     def issue(
         self,
@@ -140,25 +147,34 @@ class DbCardTokens:
             "original": list(original),
             "last_event": last_event,
         }
-        oldest_kept = (
-            select(col(CardToken.id))
-            .where(col(CardToken.user_id) == user_id)
-            .order_by(col(CardToken.id).desc())
-            .offset(self._limit - 1)
-            .limit(1)
-        )
         with self._write_lock, self.engine.begin() as conn:
             conn.execute(insert(CardToken).values(**row))
-            cutoff = conn.execute(oldest_kept).scalar()
-            if cutoff is not None:
-                conn.execute(delete(CardToken).where(col(CardToken.user_id) == user_id, col(CardToken.id) < cutoff))
+            with self._lock:
+                self._served[user_id] = served = self._served.get(user_id, 0) + 1
+            if served % PRUNE_EVERY == 0:
+                kept = col(CardToken.id) >= func.coalesce(self._oldest_kept(user_id), 0)
+                conn.execute(delete(CardToken).where(col(CardToken.user_id) == user_id, ~kept))
         return token
+
+    def _oldest_kept(self, user_id: Any) -> Any:
+        """The id of the oldest token kept in `user_id`'s pool (a column or a value), as a scalar subquery; NULL
+        while the pool is not full."""
+        other = aliased(CardToken)
+        return (
+            select(col(other.id))
+            .where(col(other.user_id) == user_id)
+            .order_by(col(other.id).desc())
+            .offset(self._limit - 1)
+            .limit(1)
+            .scalar_subquery()
+        )
 
     def check(self, token: str, user_id: int, image_id: int) -> Shown:
         """The card `token` was issued for; refuses a token that is unknown or was issued for another card."""
         _well_formed(token)
+        in_pool = col(CardToken.id) >= func.coalesce(self._oldest_kept(col(CardToken.user_id)), 0)
         with self.engine.connect() as conn:
-            row = conn.execute(select(CardToken).where(col(CardToken.token) == token)).first()
+            row = conn.execute(select(CardToken).where(col(CardToken.token) == token, in_pool)).first()
         shown = None
         if row is not None:
             served = row.served_at if row.served_at.tzinfo else row.served_at.replace(tzinfo=timezone.utc)
