@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from itertools import islice
 from typing import Any
 
-from sqlalchemy import Table, insert
+from sqlalchemy import Column, Table, insert
 from sqlalchemy.engine import Connection
 
 CHUNK = 20_000  # rows per executemany: few round trips, modest memory
@@ -31,6 +31,13 @@ def insert_plain(
         conn.exec_driver_sql(sql, part)
         written += len(part)
     return written
+
+
+def driver_value(conn: Connection, column: Column[Any], value: Any) -> Any:
+    """`value` as the driver takes it for `column` on this connection's dialect: for the odd column whose type
+    converts (a datetime, which SQLite stores as text), processed once rather than for every row."""
+    process = column.type.dialect_impl(conn.dialect).bind_processor(conn.dialect)
+    return process(value) if process is not None else value
 
 
 def table_of(model: type) -> Table:

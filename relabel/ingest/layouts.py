@@ -209,7 +209,8 @@ def layout_imagenet_val(root: Path, vocab: Vocabulary, opts: LayoutOptions) -> I
         by_stem, origin = _read_loc_solution(src, vocab), str(src)
     entries = [PlanEntry(p, [by_stem[s]] if s in by_stem else None) for s, p in sorted(on_disk.items())]
     missing = sorted(set(by_stem) - set(on_disk))
-    entries += [PlanEntry(f"{s}.JPEG", [by_stem[s]], f"named by {Path(origin).name}, not on disk") for s in missing]
+    reason = f"named by {Path(origin).name}, not on disk"
+    entries += [PlanEntry(f"{s}.JPEG", [by_stem[s]], reason) for s in missing]
     if missing:
         warnings.append(f"{len(missing)} image(s) named by the labels are not on disk; recorded as missing")
     unlabeled = sum(1 for e in entries if e.labels is None)

@@ -1,13 +1,14 @@
 """`db.bulk.insert_plain` stores what SQLAlchemy's own executemany stores, on SQLite and PostgreSQL: a JSON column's
-text, an enum column's name, floats and ints, columns given in any order."""
+text, an enum column's name, floats and ints, columns given in any order, a datetime through `driver_value`."""
 
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 
-from sqlalchemy import JSON, Column, Enum, Float, Integer, MetaData, String, Table, cast, insert, select
+from sqlalchemy import JSON, Column, DateTime, Enum, Float, Integer, MetaData, String, Table, cast, insert, select
 
-from db.bulk import insert_plain
+from db.bulk import driver_value, insert_plain
 from db.enums import Category
 
 
@@ -57,3 +58,19 @@ def test_nothing_to_insert_writes_nothing(engine) -> None:
     with engine.begin() as conn:
         assert insert_plain(conn, table, ("id", "classes", "category", "p", "origin"), []) == 0
         assert conn.execute(select(table.c.id)).all() == []
+
+
+def test_a_converted_column_stores_what_sqlalchemy_stores(engine) -> None:
+    """A datetime goes through `driver_value` once (SQLite stores it as text without the zone, as SQLAlchemy does)."""
+    table = Table(
+        "bulk_times", MetaData(), Column("id", Integer, primary_key=True), Column("at", DateTime, nullable=False)
+    )
+    table.create(engine)
+    at = datetime(2026, 12, 3, 8, 25, 58, 381122, tzinfo=timezone.utc)
+    with engine.begin() as conn:
+        conn.execute(insert(table), [{"id": 1, "at": at}])
+        insert_plain(conn, table, ("id", "at"), [(2, driver_value(conn, table.c.at, at))])
+    with engine.connect() as conn:
+        as_text = dict(conn.execute(select(table.c.id, cast(table.c.at, String))).all())
+        read = dict(conn.execute(select(table.c.id, table.c.at)).all())
+    assert as_text[1] == as_text[2] and read[1] == read[2] and read[1].replace(tzinfo=None) == at.replace(tzinfo=None)

@@ -6,6 +6,7 @@ import codecs
 import json
 import os
 import re
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ from scipy.io import savemat
 from sqlalchemy import func, select
 from sqlmodel import Session
 
+from db.enums import ImageStatus
 from db.models import Image, Label
 from relabel.errors import InputError
 from relabel.ingest import ingest_dataset, plan_ingest
@@ -99,6 +101,7 @@ def test_devkit_without_meta_is_refused(vocab, tmp_path: Path) -> None:
         plan_ingest(tmp_path, vocab, "imagenet-val", LayoutOptions(labels_file=gt))
 
 
+@pytest.mark.slow  # all 50,000 val images
 def test_imagenet_val_builtin_labels_without_pixels(sqlite_engine, vocab, tmp_path: Path) -> None:
     """A lead can register all 50,000 val images before the pixels are mounted."""
     report = run_ingest(sqlite_engine, tmp_path / "not-mounted", vocab, "imagenet-val")
@@ -465,3 +468,51 @@ def test_a_file_name_that_is_not_utf8_is_refused_before_anything_is_written(engi
         "(each \\udcXX is a byte that does not decode); rename them"
     )
     assert count_rows(engine, Image) == 0
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "a.jpg",
+        "sub/b.tar.gz",
+        ".hidden",
+        "sub/.hidden",
+        "noext",
+        "dots.",
+        "x/y/z..JPEG",
+        "a..b",
+        ".",
+        "./c.png",
+        "s//d.e",
+    ],
+)
+def test_the_stored_stem_is_pathlibs(path: str) -> None:
+    assert ingest_service.path_stem(path) == Path(path).stem
+
+
+def test_new_images_store_what_an_update_stores(engine, vocab, tmp_path: Path) -> None:
+    """The driver-level insert of new images writes each column as the ORM's update of a changed image would."""
+    root = tmp_path / "photos"
+    images.photo(root / "ok.jpg")
+    images.exif_rotated_jpeg(root / "sub" / "rot.jpg")
+    images.truncated_jpeg(root / "cut.JPEG")
+    manifest = tmp_path / "m.csv"
+    manifest.write_text("path,label\nok.jpg,0\nsub/rot.jpg,1\ncut.JPEG,2\nlater.jpg,3\n")
+    plan = plan_ingest(root, vocab, "manifest", LayoutOptions(manifest=manifest))
+    ingest_dataset(engine, plan, dataset="ds", root=root, vocab=vocab, show_progress=False, workers=1)
+    columns = ("dataset_id", "path", "stem", *ingest_service.CHECK_FIELDS)
+    with Session(engine) as s:
+        rows = {i.path: i for i in s.scalars(select(Image))}
+        for entry in plan.entries:
+            check = ingest_service.ImageCheck(ImageStatus.missing) if entry.missing_reason else None
+            check = check or ingest_service.check_image(root / entry.path)
+            expected = ingest_service._image_values(rows[entry.path].dataset_id, entry, check)
+            assert {c: getattr(rows[entry.path], c) for c in columns} == expected
+            assert isinstance(rows[entry.path].ingested_at, datetime)
+    assert {p: r.status.value for p, r in rows.items()} == {
+        "ok.jpg": "ok",
+        "sub/rot.jpg": "ok",
+        "cut.JPEG": "unreadable",
+        "later.jpg": "missing",
+    }
+    assert stored(engine)["sub/rot.jpg"] == ("ok", [1])
