@@ -21,15 +21,24 @@ CHUNK = 20_000  # rows per executemany: few round trips, modest memory
 
 
 def insert_plain(
-    conn: Connection, table: Table, columns: Sequence[str], rows: Iterable[Sequence[Any]], *, chunk: int = CHUNK
+    conn: Connection,
+    table: Table,
+    columns: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    *,
+    chunk: int = CHUNK,
+    progress: Callable[[int], object] | None = None,
 ) -> int:
-    """Insert `rows` (sequences of plain values in the order of `columns`) into `table`; returns how many."""
+    """Insert `rows` (sequences of plain values in the order of `columns`) into `table`; returns how many.
+    `progress`, when given, is called with the number of rows of each chunk once it is written."""
     compiled = insert(table).compile(dialect=conn.dialect, column_keys=list(columns))
     shape = _row_shape(list(columns), compiled.positiontup if compiled.positional else None)
     sql, source, written = str(compiled), iter(rows), 0
     while part := [shape(r) for r in islice(source, chunk)]:
         conn.exec_driver_sql(sql, part)
         written += len(part)
+        if progress is not None:
+            progress(len(part))
     return written
 
 

@@ -1,0 +1,127 @@
+"""The array paths of a vote import agree with the rules they replace: ReaL's one-hot answers read from the non-zero
+values only, and the one sort that orders votes for the table's primary key and finds a worker answering twice."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from relabel.errors import InputError
+from relabel.vote_formats import ParsedVotes, one_hot_answers
+from relabel.vote_import import refuse_duplicates, storage_order
+
+PATH = Path("r.npz")
+
+
+def whole_tensor_rule(tensor: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, ...] | str:
+    """The rule over every value of the tensor: (rater, pair, answer) pair-major, or the message of the refusal."""
+    total = tensor.sum(axis=2)
+    bad = np.argwhere(((tensor != 0) & (tensor != 1)).any(axis=2) | (total > 1))
+    if len(bad):
+        r, p = bad[0]
+        return (
+            f"{PATH.name} pair {p} rater {ids[r]}: answer {tensor[r, p].tolist()} is not one-hot no/maybe/yes "
+            f"({len(bad)} such answers)"
+        )
+    pair, rater = np.nonzero(total.T > 0)
+    return rater, pair, tensor[rater, pair].argmax(axis=1)
+
+
+def random_answers(rng: np.random.Generator, raters: int, pairs: int, dtype: type = np.float64) -> np.ndarray:
+    """One-hot answers, about half of them absent (all zero)."""
+    tensor = np.zeros((raters, pairs, 3), dtype=dtype)
+    r, p = np.nonzero(rng.random((raters, pairs)) < 0.5)
+    tensor[r, p, rng.integers(0, 3, len(r))] = 1
+    return tensor
+
+
+def sparse_rule(tensor: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, ...] | str:
+    try:
+        return one_hot_answers(PATH, tensor, ids)
+    except InputError as exc:
+        return str(exc)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64, np.uint8])
+def test_good_answers_give_the_same_votes(dtype: type) -> None:
+    rng = np.random.default_rng(7)
+    tensor, ids = random_answers(rng, 9, 40, dtype), np.arange(100, 109)
+    expected, got = whole_tensor_rule(tensor, ids), sparse_rule(tensor, ids)
+    assert not isinstance(expected, str) and not isinstance(got, str)
+    assert all(np.array_equal(e, g) for e, g in zip(expected, got, strict=True))
+    assert len(got[0]) > 100
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        [(3, 5, 1, 2.0)],  # a value above 1
+        [(3, 5, 0, -1.0)],  # a negative value
+        [(0, 0, 2, np.nan)],  # not a number
+        [(8, 39, 1, 0.5)],  # a fraction
+        [(2, 7, 0, 1.0), (2, 7, 2, 1.0)],  # two answers at once
+        [(1, 3, 0, 1.0), (1, 3, 1, -1.0)],  # sums to 0 with a value outside 0/1
+        [(6, 6, 0, np.inf), (1, 30, 2, 3.0), (1, 2, 1, 1.0), (1, 2, 2, 1.0)],  # several: the first is named
+    ],
+)
+def test_damaged_answers_are_refused_alike(damage: list[tuple[int, int, int, float]]) -> None:
+    rng = np.random.default_rng(11)
+    tensor, ids = random_answers(rng, 9, 40), np.arange(100, 109)
+    for r, p, a, value in damage:
+        tensor[r, p, a] = value
+    expected = whole_tensor_rule(tensor, ids)
+    assert isinstance(expected, str)
+    assert sparse_rule(tensor, ids) == expected
+
+
+def test_negative_zero_is_no_answer() -> None:
+    tensor, ids = random_answers(np.random.default_rng(3), 4, 10), np.arange(4)
+    tensor[tensor == 0] = -0.0
+    got, expected = sparse_rule(tensor, ids), whole_tensor_rule(tensor, ids)
+    assert not isinstance(got, str) and not isinstance(expected, str)
+    assert all(np.array_equal(e, g) for e, g in zip(expected, got, strict=True))
+
+
+def parsed_votes(image: list[int], cls: list[int], worker: list[int], names: list[str]) -> ParsedVotes:
+    n = len(image)
+    return ParsedVotes(
+        keys=[f"k{i}" for i in range(max(image) + 1)],
+        key_of=np.array(image, dtype=np.int64),
+        classes=np.array(cls, dtype=np.int64),
+        worker_names=names,
+        worker_of=np.array(worker, dtype=np.int64),
+        answers=np.zeros(n, dtype=np.int64),
+        where=lambda i: f"votes.csv line {i + 2}",
+    )
+
+
+NAMES = ["9", "10", "100", "b", "a"]
+
+
+@pytest.mark.parametrize("scale", [1, 2**40], ids=["one-key", "large-ids"])
+def test_votes_are_ordered_as_the_primary_key(scale: int) -> None:
+    rng = np.random.default_rng(5)
+    triples = sorted({(int(i), int(c), int(w)) for i, c, w in rng.integers(0, [6, 4, 5], size=(60, 3))})
+    rng.shuffle(triples)
+    image, cls, worker = (list(column) for column in zip(*triples))
+    parsed = parsed_votes(image, cls, worker, NAMES)
+    image_ids = np.array(image, dtype=np.int64) * scale + 1
+    order = storage_order(parsed, image_ids, PATH)
+    stored = [(int(image_ids[k]), cls[k], NAMES[worker[k]]) for k in order]
+    assert stored == sorted(stored) and len(stored) == len(triples)
+
+
+@pytest.mark.parametrize("scale", [1, 2**40], ids=["one-key", "large-ids"])
+def test_a_repeated_answer_is_named_as_before(scale: int) -> None:
+    # image 1 class 2: worker "10" twice and worker "9" twice; the message names the same pair as the full check
+    image, cls, worker = [0, 1, 1, 1, 1, 1, 0], [2, 2, 2, 2, 2, 3, 2], [0, 1, 0, 1, 0, 2, 3]
+    parsed = parsed_votes(image, cls, worker, NAMES)
+    image_ids = np.array(image, dtype=np.int64) * scale + 1
+    with pytest.raises(InputError) as expected:
+        refuse_duplicates(parsed, image_ids, PATH)
+    with pytest.raises(InputError) as got:
+        storage_order(parsed, image_ids, PATH)
+    assert str(got.value) == str(expected.value)
+    assert "worker '9' answers image 'k1' class 2 again" in str(got.value) and "2 repeated answers" in str(got.value)
