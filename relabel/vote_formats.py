@@ -4,7 +4,8 @@ Formats (`VOTE_FORMATS`, the only place that knows their names):
 
 * ``real-raters``: ReaL's raw rater answers as published (`real_raters.npz`: `tensor` raters x pairs x 3 one-hot
   no/maybe/yes, `info` (file name, class index) per pair, `ids` rater ids); an all-zero answer is no vote. Each
-  member's .npy header and inflated size are checked before it is read (`relabel.arrays.read_npz`).
+  member's .npy header and inflated size are checked before it is read (`relabel.arrays.read_npz`); the tensor is
+  inflated a few raters at a time, keeping its non-zero entries (`relabel.rater_file`).
 * ``mturk``: cleanlab's `mturk_label_errors.json`; each record's five votes (given / guessed / both / neither)
   become five anonymous ballots, each a yes or no on the given and on the guessed class.
 * ``long``: a CSV or JSON Lines table, one row per answer (worker, image, label, answer yes/no/maybe), or one row
@@ -26,9 +27,9 @@ from typing import Any
 import numpy as np
 
 from relabel.aggregation import ANSWERS, NO, YES
-from relabel.arrays import read_npz
 from relabel.errors import InputError, brief
 from relabel.import_rows import LabelRow, is_integer, resolve_labels, val_key
+from relabel.rater_file import RaterArrays, read_rater_file
 from relabel.sources import MTURK_VOTES, parse_mturk
 from relabel.tables import TableSchema, read_records
 from relabel.vocabulary import Vocabulary
@@ -55,21 +56,16 @@ class ParsedVotes:
         return len(self.answers)
 
 
-def _npz_arrays(path: Path) -> dict[str, np.ndarray]:
-    """tensor, info and ids of a ReaL raters file, each header and size checked before it is read, without pickles
-    (`relabel.arrays.read_npz`); anything else is one InputError."""
-    return read_npz(path, ("tensor", "info", "ids"), what="a ReaL raters file")
-
-
-def _check_rater_shapes(path: Path, tensor: np.ndarray, info: np.ndarray, ids: np.ndarray) -> None:
-    if tensor.ndim != 3 or tensor.shape[2] != 3 or tensor.dtype.kind not in "iuf":
-        raise InputError(f"{path}: tensor is {tensor.dtype} {tensor.shape}; expected raters x pairs x 3 numbers")
-    if info.shape != (tensor.shape[1], 2) or info.dtype.kind != "U":
+def _check_rater_shapes(path: Path, raters: RaterArrays) -> None:
+    shape, info, ids = raters.shape, raters.info, raters.ids
+    if len(shape) != 3 or shape[2] != 3 or raters.dtype.kind not in "iuf":
+        raise InputError(f"{path}: tensor is {raters.dtype} {shape}; expected raters x pairs x 3 numbers")
+    if info.shape != (shape[1], 2) or info.dtype.kind != "U":
         raise InputError(
-            f"{path}: info is {info.dtype} {info.shape}; expected ({tensor.shape[1]}, 2) (file name, class) strings"
+            f"{path}: info is {info.dtype} {info.shape}; expected ({shape[1]}, 2) (file name, class) strings"
         )
-    if ids.shape != (tensor.shape[0],):
-        raise InputError(f"{path}: ids has shape {ids.shape}; expected one id per rater ({tensor.shape[0]})")
+    if ids.shape != (shape[0],):
+        raise InputError(f"{path}: ids has shape {ids.shape}; expected one id per rater ({shape[0]})")
     if len(set(ids.tolist())) != len(ids):
         raise InputError(f"{path}: ids repeat a rater id; each of the {len(ids)} raters needs its own")
 
@@ -79,10 +75,10 @@ RATER_FILE = re.compile(r"(ILSVRC2012_val_(\d{8}))(\.JPEG)?")
 
 def parse_real_raters(path: Path, vocab: Vocabulary) -> ParsedVotes:
     """ReaL's `real_raters.npz` (see the module docstring): one vote per rater and pair whose answer is one-hot."""
-    a = _npz_arrays(path)
-    tensor, info, ids = a["tensor"], a["info"], a["ids"]
-    _check_rater_shapes(path, tensor, info, ids)
-    rater, pair, answers = one_hot_answers(path, tensor, ids)
+    raters = read_rater_file(path)
+    _check_rater_shapes(path, raters)
+    info, ids = raters.info, raters.ids
+    rater, pair, answers = one_hot_answers(path, raters)
     keys, key_of = np.unique(info[:, 0], return_inverse=True)
     labels, label_of = np.unique(info[:, 1], return_inverse=True)
     classes = np.array([_rater_class(t, path, info[:, 1], vocab) for t in labels.tolist()], dtype=np.int64)
@@ -97,28 +93,28 @@ def parse_real_raters(path: Path, vocab: Vocabulary) -> ParsedVotes:
     )
 
 
-def one_hot_answers(path: Path, tensor: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(rater, pair, answer code) of each vote of a raters x pairs x 3 `tensor`, pair-major (a pair's votes
+def one_hot_answers(path: Path, raters: RaterArrays) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rater, pair, answer code) of each vote of the raters x pairs x 3 tensor, pair-major (a pair's votes
     together, its raters in file order): the one 1 of each answer that is not all zero. An answer holding anything
     but 0 and 1, or more than one 1, is an InputError naming the first and counting them.
 
-    Only the non-zero values are looked at (2 % of ReaL's 47 million): an answer is refused exactly when one of
-    its non-zero values is not 1 or it has more than one, which is "a value outside 0/1, or a sum above 1"."""
-    flat = tensor.reshape(-1)  # C order: rater, pair, answer
-    hot = np.flatnonzero(flat)
+    Only the non-zero entries are looked at (2 % of ReaL's 47 million): an answer is refused exactly when one of
+    its non-zero entries is not 1 or it has more than one, which is "a value outside 0/1, or a sum above 1"."""
+    pairs = raters.shape[1]
+    hot, values = raters.nonzero()  # C order: rater, pair, answer
     cell = hot // 3  # rater * pairs + pair, ascending
     alone = np.ones(len(cell), dtype=bool)
     alone[1:] = cell[1:] != cell[:-1]
     alone[:-1] &= cell[:-1] != cell[1:]
-    refused = np.unique(cell[(flat[hot] != 1) | ~alone])
+    refused = np.unique(cell[(values != 1) | ~alone])
     if len(refused):
-        r, p = divmod(int(refused[0]), tensor.shape[1])
+        r, p = divmod(int(refused[0]), pairs)
         raise InputError(
-            f"{path.name} pair {p} rater {ids[r]}: answer {tensor[r, p].tolist()} is not one-hot no/maybe/yes "
-            f"({len(refused)} such answers)"
+            f"{path.name} pair {p} rater {raters.ids[r]}: answer {raters.answer(path, r, p)} is not one-hot "
+            f"no/maybe/yes ({len(refused)} such answers)"
         )
-    order = np.argsort(cell % tensor.shape[1], kind="stable")  # by pair; raters stay in order within one
-    rater, pair = np.divmod(cell[order], tensor.shape[1])
+    order = np.argsort(cell % pairs, kind="stable")  # by pair; raters stay in order within one
+    rater, pair = np.divmod(cell[order], pairs)
     return rater, pair, hot[order] % 3
 
 

@@ -1,5 +1,6 @@
 """The array paths of a vote import agree with the rules they replace: ReaL's one-hot answers read from the non-zero
-values only, and the one sort that orders votes for the table's primary key and finds a worker answering twice."""
+entries only (of the whole tensor, or of one inflated a few raters at a time), and the one sort that orders votes for
+the table's primary key and finds a worker answering twice."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from relabel.arrays import read_npz
 from relabel.errors import InputError
+from relabel.rater_file import RaterArrays, read_rater_file
 from relabel.vote_formats import ParsedVotes, one_hot_answers
 from relabel.vote_import import refuse_duplicates, storage_order
 
@@ -37,21 +40,37 @@ def random_answers(rng: np.random.Generator, raters: int, pairs: int, dtype: typ
     return tensor
 
 
-def sparse_rule(tensor: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, ...] | str:
+def sparse_rule(raters: RaterArrays, path: Path = PATH) -> tuple[np.ndarray, ...] | str:
     try:
-        return one_hot_answers(PATH, tensor, ids)
+        return one_hot_answers(path, raters)
     except InputError as exc:
         return str(exc)
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64, np.uint8])
-def test_good_answers_give_the_same_votes(dtype: type) -> None:
+def whole(tensor: np.ndarray, ids: np.ndarray) -> RaterArrays:
+    return RaterArrays(tensor.shape, tensor.dtype, np.zeros((tensor.shape[1], 2), dtype="U3"), ids, tensor=tensor)
+
+
+def streamed(folder: Path, tensor: np.ndarray, ids: np.ndarray, *, compressed: bool = True) -> RaterArrays:
+    """The tensor saved as a raters file (beside `PATH`'s name, which the messages use) and read back in steps."""
+    folder.mkdir(exist_ok=True)
+    save = np.savez_compressed if compressed else np.savez
+    save(folder / PATH.name, tensor=tensor, info=np.zeros((tensor.shape[1], 2), dtype="U3"), ids=ids)
+    raters = read_rater_file(folder / PATH.name)
+    assert raters.streamed is not None and raters.tensor is None
+    return raters
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64, np.uint8, ">f8"])
+def test_good_answers_give_the_same_votes(dtype: type, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr("relabel.rater_file.STREAM_BYTES", 1000)  # several steps, of whole raters
     rng = np.random.default_rng(7)
     tensor, ids = random_answers(rng, 9, 40, dtype), np.arange(100, 109)
-    expected, got = whole_tensor_rule(tensor, ids), sparse_rule(tensor, ids)
-    assert not isinstance(expected, str) and not isinstance(got, str)
-    assert all(np.array_equal(e, g) for e, g in zip(expected, got, strict=True))
-    assert len(got[0]) > 100
+    expected = whole_tensor_rule(tensor, ids)
+    assert not isinstance(expected, str) and len(expected[0]) > 100
+    for raters in (whole(tensor, ids), streamed(tmp_path, tensor, ids)):
+        got = sparse_rule(raters)
+        assert not isinstance(got, str) and all(np.array_equal(e, g) for e, g in zip(expected, got, strict=True))
 
 
 @pytest.mark.parametrize(
@@ -66,22 +85,57 @@ def test_good_answers_give_the_same_votes(dtype: type) -> None:
         [(6, 6, 0, np.inf), (1, 30, 2, 3.0), (1, 2, 1, 1.0), (1, 2, 2, 1.0)],  # several: the first is named
     ],
 )
-def test_damaged_answers_are_refused_alike(damage: list[tuple[int, int, int, float]]) -> None:
+def test_damaged_answers_are_refused_alike(damage: list[tuple[int, int, int, float]], tmp_path: Path) -> None:
     rng = np.random.default_rng(11)
     tensor, ids = random_answers(rng, 9, 40), np.arange(100, 109)
+    tensor[tensor == 0] = -0.0  # shown as such in the message
     for r, p, a, value in damage:
         tensor[r, p, a] = value
     expected = whole_tensor_rule(tensor, ids)
     assert isinstance(expected, str)
-    assert sparse_rule(tensor, ids) == expected
+    assert sparse_rule(whole(tensor, ids)) == expected
+    assert sparse_rule(streamed(tmp_path, tensor, ids, compressed=False), tmp_path / PATH.name) == expected
 
 
 def test_negative_zero_is_no_answer() -> None:
     tensor, ids = random_answers(np.random.default_rng(3), 4, 10), np.arange(4)
     tensor[tensor == 0] = -0.0
-    got, expected = sparse_rule(tensor, ids), whole_tensor_rule(tensor, ids)
+    got, expected = sparse_rule(whole(tensor, ids)), whole_tensor_rule(tensor, ids)
     assert not isinstance(got, str) and not isinstance(expected, str)
     assert all(np.array_equal(e, g) for e, g in zip(expected, got, strict=True))
+
+
+def damaged_archives(folder: Path) -> dict[str, Path]:
+    """Raters files the streamed read leaves to read_npz: each holds a problem, or something it does not stream."""
+    tensor, ids = random_answers(np.random.default_rng(2), 3, 20), np.arange(3)
+    info = np.zeros((20, 2), dtype="U3")
+    files = {name: folder / f"{name}.npz" for name in ("cut", "no-ids", "fortran", "two-d", "corrupt", "strings")}
+    np.savez(files["cut"], tensor=tensor, info=info, ids=ids)
+    whole_file = files["cut"].read_bytes()
+    files["cut"].write_bytes(whole_file[: len(whole_file) // 2])
+    np.savez(files["no-ids"], tensor=tensor, info=info)
+    np.savez(files["fortran"], tensor=np.asfortranarray(tensor), info=info, ids=ids)
+    np.savez(files["two-d"], tensor=tensor.reshape(3, 60), info=info, ids=ids)
+    np.savez(files["strings"], tensor=tensor.astype("U3"), info=info, ids=ids)
+    np.savez(files["corrupt"], tensor=tensor, info=info, ids=ids)
+    data = bytearray(files["corrupt"].read_bytes())
+    data[200] ^= 0xFF  # inside the stored tensor: its CRC no longer matches
+    files["corrupt"].write_bytes(bytes(data))
+    return files
+
+
+def test_an_unusual_archive_is_read_whole_and_named_as_read_npz_names_it(tmp_path: Path) -> None:
+    for name, path in damaged_archives(tmp_path).items():
+        try:
+            expected = read_npz(path, ("tensor", "info", "ids"), what="a ReaL raters file")
+        except InputError as exc:
+            with pytest.raises(InputError) as got:
+                read_rater_file(path)
+            assert str(got.value) == str(exc), name
+        else:  # a file read_npz takes: read whole, to the same arrays
+            raters = read_rater_file(path)
+            assert raters.streamed is None and raters.tensor is not None, name
+            assert np.array_equal(raters.tensor, expected["tensor"]) and raters.shape == expected["tensor"].shape
 
 
 def parsed_votes(image: list[int], cls: list[int], worker: list[int], names: list[str]) -> ParsedVotes:
