@@ -17,6 +17,7 @@ import skimage.color
 import skimage.data
 import skimage.filters
 from PIL import Image
+from rapidfuzz.distance import Levenshtein
 
 from evaluator import EvaluationError, corruptions
 from evaluator.corruptions import FROST_TEXTURES, _glass_sources, motion_kernel
@@ -517,10 +518,5 @@ class TestTextTypos:
 
 
 def edit_distance(a: str, b: str) -> int:
-    """Levenshtein distance, by the textbook dynamic programme."""
-    row = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        prev, row[0] = row[0], i
-        for j, cb in enumerate(b, 1):
-            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (ca != cb))
-    return row[-1]
+    """Levenshtein distance, by rapidfuzz (the textbook dynamic programme in Python took 10 s for this test)."""
+    return Levenshtein.distance(a, b)
