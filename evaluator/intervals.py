@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import special, stats
+from scipy import special
 
 from evaluator.errors import EvaluationError, unknown_name
 
@@ -76,7 +76,8 @@ def _check_level(level: float) -> float:
 
 
 def _z(level: float) -> float:
-    return float(stats.norm.ppf((1 + _check_level(level)) / 2))
+    # the standard normal quantile, as scipy.stats.norm.ppf computes it, without importing scipy.stats (~0.7 s)
+    return float(special.ndtri((1 + _check_level(level)) / 2))
 
 
 def _counts(n_correct: ArrayLike, n: ArrayLike) -> tuple[np.ndarray, np.ndarray]:

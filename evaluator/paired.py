@@ -22,6 +22,8 @@ joint bootstrap     `JointBootstrap(n_images, n_boot, seed)` draws n_boot resamp
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -33,6 +35,22 @@ from evaluator.references import check_boot, check_mask
 
 N_BOOT = 1000
 CHUNK_VALUES = 8_000_000  # resample counts held at once (32 MB of float32)
+KEPT_BYTES = 320_000_000  # resample counts `resamples_kept` holds at most (ImageNet val's 50,000 x 1,000: 200 MB)
+
+_kept: ContextVar[dict[tuple[int, int, int], list[np.ndarray]] | None] = ContextVar("kept_resamples", default=None)
+
+
+@contextmanager
+def resamples_kept() -> Iterator[None]:
+    """Within the block, the resample counts of each (n_images, n_boot, seed) are drawn once and read again from
+    memory by every `JointBootstrap` with those settings, the same numbers: for the many statistics of one
+    evaluation over the same images. At most KEPT_BYTES are held, the oldest dropped first; outside the block
+    every call draws them again and nothing is held."""
+    token = _kept.set({})
+    try:
+        yield
+    finally:
+        _kept.reset(token)
 
 
 @dataclass(frozen=True)
@@ -186,7 +204,23 @@ class JointBootstrap:
         self.chunk = max(1, CHUNK_VALUES // self.n_images)
 
     def counts(self) -> Iterator[np.ndarray]:
-        """(chunk, n_images) float32 arrays: how often each image is drawn in each resample; n_boot rows in all."""
+        """(chunk, n_images) float32 arrays: how often each image is drawn in each resample; n_boot rows in all.
+        Read-only, and read from memory, inside `resamples_kept`."""
+        kept, key = _kept.get(), (self.n_images, self.n_boot, self.seed)
+        if kept is None or 4 * self.n_images * self.n_boot > KEPT_BYTES:
+            yield from self._draw()
+            return
+        if key not in kept:
+            chunks = list(self._draw())
+            for chunk in chunks:
+                chunk.setflags(write=False)
+            need = sum(chunk.nbytes for chunk in chunks)
+            while kept and sum(c.nbytes for held in kept.values() for c in held) + need > KEPT_BYTES:
+                del kept[next(iter(kept))]  # the oldest first
+            kept[key] = chunks
+        yield from kept[key]
+
+    def _draw(self) -> Iterator[np.ndarray]:
         rng = np.random.default_rng(self.seed)
         n = self.n_images
         dtype = np.int32 if n < 2**31 else np.int64  # half the bytes to draw and to count

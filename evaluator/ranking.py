@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import stats
 
 from evaluator.errors import EvaluationError
 
@@ -85,6 +84,8 @@ def _floats(values: ArrayLike, what: str) -> np.ndarray:
 
 
 def _compute_ranking_shift(a: np.ndarray, b: np.ndarray, names: list[str]) -> RankingShift:
+    from scipy import stats  # here, not at the top: scipy.stats costs ~0.7 s, and most evaluations rank nothing
+
     rank_a = stats.rankdata(-a, method="min").astype(int)
     rank_b = stats.rankdata(-b, method="min").astype(int)
     rows = [RankChange(names[i], float(a[i]), float(b[i]), int(rank_a[i]), int(rank_b[i])) for i in range(len(a))]
@@ -123,4 +124,6 @@ def rank_intervals(
 
 def _ranks(scores: np.ndarray) -> np.ndarray:
     """Rank 1 = best within each row, ties share the best rank; NaN ranks after every number."""
+    from scipy import stats
+
     return stats.rankdata(np.where(np.isnan(scores), np.inf, -scores), method="min", axis=1).astype(int)

@@ -97,7 +97,6 @@ def evaluate(
     from relabel.evaluation import evaluate as evaluate_runs
     from relabel.evaluation import evaluation_history, text
     from relabel.evaluation.reliability import parse_weights
-    from relabel.evaluation.report import default_report_dir, write_report
 
     settings: Settings = ctx.obj
     if history:
@@ -108,7 +107,11 @@ def evaluate(
         n_boot=boot, seed=seed,
     )  # fmt: skip
     click.echo(text.render_evaluation(ev))
-    report = None if no_report else write_report(ev, out or default_report_dir(settings.workspace)).markdown
+    report = None
+    if not no_report:  # the report's plots import matplotlib: only when a report is written
+        from relabel.evaluation.report import default_report_dir, write_report
+
+        report = write_report(ev, out or default_report_dir(settings.workspace)).markdown
     if protocol_analysis:
         from relabel.evaluation.protocol_analysis_text import report_protocol_analysis
 

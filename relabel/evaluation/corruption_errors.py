@@ -11,7 +11,6 @@ against another reference.
 from __future__ import annotations
 
 from evaluator.corruption_error import CorruptionErrors, alexnet_baseline, corruption_errors
-from evaluator.perturbations import BENCHMARK_CORRUPTIONS, PERTURBATIONS
 from relabel.evaluation.cells import Table, pct
 from relabel.evaluation.reliability_text import retention_line
 from relabel.evaluation.results import RobustnessResult
@@ -28,6 +27,8 @@ CE_NOTE = (
 
 def run_corruption_errors(result: RobustnessResult, reference: str) -> CorruptionErrors | None:
     """CE of the ImageNet-C corruptions in `result`'s grid against `reference`; None when it has none of them."""
+    from evaluator.perturbations import BENCHMARK_CORRUPTIONS, PERTURBATIONS  # scipy.signal: only with a robustness run
+
     errors = {
         PERTURBATIONS[name].imagenet_c_name: {s: 1 - v for s, v in zip(result.severities, values)}
         for name, values in zip(result.perturbations, result.grid[reference])
@@ -45,6 +46,8 @@ def corruption_error_line(result: RobustnessResult, reference: str) -> str:
         return ""
     if ce.mce is not None:
         return f"mCE {pct(ce.mce)} %, relative mCE {pct(ce.relative_mce)} %"
+    from evaluator.perturbations import BENCHMARK_CORRUPTIONS
+
     covered = len(BENCHMARK_CORRUPTIONS) - len(ce.missing)
     return (
         f"CE per corruption only: mCE needs all {len(BENCHMARK_CORRUPTIONS)} ImageNet-C corruptions at severities "
@@ -57,6 +60,8 @@ def corruption_error_table(result: RobustnessResult, reference: str) -> Table | 
     ce = run_corruption_errors(result, reference)
     if ce is None:
         return None
+    from evaluator.perturbations import BENCHMARK_CORRUPTIONS, PERTURBATIONS
+
     rows = []
     for name in result.perturbations:
         if name in BENCHMARK_CORRUPTIONS:

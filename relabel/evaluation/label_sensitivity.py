@@ -26,7 +26,7 @@ numbers it would get alone.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,7 +40,7 @@ from evaluator.scoring import multilabel_accuracy
 from relabel.aggregation import METHODS, Aggregate, aggregate, decide
 from relabel.errors import InputError, NotFoundError
 from relabel.evaluation.cells import NA, Table, pct, span
-from relabel.evaluation.references import SOURCE, Reference, load_reference
+from relabel.evaluation.references import SOURCE, Reference, read_source_labels
 from relabel.evaluation.runs import Aligned, RunPredictions, align
 from relabel.evaluation.scoring import score_uncertain_runs
 from relabel.votes import VoteTable, collect_votes
@@ -81,20 +81,25 @@ class LabelSensitivity:
 
 def label_sensitivity(
     session: Session, dataset: Dataset, runs: Sequence[RunPredictions], references: Sequence[Reference], *,
-    n_boot: int, seed: int,
+    n_boot: int, seed: int, expected: Mapping[tuple[str, str], UncertainScore | None] | None = None,
 ) -> list[LabelSensitivity]:  # fmt: skip
     """The sensitivity rows (module docstring) of every run against every reference with posteriors; none with
-    `n_boot` = 0 (no label draws)."""
+    `n_boot` = 0 (no label draws).
+
+    `expected`: (run, reference) -> the run's expected top-1 against the reference's own posteriors, already
+    drawn with the same `n_boot` and `seed` (`RunScore.uncertain`); the snapshot's own rule's row reads it
+    instead of drawing the labels again. A label source among `references` is read from there, not again."""
     out: list[LabelSensitivity] = []
     for ref in references:
         if ref.posteriors is None or ref.unrated is None or not n_boot:
             continue
         methods, note = method_posteriors(session, dataset, ref)
-        sources = source_labels(session, dataset, ref)
+        sources = source_labels(session, dataset, ref, loaded=references)
         base = sources.get(f"{SOURCE}{ref.base_source}")
         rate = float("nan") if base is None else base_error_rate(ref.posteriors, base, ~ref.unrated)
         aligned = [align(run, ref.image_ids) for run in runs]
-        drawn = _method_rows(aligned, ref, methods, n_boot, seed)  # each method's label draws made once for all runs
+        own = [(expected or {}).get((run.info.name, ref.name)) for run in runs]
+        drawn = _method_rows(aligned, ref, methods, n_boot, seed, own)  # each method's draws made once for all runs
         unrated = _unrated_rows(aligned, ref, rate, n_boot, seed)
         for run, aligned_run, method_rows, unrated_rows in zip(runs, aligned, drawn, unrated):
             rows = method_rows + _source_rows(aligned_run, ref, sources) + unrated_rows
@@ -161,31 +166,40 @@ def _counted(fit: Aggregate) -> np.ndarray:
     return decided if fit.undecided is None else np.where(fit.undecided, fit.posterior, decided)
 
 
-def source_labels(session: Session, dataset: Dataset, ref: Reference) -> dict[str, LabelSets]:
+def source_labels(
+    session: Session, dataset: Dataset, ref: Reference, loaded: Sequence[Reference] = ()
+) -> dict[str, LabelSets]:
     """`source:NAME` -> the label sets of every label source of the dataset (ImGT and the imported priors) over
-    the images of `ref` (an image the source does not cover: an empty set)."""
-    names = session.scalars(
-        select(col(LabelSource.name)).where(col(LabelSource.dataset_id) == dataset.id).order_by(col(LabelSource.id))
+    the images of `ref` (an image the source does not cover: an empty set). A source among the `loaded`
+    references is taken from there."""
+    sources = session.scalars(
+        select(LabelSource).where(col(LabelSource.dataset_id) == dataset.id).order_by(col(LabelSource.id))
     ).all()
+    known = {r.name: r for r in loaded if r.info.kind != "snapshot"}
     out = {}
-    for name in names:
-        source = load_reference(session, dataset, f"{SOURCE}{name}")
-        labels = np.full((len(ref.image_ids), source.labels.labels.shape[1]), -1, dtype=np.int64)
-        at = np.searchsorted(source.image_ids, ref.image_ids)
-        at = np.minimum(at, max(len(source.image_ids) - 1, 0))
-        hit = source.image_ids[at] == ref.image_ids
-        labels[hit] = source.labels.labels[at[hit]]
-        out[f"{SOURCE}{name}"] = LabelSets(labels, source.labels.n_classes)
+    for source in sources:
+        found = known.get(source.name)
+        ids, sets = (found.image_ids, found.labels) if found else read_source_labels(session, dataset, source)
+        labels = np.full((len(ref.image_ids), sets.labels.shape[1]), -1, dtype=np.int64)
+        at = np.searchsorted(ids, ref.image_ids)
+        at = np.minimum(at, max(len(ids) - 1, 0))
+        hit = ids[at] == ref.image_ids
+        labels[hit] = sets.labels[at[hit]]
+        out[f"{SOURCE}{source.name}"] = LabelSets(labels, sets.n_classes)
     return out
 
 
 def _method_rows(
-    aligned: Sequence[Aligned], ref: Reference, methods: dict[str, Posteriors], n_boot: int, seed: int
-) -> list[list[SensitivityRow]]:
-    """Per run, one row per method; each method's label draws are made once and read by every run."""
+    aligned: Sequence[Aligned], ref: Reference, methods: dict[str, Posteriors], n_boot: int, seed: int,
+    own: Sequence[UncertainScore | None],
+) -> list[list[SensitivityRow]]:  # fmt: skip
+    """Per run, one row per method; each method's label draws are made once and read by every run. Against the
+    reference's own posteriors, the runs' scores `own` when every run has one: the same draws, so the same
+    numbers (the thresholded top-1 aside, which no row shows)."""
     rows: list[list[SensitivityRow]] = [[] for _ in aligned]
     for name, post in methods.items():
-        scores = score_uncertain_runs(aligned, ref, n_boot=n_boot, seed=seed, posteriors=post)
+        reuse = post is ref.posteriors and all(score is not None for score in own)
+        scores = list(own) if reuse else score_uncertain_runs(aligned, ref, n_boot=n_boot, seed=seed, posteriors=post)
         for run_rows, score in zip(rows, scores):
             if score is not None:
                 run_rows.append(_uncertain_row(name, AGGREGATION, score))

@@ -28,7 +28,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-from sqlalchemy import select
+from sqlalchemy import String, cast, select
+from sqlalchemy.engine import Connection
 from sqlmodel import Session, col
 
 from db.enums import Category
@@ -36,10 +37,13 @@ from db.models import Dataset, Image, Label, LabelSource, Snapshot, SnapshotLabe
 from evaluator import EvaluationError, LabelSets
 from evaluator.label_uncertainty import THRESHOLD, Posteriors
 from relabel.errors import InputError, NotFoundError
-from relabel.snapshots import get_snapshot, snapshot_hash
+from relabel.evaluation.stored_columns import driver_rows, json_values, pack_label_sets
+from relabel.snapshot_hash import snapshot_hash
+from relabel.snapshots import get_snapshot
 from relabel.workspace import IMGT, dataset_vocabulary, get_source
 
 SOURCE, SNAPSHOT, LATEST = "source:", "snapshot:", "latest"
+_CATEGORY_VALUES = {c.name: c.value for c in Category}  # the column stores a category's name
 
 
 @dataclass(frozen=True)
@@ -118,29 +122,49 @@ def _newest_snapshot(session: Session, dataset: Dataset) -> Snapshot | None:
     return session.scalars(query.order_by(col(Snapshot.created_at).desc(), col(Snapshot.id).desc())).first()
 
 
+def read_source_labels(session: Session, dataset: Dataset, source: LabelSource) -> tuple[np.ndarray, LabelSets]:
+    """The sorted image ids a label source covers and their label sets, without the content hash (a reference's
+    identity, which costs a pass over every image path)."""
+    rows = _source_rows(session.connection(), source)
+    ids = np.fromiter((image_id for image_id, _, _ in rows), dtype=np.int64, count=len(rows))
+    return ids, _label_sets(session, dataset, source.name, [text for _, _, text in rows])
+
+
 def _source_reference(session: Session, dataset: Dataset, source: LabelSource) -> Reference:
-    rows = session.execute(
-        select(col(Label.image_id), col(Image.path), col(Label.classes))
-        .join(Image, col(Image.id) == col(Label.image_id))
-        .where(col(Label.source_id) == source.id)
-        .order_by(col(Label.image_id))
-    ).all()
-    digest = snapshot_hash([(path, list(classes), "") for _, path, classes in rows])
+    rows = _source_rows(session.connection(), source)
+    texts = [text for _, _, text in rows]
+    digest = snapshot_hash([(path, classes, "") for (_, path, _), classes in zip(rows, json_values(texts))])
     kind = "original" if source.name == IMGT else "prior"
-    ids = [image_id for image_id, _, _ in rows]
-    ref = _build(session, dataset, source.name, kind, digest, ids, [c for _, _, c in rows], None)
+    ids = np.fromiter((image_id for image_id, _, _ in rows), dtype=np.int64, count=len(rows))
+    ref = _build(session, dataset, source.name, kind, digest, ids, texts, None)
     return replace(ref, info=replace(ref.info, source_format=source.format))
 
 
+def _source_rows(conn: Connection, source: LabelSource) -> list[tuple[int, str, str]]:
+    """(image id, path, class list as JSON text) of every label of `source`, by image id."""
+    return driver_rows(
+        conn,
+        select(col(Label.image_id), col(Image.path), cast(col(Label.classes), String))
+        .join(Image, col(Image.id) == col(Label.image_id))
+        .where(col(Label.source_id) == source.id)
+        .order_by(col(Label.image_id)),
+    )
+
+
 def _snapshot_reference(session: Session, dataset: Dataset, snap: Snapshot) -> Reference:
-    rows = session.execute(
-        select(col(SnapshotLabel.image_id), col(SnapshotLabel.classes), col(SnapshotLabel.category))
+    rows = driver_rows(
+        session.connection(),
+        select(
+            col(SnapshotLabel.image_id),
+            cast(col(SnapshotLabel.classes), String),
+            cast(col(SnapshotLabel.category), String),
+        )
         .where(col(SnapshotLabel.snapshot_id) == snap.id)
-        .order_by(col(SnapshotLabel.image_id))
-    ).all()
-    ids = [image_id for image_id, _, _ in rows]
-    categories = np.array([Category(c).value for _, _, c in rows], dtype=str)
-    sets = [c for _, c, _ in rows]
+        .order_by(col(SnapshotLabel.image_id)),
+    )
+    ids = np.fromiter((image_id for image_id, _, _ in rows), dtype=np.int64, count=len(rows))
+    categories = np.array([_CATEGORY_VALUES[c] for _, _, c in rows], dtype=str)
+    sets = [text for _, text, _ in rows]
     ref = _build(session, dataset, snap.name, "snapshot", snap.content_hash, ids, sets, categories)
     posteriors = _snapshot_posteriors(session, snap, ref)
     if posteriors is None:
@@ -160,14 +184,15 @@ class _Loaded:
 def _snapshot_posteriors(session: Session, snap: Snapshot, ref: Reference) -> _Loaded | None:
     """The stored posteriors of `snap` over the images of `ref`, its labels without one certain; None when the
     snapshot stores none (an unanimous snapshot)."""
-    stored = session.execute(
+    stored = driver_rows(
+        session.connection(),
         select(
             col(SnapshotPosterior.image_id), col(SnapshotPosterior.class_index), col(SnapshotPosterior.posterior)
-        ).where(col(SnapshotPosterior.snapshot_id) == snap.id)
-    ).all()
+        ).where(col(SnapshotPosterior.snapshot_id) == snap.id),
+    )
     if not stored:
         return None
-    image_ids, classes, probs = (np.array(col) for col in zip(*stored))
+    image_ids, classes, probs = (np.array(values) for values in zip(*stored))
     rows = np.searchsorted(ref.image_ids, image_ids)
     inside = (rows < len(ref.image_ids)) & (ref.image_ids[np.minimum(rows, len(ref.image_ids) - 1)] == image_ids)
     rows, classes, probs = rows[inside], classes[inside].astype(np.int64), probs[inside].astype(np.float64)
@@ -193,17 +218,13 @@ def _build(
     name: str,
     kind: str,
     digest: str,
-    ids: list[int],
-    sets: list[list[int]],
+    ids: np.ndarray,
+    sets: list[str],
     categories: np.ndarray | None,
 ) -> Reference:
     """Check and pack one reference. An empty reference is an error: there would be nothing to score against."""
-    n_classes = len(dataset_vocabulary(session, dataset))
-    try:
-        labels = LabelSets.from_lists([list(dict.fromkeys(s)) for s in sets], n_classes)
-    except EvaluationError as exc:
-        raise InputError(f"reference {name!r}: {exc}") from None
-    n_labelled = int(np.count_nonzero(labels.counts)) if ids else 0
+    labels = _label_sets(session, dataset, name, sets)
+    n_labelled = int(np.count_nonzero(labels.counts)) if len(ids) else 0
     if n_labelled == 0:
         raise InputError(
             f"reference {name!r} labels none of the {len(ids)} image(s) it covers in dataset {dataset.name!r}; "
@@ -214,4 +235,14 @@ def _build(
         names, n = np.unique(categories, return_counts=True)
         counts = {str(k): int(v) for k, v in zip(names, n)}
     info = ReferenceInfo(name, kind, digest, len(ids), n_labelled, bool((labels.counts > 1).any()), counts)
-    return Reference(info, np.asarray(ids, dtype=np.int64), labels, categories)
+    return Reference(info, ids, labels, categories)
+
+
+def _label_sets(session: Session, dataset: Dataset, name: str, texts: list[str]) -> LabelSets:
+    """The class lists `texts` (JSON) packed, a class listed twice kept once; InputError naming the reference for a
+    class outside the dataset's vocabulary."""
+    n_classes = len(dataset_vocabulary(session, dataset))
+    try:
+        return pack_label_sets(texts, n_classes)
+    except EvaluationError as exc:
+        raise InputError(f"reference {name!r}: {exc}") from None

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import select
+from sqlalchemy import String, cast, select
 from sqlmodel import Session, col
 
 from db.enums import PredictionStatus
@@ -30,6 +30,7 @@ from db.models import Dataset, ModelRun, Prediction, stored_id
 from evaluator.scoring import OopRate, oop_rate
 from relabel.errors import InputError, unknown_name
 from relabel.evaluation.failure_causes import FailureCause, exclusion_warnings, failure_cause
+from relabel.evaluation.stored_columns import driver_rows, json_values
 from relabel.suggest.failures import RETRYABLE_MARK, needs_retry
 
 MAX_K = 5  # top-5 is the widest score reported; longer rankings are cut
@@ -108,20 +109,21 @@ def select_runs(session: Session, dataset: Dataset, names: Sequence[str] | None)
 
 def load_run(session: Session, run: ModelRun) -> RunPredictions:
     """Every prediction of `run` as arrays, in image-id order."""
-    rows = session.execute(
-        select(col(Prediction.image_id), col(Prediction.status), col(Prediction.classes), col(Prediction.details))
+    rows = driver_rows(
+        session.connection(),
+        select(
+            col(Prediction.image_id),
+            cast(col(Prediction.status), String),
+            cast(col(Prediction.classes), String),
+            cast(col(Prediction.details), String),
+        )
         .where(col(Prediction.run_id) == run.id)
-        .order_by(col(Prediction.image_id))
-    ).all()
-    width = min(MAX_K, max((len(c) for _, _, c, _ in rows), default=1)) or 1
-    classes = np.full((len(rows), width), -1, dtype=np.int64)
-    for i, (_, _, ranked, _) in enumerate(rows):
-        top = ranked[:width]
-        classes[i, : len(top)] = top
-    ok = np.array([PredictionStatus(s) is PredictionStatus.ok for _, s, _, _ in rows], dtype=bool)
-    flagged = [d is not None and "oop" in d for _, _, _, d in rows]
-    oop = np.array([bool(d and d.get("oop")) for _, _, _, d in rows], dtype=bool) if any(flagged) else None
-    ids = np.array([image_id for image_id, _, _, _ in rows], dtype=np.int64)
+        .order_by(col(Prediction.image_id)),
+    )
+    classes = _ranked(json_values([ranked for _, _, ranked, _ in rows]))
+    ok = np.array([s == PredictionStatus.ok.name for _, s, _, _ in rows], dtype=bool)
+    oop = _oop([details for _, _, _, details in rows])
+    ids = np.fromiter((image_id for image_id, _, _, _ in rows), dtype=np.int64, count=len(rows))
     causes = _error_causes(session, run)
     failed = np.zeros(len(ids), bool)
     model = [i for i, (cause, _) in causes.items() if cause.scored]
@@ -133,7 +135,7 @@ def load_run(session: Session, run: ModelRun) -> RunPredictions:
         run.protocol,
         len(rows),
         int((~ok).sum()),
-        width,
+        classes.shape[1],
         oop_rate(oop, ok) if oop is not None else None,
         len(model),
         n_setup=sum(cause is FailureCause.setup for cause, _ in causes.values()),
@@ -142,6 +144,27 @@ def load_run(session: Session, run: ModelRun) -> RunPredictions:
         distractors=_distractors(run.params),
     )
     return RunPredictions(info, ids, classes, ok, oop, failed)
+
+
+def _ranked(lists: list[list[int]]) -> np.ndarray:
+    """(n, width) the ranked classes, cut at the longest ranking or MAX_K, -1 padded."""
+    width = min(MAX_K, max((len(c) for c in lists), default=1)) or 1
+    lengths = np.fromiter((min(len(c), width) for c in lists), dtype=np.int64, count=len(lists))
+    flat = np.fromiter((k for c in lists for k in c[:width]), dtype=np.int64, count=int(lengths.sum()))
+    classes = np.full((len(lists), width), -1, dtype=np.int64)
+    rows = np.repeat(np.arange(len(lists)), lengths)
+    classes[rows, np.arange(len(flat)) - np.repeat(np.cumsum(lengths) - lengths, lengths)] = flat
+    return classes
+
+
+def _oop(details: list[str | None]) -> np.ndarray | None:
+    """(n,) bool: the predictions whose details mark an out-of-prompt answer; None when no details record it.
+    Only the details whose text names the key are decoded (an imported run stores none)."""
+    named = [i for i, d in enumerate(details) if d is not None and "oop" in d]
+    decoded = dict(zip(named, json_values([details[i] for i in named])))
+    if not any(d is not None and "oop" in d for d in decoded.values()):
+        return None
+    return np.array([bool(decoded.get(i) and decoded[i].get("oop")) for i in range(len(details))], dtype=bool)
 
 
 def _distractors(params: dict[str, Any] | None) -> str | None:

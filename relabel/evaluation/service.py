@@ -14,6 +14,7 @@ from sqlmodel import Session
 
 from db.engine import session_scope
 from db.models import Dataset, utcnow
+from evaluator.paired import resamples_kept
 from relabel import __version__
 from relabel.errors import InputError
 from relabel.evaluation.compare import build_outcomes, common_ranking, coverage_warnings, paired_scores
@@ -53,7 +54,8 @@ def evaluate(
     """
     if n_boot < 0:
         raise InputError(f"--boot must be ≥ 0, got {n_boot}")
-    with session_scope(engine) as s:
+    # resamples kept: the expected top-1 and the label-noise sensitivity draw from the same images many times
+    with session_scope(engine) as s, resamples_kept():
         ds = get_dataset(s, dataset)
         specs = list(dict.fromkeys(references or default_reference_specs(s, ds)))
         refs = _unique_names([load_reference(s, ds, spec) for spec in specs])
@@ -66,6 +68,7 @@ def evaluate(
         ranking = common_ranking(outcomes, n_boot=n_boot, seed=seed)
         published = score_published(s, ds, metrics, loaded, n_boot=n_boot, seed=seed) if metrics else []
         run_infos = [r.info for r in loaded]
+        expected = {(sc.run, sc.reference): sc.uncertain for sc in scores}  # read again by the sensitivity
         robustness = latest_robustness(s, {r.model for r in run_infos})
         evaluation = Evaluation(
             dataset=ds.name,
@@ -83,7 +86,7 @@ def evaluate(
             rank_intervals=ranking.intervals if ranking else (),
             warnings=[*(w for r in run_infos for w in failure_warnings(r)), *coverage_warnings(outcomes, refs)],
             published=published,
-            label_sensitivity=label_sensitivity(s, ds, loaded, refs, n_boot=n_boot, seed=seed),
+            label_sensitivity=label_sensitivity(s, ds, loaded, refs, n_boot=n_boot, seed=seed, expected=expected),
             label_changes=label_changes(outcomes, refs, _class_names(s, ds), n_boot=n_boot, seed=seed),
             outcomes=outcomes,
             tasks=score_tasks(s, by_task, refs, n_boot=n_boot, seed=seed),

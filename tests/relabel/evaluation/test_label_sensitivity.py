@@ -19,7 +19,13 @@ from db import create_db_engine, init_db
 from db.models import LabelSource
 from relabel.aggregation import METHODS, Aggregate, Method, Votes
 from relabel.cli import main
+from relabel.evaluation import label_sensitivity as label_sensitivity_module
+from relabel.evaluation.label_sensitivity import label_sensitivity
+from relabel.evaluation.references import load_reference
+from relabel.evaluation.runs import load_run, select_runs
+from relabel.evaluation.scoring import score_run, score_uncertain_runs
 from relabel.evaluation.service import evaluate
+from relabel.workspace import get_dataset
 from tests import evaluation_workspace as ws
 
 # Three raters on a, b and d; c and e get no vote and keep ImGT (c goldfish, e tabby): unrated. m5's call on c
@@ -154,3 +160,31 @@ def test_changed_votes_are_said_and_the_snapshot_row_keeps_its_posteriors(worksp
     own = next(r for r in item.rows if r.labels == "ds")
     assert ev.scores[0].uncertain is not None and own.top1 == ev.scores[0].uncertain.expected_accuracy
     assert item.n_unrated == 1  # e is still unrated in the snapshot, whatever the votes say now
+
+
+def test_rows_read_from_the_scores_and_the_named_sources_are_those_drawn_and_read_again(
+    workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The own rule's row taken from the run's expected top-1, and ImGT taken from the named references, give the
+    numbers of a fresh draw and a fresh read; the own rule's labels are then not drawn a second time."""
+    folder, _ = workspace
+    engine = create_db_engine(f"sqlite:///{folder / 'relabel.db'}")
+    drawn: list[object] = []
+
+    def spy(*args: object, **kwargs: object) -> object:
+        drawn.append(kwargs.get("posteriors"))
+        return score_uncertain_runs(*args, **kwargs)
+
+    monkeypatch.setattr(label_sensitivity_module, "score_uncertain_runs", spy)
+    with Session(engine) as s:
+        ds = get_dataset(s, None)
+        imgt, snap = (load_reference(s, ds, spec) for spec in ("imgt", "raters-ds"))
+        runs = [load_run(s, run) for run in select_runs(s, ds, ["m5"])]
+        expected = {("m5", "raters-ds"): score_run(runs[0], snap, n_boot=300, seed=3).uncertain}
+        fresh = label_sensitivity(s, ds, runs, [snap], n_boot=300, seed=3)
+        n_fresh = len(drawn)
+        shared = label_sensitivity(s, ds, runs, [imgt, snap], n_boot=300, seed=3, expected=expected)
+    engine.dispose()
+    assert repr(shared) == repr(fresh)  # repr: NaN equals NaN there
+    assert snap.posteriors in drawn[:n_fresh] and snap.posteriors not in drawn[n_fresh:]
+    assert len(drawn) - n_fresh == n_fresh - 1
