@@ -53,6 +53,11 @@ def image_key(row: dict[str, Any], where: str, column: str = "image") -> str:
 
 def resolve_labels(value: object, vocab: Vocabulary, where: str) -> list[int]:
     """Class indices of a label cell (see `label_tokens`); an unknown or ambiguous class names the row."""
+    if type(value) is list and len(value) <= len(vocab) and all(type(x) is int for x in value):
+        try:  # a JSON list of indices: the tokens label_tokens would give, as numbers (`Vocabulary.resolve`)
+            return [vocab.resolve(x) for x in value]
+        except InputError:
+            pass  # said below, as for any other cell
     tokens = label_tokens(value, where)
     check_label_count(len(tokens), len(vocab), where)
     try:
@@ -67,6 +72,8 @@ def distinct_classes(row: LabelRow, n_classes: int) -> None:
     """Drop repeated classes of `row` in place, keeping the first (and its certainty); a set with more entries
     than the vocabulary has classes (43,000 copies of one class) is refused rather than shrunk."""
     check_label_count(len(row.classes), n_classes, row.where)
+    if len(set(row.classes)) == len(row.classes):
+        return
     first: dict[int, int] = {}  # class -> position of its first mention, in order
     for i, c in enumerate(row.classes):
         first.setdefault(c, i)

@@ -12,9 +12,8 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from sqlalchemy import delete, func
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
@@ -23,16 +22,18 @@ from db.engine import session_scope
 from db.enums import PredictionStatus
 from db.models import Annotation, Image, ModelRun, Prediction, stored_id
 from relabel import __version__
-from relabel.arrays import load_array
 from relabel.bulk_import import matched_rows, replace_existing, store_run
 from relabel.errors import ConflictError, InputError, brief, unknown_name
 from relabel.import_rows import LabelRow, image_key, resolve_labels, resolve_rows
-from relabel.score_vectors import ScoreMatrix, discard_scores, read_score_matrix, top_k, write_scores
+from relabel.row_store import store_predictions
 from relabel.stages import stage
 from relabel.tables import LABEL_SEPARATORS, TableSchema, read_records
 from relabel.textfiles import parse_decimal, read_json, read_lines
 from relabel.vocabulary import Vocabulary
 from relabel.workspace import dataset_vocabulary, get_dataset, image_index
+
+if TYPE_CHECKING:  # numpy is imported by the array formats alone: a CSV or JSONL import does without it
+    from relabel.score_vectors import ScoreMatrix
 
 NPY_TOP_K = 5  # a score matrix is stored as its top-5 classes and their scores
 
@@ -44,6 +45,7 @@ class PredictionRow(LabelRow):
     raw_output: str = ""
 
 
+STATUSES = {s.value: s for s in PredictionStatus}
 PREDICTION_TABLE = TableSchema(
     "a prediction table",
     required=(("image",),),
@@ -59,6 +61,8 @@ def parse_scores(value: object, where: str) -> list[float] | None:
     """
     if value is None or value == "":
         return None
+    if type(value) is list and all(type(x) is float and math.isfinite(x) for x in value):
+        return value  # a JSON list of scores, as the loop below would copy it
     items = LABEL_SEPARATORS.split(value) if isinstance(value, str) else value if isinstance(value, list) else [value]
     scores = []
     for item in items:
@@ -74,9 +78,9 @@ def parse_scores(value: object, where: str) -> list[float] | None:
 def _prediction_row(row: dict[str, Any], vocab: Vocabulary, where: str) -> PredictionRow:
     key = image_key(row, where)
     status_text = str(row.get("status") or "ok").lower()
-    if status_text not in {s.value for s in PredictionStatus}:
+    status = STATUSES.get(status_text)
+    if status is None:
         raise InputError(f"{where}: status {brief(status_text, 40)} is not one of ok, error")
-    status = PredictionStatus(status_text)
     classes = resolve_labels(row.get("labels", row.get("label")), vocab, where)
     scores = parse_scores(row.get("scores", row.get("score")), where)
     if scores is not None and len(scores) != len(classes):
@@ -105,6 +109,10 @@ def _parse_records(fmt: str) -> Callable[[Path, Vocabulary, list[str] | None], I
 
 def parse_npy(path: Path, vocab: Vocabulary, order: list[str] | None) -> Iterable[PredictionRow]:
     """(N,) ints: top-1; (N, K) ints: ranked top-K; (N, C) floats with C classes: scores, stored as top-5."""
+    import numpy as np
+
+    from relabel.arrays import load_array
+
     if order is None:
         raise InputError(f"{path}: an NPY array has no image keys; pass --order FILE or --order sorted")
     arr = load_array(path)
@@ -132,11 +140,17 @@ def parse_npy(path: Path, vocab: Vocabulary, order: list[str] | None) -> Iterabl
 
 def parse_npz(path: Path, vocab: Vocabulary, order: list[str] | None) -> Iterable[PredictionRow]:
     """An .npz of score vectors (`relabel.score_vectors`): `scores` (N, C), `ids`, optional `classes`; top-5 kept."""
+    from relabel.score_vectors import read_score_matrix
+
     return score_rows(read_score_matrix(path, vocab, order), path.name)
 
 
 def score_rows(matrix: ScoreMatrix, name: str) -> list[PredictionRow]:
     """A row per image of a score matrix: its top-5 classes and their scores."""
+    import numpy as np
+
+    from relabel.score_vectors import top_k
+
     top, top_scores = top_k(matrix.scores, NPY_TOP_K)
     rounded = np.round(top_scores.astype(np.float64), 6).tolist()
     return [
@@ -154,12 +168,13 @@ PREDICTION_FORMATS: dict[str, Callable[[Path, Vocabulary, list[str] | None], Ite
 SCORE_FORMATS = ("npy", "npz")  # formats that can carry full score vectors (`keep_scores`)
 
 
-def read_order(spec: str | None, sorted_paths: list[str]) -> list[str] | None:
-    """Image keys in array-row order: 'sorted' (the dataset's paths, sorted) or a file (JSON list or one per line)."""
+def read_order(spec: str | None, sorted_paths: Callable[[], list[str]]) -> list[str] | None:
+    """Image keys in array-row order: 'sorted' (the dataset's paths, sorted: `sorted_paths()`) or a file (JSON list
+    or one per line)."""
     if spec is None:
         return None
     if spec == "sorted":
-        return sorted_paths
+        return sorted_paths()
     p = Path(spec)
     try:
         exists = p.is_file()
@@ -176,6 +191,28 @@ def read_order(spec: str | None, sorted_paths: list[str]) -> list[str] | None:
     if bad is not None:
         raise InputError(f"{p}: entry {bad} is {brief(keys[bad], 40)}; an image key is a path, file name or stem")
     return keys
+
+
+def _read_matrix(path: Path, vocab: Vocabulary, keys: list[str] | None) -> ScoreMatrix:
+    from relabel.score_vectors import read_score_matrix
+
+    return read_score_matrix(path, vocab, keys)
+
+
+def _keep_scores(workspace: Path, matrix: ScoreMatrix, ids: list[int], image_ids: list[int]) -> tuple[str, str, bool]:
+    """Store the score vectors of the rows matched to images (`ids[i]` >= 0; `image_ids` theirs, in row order)
+    under the workspace (`relabel.score_vectors.write_scores`): (the file, its sha256, whether it is new)."""
+    import numpy as np
+
+    from relabel.score_vectors import write_scores
+
+    kept = np.flatnonzero(np.array(ids, dtype=np.int64) >= 0)
+    scores = matrix.scores if len(kept) == len(ids) else matrix.scores[kept]
+    return write_scores(workspace, np.array(image_ids, dtype=np.int64), scores)
+
+
+def _sorted_paths(session: Session, dataset_id: int) -> list[str]:
+    return sorted(session.exec(select(col(Image.path)).where(col(Image.dataset_id) == dataset_id)).all())
 
 
 def refuse_if_cited(session: Session, run: ModelRun) -> None:
@@ -243,10 +280,9 @@ def import_predictions(
         with session_scope(engine) as s:
             ds = get_dataset(s, dataset)
             vocab = dataset_vocabulary(s, ds)
-            paths = sorted(s.exec(select(col(Image.path)).where(col(Image.dataset_id) == ds.id)).all())
             with stage(f"reading {path.name}", enabled=show_progress):
-                keys = read_order(order, paths)
-                matrix = read_score_matrix(path, vocab, keys) if keep_scores is not None else None
+                keys = read_order(order, lambda: _sorted_paths(s, stored_id(ds)))
+                matrix = _read_matrix(path, vocab, keys) if keep_scores is not None else None
                 rows = score_rows(matrix, path.name) if matrix else list(PREDICTION_FORMATS[fmt](path, vocab, keys))
             with stage(f"matching {len(rows):,} rows to the images of {ds.name!r}", enabled=show_progress):
                 index = image_index(s, ds)
@@ -259,17 +295,14 @@ def import_predictions(
                 replaced = (old.params or {}).get("scores_file")
                 replace_existing(s, old, delete(Prediction).where(col(Prediction.run_id) == old.id), what, replace)
             matched = list(matched_rows(rows, ids, path.name))
-            values = [_prediction_values(r, image_id) for r, image_id in matched]
             if matrix is not None and keep_scores is not None:
                 with stage(f"keeping {matrix.scores.shape[1]:,} scores per image", enabled=show_progress):
-                    kept = np.array([i for i, image_id in enumerate(ids) if image_id >= 0], dtype=np.int64)
-                    image_ids = np.array([image_id for _, image_id in matched], dtype=np.int64)
-                    relative, digest, fresh = write_scores(keep_scores, image_ids, matrix.scores[kept])
+                    relative, digest, fresh = _keep_scores(keep_scores, matrix, ids, [i for _, i in matched])
                     created = relative if fresh else None
-                shape = [len(kept), len(vocab)]
+                shape = [len(matched), len(vocab)]
                 params |= {"scores_file": relative, "scores_sha256": digest, "scores_shape": shape}
-            with stage(f"storing {len(values):,} predictions as run {run!r}", enabled=show_progress):
-                store_run(
+            with stage(f"storing {len(matched):,} predictions as run {run!r}", enabled=show_progress):
+                stored = store_run(
                     s,
                     dataset_id=stored_id(ds),
                     name=run,
@@ -278,27 +311,20 @@ def import_predictions(
                     params=params,
                     origin=str(path.resolve()),
                     tool_version=__version__,
-                    predictions=values,
+                    predictions=(),
                 )
+                store_predictions(s, stored_id(stored), matched)
                 s.commit()
     except BaseException:
         if created is not None and keep_scores is not None:
+            from relabel.score_vectors import discard_scores
+
             discard_scores(keep_scores, created)  # nothing of the failed import stays behind
         raise
     if keep_scores is not None and replaced and replaced != params.get("scores_file"):
+        from relabel.score_vectors import discard_scores
+
         with Session(engine) as s:
             discard_scores(keep_scores, replaced, s)
-    n_err = sum(1 for v in values if v["status"] is PredictionStatus.error)
-    return RunReport(run, len(values) - n_err, n_err, skipped)
-
-
-def _prediction_values(row: PredictionRow, image_id: int) -> dict[str, Any]:
-    """The columns of one imported prediction (its run's id is added by `store_run`)."""
-    return {
-        "image_id": image_id,
-        "status": row.status,
-        "reason": row.reason,
-        "raw_output": row.raw_output,
-        "classes": row.classes,
-        "scores": row.certainty,
-    }
+    n_err = sum(1 for r, _ in matched if r.status is PredictionStatus.error)
+    return RunReport(run, len(matched) - n_err, n_err, skipped)

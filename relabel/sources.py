@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,8 +25,8 @@ from sqlmodel import Session, col, select
 
 from db.engine import session_scope
 from db.enums import Category, SourceKind
-from db.models import Dataset, Label, LabelSource
-from relabel.bulk_import import insert_chunks, matched_rows, replace_existing
+from db.models import Dataset, Label, LabelSource, stored_id
+from relabel.bulk_import import matched_rows, replace_existing
 from relabel.errors import ConflictError, InputError, brief, examples, unknown_name
 from relabel.import_rows import (
     LabelRow,
@@ -35,6 +36,7 @@ from relabel.import_rows import (
     resolve_rows,
     val_key,
 )
+from relabel.row_store import store_labels
 from relabel.tables import TableSchema, check_label_count, read_records
 from relabel.textfiles import read_json
 from relabel.vocabulary import Vocabulary
@@ -356,22 +358,7 @@ def import_source(
         )
         s.add(source)
         s.flush()
-        values = [_label_values(source.id, r, image_id) for r, image_id in matched_rows(rows, ids, path.name)]
-        source.n_labels = insert_chunks(s, Label, values)
-    categories: dict[str, int] = {}
-    for r in values:
-        if r["category"]:
-            categories[r["category"]] = categories.get(r["category"], 0) + 1
-    return SourceReport(name, len(values), skipped, categories)
-
-
-def _label_values(source_id: int | None, row: LabelRow, image_id: int) -> dict[str, Any]:
-    """The columns of one imported label."""
-    return {
-        "source_id": source_id,
-        "image_id": image_id,
-        "classes": row.classes,
-        "certainty": row.certainty,
-        "category": row.category,
-        "extra": row.extra,
-    }
+        matched = list(matched_rows(rows, ids, path.name))
+        source.n_labels = store_labels(s, stored_id(source), matched)
+    categories = Counter(r.category for r, _ in matched if r.category)
+    return SourceReport(name, len(matched), skipped, dict(categories))

@@ -75,13 +75,17 @@ def read_records(path: Path, schema: TableSchema, fmt: str | None = None) -> Ite
 
 
 def _jsonl_records(path: Path, schema: TableSchema) -> Iterator[tuple[str, dict[str, Any]]]:
+    fitting: set[tuple[str, ...]] = set()  # column lists already checked: the records of a file mostly share one
     for lineno, record in json_lines(path):
         if not isinstance(record, dict):
             raise InputError(
                 f"{path}:{lineno}: expected a JSON object, got {brief(record, 40)}; {schema.kind} has: "
                 f"{schema.expected()}"
             )
-        schema.check(list(record), f"{path}:{lineno}", "record")
+        names = tuple(record)
+        if names not in fitting:
+            schema.check(list(names), f"{path}:{lineno}", "record")
+            fitting.add(names)
         yield f"{path.name}:{lineno}", record
 
 

@@ -27,6 +27,7 @@ from relabel.textfiles import read_json, read_lines
 
 BUILTIN = {"imagenet-1k": "imagenet1k.json"}
 INDEX = re.compile(r"-?[0-9]+")  # ASCII digits only: int() also reads "٣", and "²".isdigit() is True
+MAX_REMEMBERED = 100_000  # resolved tokens a vocabulary keeps (see Vocabulary._resolved)
 
 
 class UnknownClassError(InputError):
@@ -48,6 +49,9 @@ class Vocabulary:
     classes: list[ClassInfo]
     _lookup: dict[str, list[int]] = field(default_factory=dict, repr=False)
     _names: dict[str, int] = field(default_factory=dict, repr=False)
+    # Tokens resolved before: a file names the same few thousand classes 250,000 times. Only answers are kept
+    # (a refused token is refused anew, with its message), and at most MAX_REMEMBERED of them.
+    _resolved: dict[str | int, int] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for i, c in enumerate(self.classes):
@@ -80,6 +84,17 @@ class Vocabulary:
         listed 1..9, 0, is refused naming both readings: either guess would mislabel silently. When both readings
         give the same class, or the number is no valid index, the one reading that exists is used.
         """
+        if type(token) is not str and type(token) is not int:  # True == 1 as a dict key, but names no class 1
+            return self._resolve(token)
+        index = self._resolved.get(token)
+        if index is None:
+            index = self._resolve(token)
+            if len(self._resolved) >= MAX_REMEMBERED:
+                self._resolved.clear()
+            self._resolved[token] = index
+        return index
+
+    def _resolve(self, token: str | int) -> int:
         text = str(token).strip()
         by_name = self._name_hits(text)
         if not INDEX.fullmatch(text):

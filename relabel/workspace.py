@@ -55,8 +55,7 @@ class ImageIndex:
     def __post_init__(self) -> None:
         self._paths = {image_id: path for path, image_id in self.ids_by_path.items()}
         for path, image_id in self.ids_by_path.items():
-            pure = PurePosixPath(path)
-            for alias in {pure.name, pure.stem}:
+            for alias in set(name_and_stem(path)):
                 # None marks an alias shared by two images: it must not silently pick one.
                 self._by_alias[alias] = None if alias in self._by_alias else image_id
 
@@ -64,12 +63,25 @@ class ImageIndex:
         key = key.strip().replace("\\", "/")
         if key in self.ids_by_path:
             return self.ids_by_path[key]
+        if "/" not in key:  # no folders to compare
+            return next((hit for alias in name_and_stem(key) if (hit := self._by_alias.get(alias)) is not None), None)
         pure = PurePosixPath(key)
         for alias in (pure.name, pure.stem):
             hit = self._by_alias.get(alias)
             if hit is not None and _same_folders(pure.parent.parts, PurePosixPath(self._paths[hit]).parent.parts):
                 return hit
         return None
+
+
+def name_and_stem(path: str) -> tuple[str, str]:
+    """`PurePosixPath(path)`'s name and stem, without building the path (50,000 of them take 0.3 s) unless the
+    last part is one the two could read differently ("", ".", or a name ending with a dot)."""
+    name = path.rpartition("/")[2]
+    if not name or name.endswith("."):
+        pure = PurePosixPath(path)
+        return pure.name, pure.stem
+    dot = name.rfind(".")
+    return name, name[:dot] if dot > 0 else name
 
 
 def _same_folders(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
