@@ -1,10 +1,12 @@
 """What the card's reference thumbnails and the user's day cost per reply, on the 50,000-image studio workspace.
 
 Builds the workspace of bench/bench_studio.py (50,000 images, 150,000 decisions, SQLite) and calls the review
-card's server functions in-process, as the page does: "next" plain (`ui.card_component.card_handlers`) and with
-the top-5's thumbnail addresses and the "left for you · decided today" counts (`ui.card_extras.extend`),
-alternating, one annotator deciding as they go; the picker's search with its thumbnail addresses; `thumbs` for a
-search's 12 classes cold (resized now) and warm; and `recent`.
+card's server functions in-process, as the page does: "next" plain (`ui.card_component.card_handlers`) and as the
+studio serves it (`ui.card_component.handlers`: the top-5's thumbnail addresses, the "left for you · decided
+today" counts and the image's comments), alternating, one annotator deciding as they go ("decide" answers with
+the next card; the SQL statements it runs are counted, from SQLAlchemy's `before_cursor_execute`, with those of
+the background prefetch it starts); the picker's search with its thumbnail addresses; `thumbs` for a search's 12
+classes cold (resized now) and warm; and `recent`.
 
 Example:
   HF_HUB_OFFLINE=1 python bench/bench_card_extras.py --rounds 200 --write
@@ -22,14 +24,13 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import event, update
 
 from bench.benchlib import SHARED, command_line, machine_line, write_section
 from bench.studio_workspace import N_IMAGES, build
 from db.models import Annotation
 from relabel.review.studio import Studio
-from ui import card_extras
-from ui.card_component import card_handlers
+from ui.card_component import card_handlers, handlers
 
 SECTION = "## Studio: the card's reference thumbnails and the user's day"
 QUERIES = ("cat", "dog", "mouse", "car", "cup", "bird", "fish", "tiger", "boxer", "notebook")
@@ -55,13 +56,20 @@ def run(folder: Path, rounds: int) -> dict[str, list[float]]:
         conn.execute(update(Annotation).values(created_at=datetime.now(timezone.utc) - timedelta(days=1)))
     studio = Studio(engine, cache_dir=folder / "cache", overlap=5)
     plain = card_handlers(studio, "review")
-    full = card_extras.extend(studio, "review", card_handlers(studio, "review"))  # these additions only
-    out: dict[str, list[float]] = {k: [] for k in ("plain", "full", "search", "cold", "warm", "recent")}
+    full = handlers(studio, "review")  # as the studio serves them
+    names = ("plain", "full", "decide", "statements", "search", "cold", "warm", "recent")
+    out: dict[str, list[float]] = {k: [] for k in names}
+    statements = [0]
+    event.listen(engine, "before_cursor_execute", lambda *_: statements.__setitem__(0, statements[0] + 1))
     user = "bench00"
     for k in range(rounds):
         timed(out["plain"], plain["next"], studio, user, {})
         card = timed(out["full"], full["next"], studio, user, {})["card"]
-        full["decide"](studio, user, {"key": card["key"], "action": "original"})
+        studio._prefetch.submit(lambda: None).result()  # the prefetch of the card before is done
+        statements[0] = 0
+        timed(out["decide"], full["decide"], studio, user, {"key": card["key"], "action": "original"})
+        studio._prefetch.submit(lambda: None).result()  # and the one this decision started
+        out["statements"].append(statements[0])
         found = timed(out["search"], full["search"], studio, user, {"query": QUERIES[k % len(QUERIES)]})
         ask = {"classes": [m["index"] for m in found["matches"]], "exclude": card["image_id"]}
         if k < len(QUERIES):  # the first time a query's classes are asked for: resized now
@@ -86,7 +94,8 @@ def main() -> None:
         shutil.rmtree(folder, ignore_errors=True)
     rows = [
         ("next card, plain", out["plain"]),
-        ("next card, with top-5 thumbnail addresses and the day counts", out["full"]),
+        ("next card as served: top-5 thumbnail addresses, day counts, comments", out["full"]),
+        ("decision, answered with the next card as served", out["decide"]),
         ("picker search (12 results) with thumbnail addresses", out["search"]),
         ("thumbs for a search's classes, cold (resized now)", out["cold"]),
         ("thumbs for a search's classes, warm", out["warm"]),
@@ -106,6 +115,9 @@ def main() -> None:
             "| operation | p50 ms | p95 ms | n |",
             "|---|---:|---:|---:|",
             *[f"| {name} | {ms(samples)} |" for name, samples in rows],
+            "",
+            f"SQL statements per decision (with the next card as served): median {statistics.median(out['statements'])}"
+            f", max {max(out['statements'])} over {len(out['statements'])} decisions.",
             "",
         ]
     )

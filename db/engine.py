@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import select
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -9,6 +10,7 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import DisconnectionError
 from sqlmodel import Session, create_engine
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -41,7 +43,35 @@ def create_db_engine(url: str) -> Engine:
         )
         event.listen(engine, "connect", _set_sqlite_pragmas)
         return engine
-    return create_engine(url, pool_pre_ping=True)
+    if parsed.get_driver_name() != "psycopg":
+        return create_engine(url, pool_pre_ping=True)
+    engine = create_engine(url)
+    event.listen(engine, "checkout", _drop_if_closed_by_server)
+    return engine
+
+
+def _drop_if_closed_by_server(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+    """Refuse a pooled psycopg connection the server has closed (a restart, an idle timeout, a terminated backend):
+    the pool then opens a fresh one. An idle connection's socket has nothing to read unless the server said
+    goodbye or hung up, so one local `select` tells, where a ping would cost a round trip on every checkout."""
+    pgconn = getattr(dbapi_connection, "pgconn", None)
+    try:
+        fd = pgconn.socket if pgconn is not None else -1
+        readable = fd >= 0 and _readable(fd)
+    except Exception as exc:  # a connection closed on this side has no socket to look at
+        raise DisconnectionError("the connection is closed") from exc
+    if fd < 0 or readable or dbapi_connection.closed:
+        raise DisconnectionError("the server closed the connection")
+
+
+def _readable(fd: int) -> bool:
+    """Whether socket `fd` has something to read (or was hung up) now, without waiting; `poll` takes any fd
+    number, where `select` stops at 1024."""
+    if not hasattr(select, "poll"):
+        return bool(select.select([fd], [], [], 0)[0])
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLERR | select.POLLHUP)
+    return bool(poller.poll(0))
 
 
 @contextmanager

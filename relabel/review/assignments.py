@@ -23,7 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from sqlalchemy import delete, func, or_, select
+from sqlalchemy import Select, delete, func, or_, select
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session, col
 
@@ -111,10 +111,15 @@ class DbAssignments:
         self._order: Sequence[int] | None = None
         self._current = NO_ASSIGNMENTS
 
-    def current(self, order: Sequence[int], evidence: Mapping[int, Evidence]) -> AssignedImages:
-        """The assignments now, over the queue's `order` and `evidence` (for the images' original classes)."""
+    def current(
+        self, order: Sequence[int], evidence: Mapping[int, Evidence], *, signature: tuple[int, int] | None = None
+    ) -> AssignedImages:
+        """The assignments now, over the queue's `order` and `evidence` (for the images' original classes).
+        `signature`: their (count, newest id) just read by the caller (`assignment_signature`); None: read here."""
         with self.engine.connect() as conn:
-            signature = _signature(conn, self.dataset_id)
+            if signature is None:
+                row = conn.execute(assignment_signature(self.dataset_id)).one()
+                signature = int(row[0] or 0), int(row[1] or 0)
             if signature == self._signature and order is self._order:
                 return self._current
             rows = load_rows(conn, self.dataset_id) if signature[0] else []
@@ -124,13 +129,12 @@ class DbAssignments:
         return self._current
 
 
-def _signature(conn: Connection, dataset_id: int) -> tuple[int, int]:
-    row = conn.execute(
-        select(func.count(pk(Assignment.id)), func.max(pk(Assignment.id))).where(
-            col(Assignment.dataset_id) == dataset_id
-        )
-    ).one()
-    return int(row[0] or 0), int(row[1] or 0)
+def assignment_signature(dataset_id: int) -> Select[int, int]:
+    """The count and the newest id of the dataset's assignments: they changed when these did (ids are never
+    reused)."""
+    return select(func.count(pk(Assignment.id)), func.max(pk(Assignment.id))).where(
+        col(Assignment.dataset_id) == dataset_id
+    )
 
 
 def load_rows(conn: Connection, dataset_id: int) -> list[AssignmentRow]:

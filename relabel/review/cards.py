@@ -1,4 +1,5 @@
-"""One review card: everything an annotator sees about one image, read in four small indexed queries.
+"""One review card: everything an annotator sees about one image, read in four small indexed queries (the cards of
+several images in four as well).
 
 Other annotators' decisions are part of the card only once the viewer has decided the image themselves (blind
 review), or when a lead opens it for adjudication.
@@ -175,67 +176,94 @@ def pick_runs(conn: Connection, dataset_id: int, suggestion: str | None, classif
 def load_card(conn: Connection, image_id: int, runs: RunChoice, viewer: str, cached: Card | None = None) -> Card:
     """The card of `image_id` as `viewer` sees it. Raises NotFoundError for an unknown image.
 
-    With `cached` (an earlier card of the same image), only the decision history is read again: the image, its
-    labels and its suggestions do not change while the studio runs (`Studio.refresh` drops the cache).
+    With `cached` (an earlier card of the same image, or one of `load_cards`), only the decision history is read
+    again: the image, its labels and its suggestions do not change while the studio runs (`Studio.refresh` drops
+    the cache).
     """
-    if cached is not None:
-        return replace(cached, history=tuple(image_history(conn, image_id)), viewer=viewer)
+    if cached is None:
+        cached = load_cards(conn, [image_id], runs, viewer).get(image_id)
+        if cached is None:
+            raise NotFoundError(f"image id {image_id} does not exist")
+    return replace(cached, history=tuple(image_history(conn, image_id)), viewer=viewer)
+
+
+def load_cards(conn: Connection, image_ids: list[int], runs: RunChoice, viewer: str) -> dict[int, Card]:
+    """The cards of `image_ids` without their decision history (`load_card` reads it), in three statements
+    whatever their number; unknown ids are left out."""
     with Session(bind=conn) as session:
-        return _load_card(session, image_id, runs, viewer)
+        rows = session.execute(
+            select(Image, col(Dataset.root), col(Dataset.name))
+            .join(Dataset, col(Dataset.id) == col(Image.dataset_id))
+            .where(col(Image.id).in_(image_ids))
+        ).all()
+        if not rows:
+            return {}
+        labels = _labels(session, image_ids)
+        suggestions = _suggestions(session, image_ids, runs)
+    cards = {}
+    for image, root, dataset in rows:
+        image_id = stored_id(image)
+        original, priors = labels.get(image_id, ((), ()))
+        suggestion, classifier = suggestions.get(image_id, (None, None))
+        cards[image_id] = Card(
+            image=stored_image(image, root),
+            dataset=dataset,
+            width=image.width,
+            height=image.height,
+            notes=image.notes,
+            original=original,
+            suggestion=suggestion,
+            classifier=classifier,
+            priors=priors,
+            history=(),
+            viewer=viewer,
+        )
+    return cards
 
 
-def _load_card(conn: Session, image_id: int, runs: RunChoice, viewer: str) -> Card:
-    row = conn.execute(
-        select(Image, col(Dataset.root), col(Dataset.name))
-        .join(Dataset, col(Dataset.id) == col(Image.dataset_id))
-        .where(col(Image.id) == image_id)
-    ).first()
-    if row is None:
-        raise NotFoundError(f"image id {image_id} does not exist")
-    image, root, dataset = row
-    original, priors = _labels(conn, image_id)
-    suggestion, classifier = _suggestions(conn, image_id, runs)
-    return Card(
-        image=stored_image(image, root),
-        dataset=dataset,
-        width=image.width,
-        height=image.height,
-        notes=image.notes,
-        original=original,
-        suggestion=suggestion,
-        classifier=classifier,
-        priors=priors,
-        history=tuple(image_history(conn, image_id)),
-        viewer=viewer,
-    )
-
-
-def _labels(conn: Session, image_id: int) -> tuple[tuple[int, ...], tuple[PriorLabel, ...]]:
+def _labels(conn: Session, image_ids: list[int]) -> dict[int, tuple[tuple[int, ...], tuple[PriorLabel, ...]]]:
+    """Each image's original classes and prior relabels, by image id."""
     rows = conn.execute(
-        select(col(LabelSource.name), col(LabelSource.kind), col(Label.classes), col(Label.category), col(Label.extra))
+        select(
+            col(Label.image_id),
+            col(LabelSource.name),
+            col(LabelSource.kind),
+            col(Label.classes),
+            col(Label.category),
+            col(Label.extra),
+        )
         .join(LabelSource, col(LabelSource.id) == col(Label.source_id))
-        .where(col(Label.image_id) == image_id)
+        .where(col(Label.image_id).in_(image_ids))
         .order_by(col(LabelSource.name))
     ).all()
-    original = next((tuple(r.classes) for r in rows if r.kind == SourceKind.original), ())
-    priors = tuple(
-        PriorLabel(r.name, tuple(r.classes), r.category, r.extra) for r in rows if r.kind == SourceKind.prior
-    )
-    return original, priors
+    by_image: dict[int, list[Any]] = {}
+    for r in rows:
+        by_image.setdefault(r.image_id, []).append(r)
+    out = {}
+    for image_id, found in by_image.items():
+        original = next((tuple(r.classes) for r in found if r.kind == SourceKind.original), ())
+        priors = tuple(
+            PriorLabel(r.name, tuple(r.classes), r.category, r.extra) for r in found if r.kind == SourceKind.prior
+        )
+        out[image_id] = original, priors
+    return out
 
 
-def _suggestions(conn: Session, image_id: int, runs: RunChoice) -> tuple[Suggestion | None, Suggestion | None]:
+def _suggestions(
+    conn: Session, image_ids: list[int], runs: RunChoice
+) -> dict[int, tuple[Suggestion | None, Suggestion | None]]:
+    """Each image's suggestion and classifier top-k of the chosen runs, by image id."""
     wanted = [r for r in (runs.suggestion, runs.classifier) if r is not None]
     if not wanted:
-        return None, None
+        return {}
     rows = conn.execute(
         select(Prediction, col(ModelRun.name), col(ModelRun.model), col(ModelRun.protocol))
         .join(ModelRun, col(ModelRun.id) == col(Prediction.run_id))
-        .where(col(Prediction.image_id) == image_id, col(Prediction.run_id).in_(wanted))
+        .where(col(Prediction.image_id).in_(image_ids), col(Prediction.run_id).in_(wanted))
     ).all()
-    found: dict[int, Suggestion] = {}
+    found: dict[int, dict[int, Suggestion]] = {}
     for p, name, model, protocol in rows:
-        found[p.run_id] = Suggestion(
+        found.setdefault(p.image_id, {})[p.run_id] = Suggestion(
             prediction_id=p.id,
             run=name,
             model=model,
@@ -247,7 +275,7 @@ def _suggestions(conn: Session, image_id: int, runs: RunChoice) -> tuple[Suggest
             details=dict(p.details or {}),
             error=p.reason,
         )
-    return found.get(runs.suggestion or -1), found.get(runs.classifier or -1)
+    return {i: (by_run.get(runs.suggestion or -1), by_run.get(runs.classifier or -1)) for i, by_run in found.items()}
 
 
 _HISTORY = (

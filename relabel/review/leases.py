@@ -25,16 +25,17 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import delete, func, or_, select, update
+from sqlalchemy import DateTime, cast, delete, func, literal, null, or_, select, true, union_all, update
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import col
 
+from db.enums import Verdict
 from db.models import Annotation, Image, QueueLease, pk
 from relabel.consensus import Decision
 from relabel.decision_log import current_decisions
-from relabel.review.assignments import AssignedImages, DbAssignments
+from relabel.review.assignments import AssignedImages, DbAssignments, assignment_signature
 
 if TYPE_CHECKING:
     from relabel.review.queue import Evidence
@@ -71,6 +72,9 @@ class DbLeases:
         self._gaps: dict[int, float] = {}  # annotation id skipped by a pull -> clock time to stop looking for it
         self._granted: dict[int, tuple[int, float]] = {}  # user -> (image, clock time its lease expires)
         self._assignments = DbAssignments(engine, dataset_id)
+        self._signature: tuple[int, int] | None = None  # the assignments' signature read by the last pull
+        self._applied: set[int] = set()  # ids of decisions this process stored that the queue already took
+        self._released: dict[int, int] = {}  # user -> image whose lease they left, its row not deleted yet
 
     # -- leases --------------------------------------------------------------------------------------------------
 
@@ -86,60 +90,50 @@ class DbLeases:
             if not self._lock_image(conn, image_id):
                 return False
             now = wall_time(self.clock)
-            rows = conn.execute(
-                select(col(QueueLease.user_id), col(QueueLease.expires_at)).where(col(QueueLease.image_id) == image_id)
-            ).all()
-            held = {u for u, expires in rows if expires > now}
+            leased, decided = self._holders(conn, image_id)
+            held = {u for u, expires in leased if expires > now}
             if not force:
-                decided = self._voters(conn, image_id)
                 if user_id in decided:
                     return False
                 if user_id not in held and len(decided | (held - {user_id})) >= limit:
                     return False
-            conn.execute(
-                delete(QueueLease).where(
-                    col(QueueLease.dataset_id) == self.dataset_id,
-                    col(QueueLease.user_id) == user_id,
-                    col(QueueLease.image_id) != image_id,
-                )
-            )
             until = self.clock() + seconds
-            expires = wall_time(lambda: until)
-            if any(u == user_id for u, _ in rows):
-                conn.execute(
-                    update(QueueLease)
-                    .where(col(QueueLease.image_id) == image_id, col(QueueLease.user_id) == user_id)
-                    .values(expires_at=expires)
-                )
-            else:
-                conn.execute(
-                    QueueLease.__table__.insert().values(  # type: ignore[attr-defined]
-                        dataset_id=self.dataset_id, image_id=image_id, user_id=user_id, expires_at=expires
-                    )
-                )
+            self._write_lease(
+                conn, image_id, user_id, wall_time(lambda: until), renew=user_id in {u for u, _ in leased}
+            )
         self._granted[user_id] = (image_id, until)
+        self._released.pop(user_id, None)  # its row went with the others, or is this lease again
         return True
 
     def admits(self, image_id: int, user_id: int, limit: int) -> bool:
         """Whether `user_id` may decide `image_id` now: they decided it or hold an unexpired lease on it, or fewer
         than `limit` other users hold or decided it. Reads only."""
+        now = wall_time(self.clock)
         with self.engine.connect() as conn:
-            now = wall_time(self.clock)
-            held = set(
-                conn.execute(
-                    select(col(QueueLease.user_id)).where(
-                        col(QueueLease.image_id) == image_id, col(QueueLease.expires_at) > now
-                    )
-                ).scalars()
-            )
-            decided = self._voters(conn, image_id)
+            leased, decided = self._holders(conn, image_id)
+        held = {u for u, expires in leased if expires > now}
         return user_id in held or user_id in decided or len(decided | held) < limit
 
-    def release(self, image_id: int, user_id: int) -> None:
-        """End `user_id`'s lease on `image_id`, if this object granted it (a user holds one lease per dataset)."""
+    def release(self, image_id: int, user_id: int, *, later: bool = False) -> None:
+        """End `user_id`'s lease on `image_id`, if this object granted it (a user holds one lease per dataset).
+        `later`: the row goes with the user's next claim, which deletes their other lease anyway, or at `flush`
+        (the end of the request), whichever comes first; until then it counts the user once beside their
+        decision, as it would without the row."""
         if self._granted.get(user_id, (None, 0.0))[0] != image_id:
             return
         del self._granted[user_id]
+        if later:
+            self._released[user_id] = image_id
+        else:
+            self._delete(image_id, user_id)
+
+    def flush(self) -> None:
+        """Delete the leases released `later` that no claim has deleted since."""
+        pending, self._released = self._released, {}
+        for user_id, image_id in pending.items():
+            self._delete(image_id, user_id)
+
+    def _delete(self, image_id: int, user_id: int) -> None:
         with self._write_lock, self.engine.begin() as conn:
             conn.execute(
                 delete(QueueLease).where(col(QueueLease.image_id) == image_id, col(QueueLease.user_id) == user_id)
@@ -147,37 +141,59 @@ class DbLeases:
 
     # -- decisions -----------------------------------------------------------------------------------------------
 
+    def applied(self, annotation_id: int) -> None:
+        """The queue already took decision `annotation_id`, stored by this process: a pull that finds only such
+        decisions on an image reads nothing more of it."""
+        self._applied.add(annotation_id)
+
     def pull(self) -> dict[int, list[Decision]]:
         """The dataset's images with a decision stored (by any process) since the last pull, each with its standing
-        decisions now (empty: every one was undone)."""
+        decisions now (empty: every one was undone). The same statement reads the assignments' signature, which
+        the next `assigned` uses instead of asking again."""
         now = self.clock()
         self._gaps = {i: until for i, until in self._gaps.items() if until > now}
-        query = select(pk(Annotation.id), col(Annotation.image_id), col(Image.dataset_id)).join(
-            Image, col(Image.id) == col(Annotation.image_id)
-        )
         newer = pk(Annotation.id) > self._seen
+        where = or_(newer, pk(Annotation.id).in_(list(self._gaps))) if self._gaps else newer
+        new = (
+            select(pk(Annotation.id).label("id"), col(Annotation.image_id), col(Image.dataset_id))
+            .join(Image, col(Image.id) == col(Annotation.image_id))
+            .where(where)
+            .subquery()
+        )
+        signature = assignment_signature(self.dataset_id).subquery()
+        query = select(signature, new).select_from(signature.outerjoin(new, true()))
         with self.engine.connect() as conn:
-            where = or_(newer, pk(Annotation.id).in_(list(self._gaps))) if self._gaps else newer
-            rows = conn.execute(query.where(where)).all()
+            result = conn.execute(query).all()
+            self._signature = (int(result[0][0] or 0), int(result[0][1] or 0))
+            rows = [(i, image, dataset) for _, _, i, image, dataset in result if i is not None]
             if not rows:
                 return {}
-            found = {r[0] for r in rows}
-            for i in found:
-                self._gaps.pop(i, None)
-            newest = max(found)
-            skipped = range(self._seen + 1, newest)
-            if len(skipped) <= MAX_GAPS:  # more: a sequence jump (a server restart), not transactions in flight
-                self._gaps.update((i, now + GAP_SECONDS) for i in skipped if i not in found)
-            self._seen = max(self._seen, newest)
-            changed = sorted({image for _, image, dataset in rows if dataset == self.dataset_id})
+            changed = self._changed(rows, now)
             if not changed:
                 return {}
             standing = current_decisions(conn, self.dataset_id, image_ids=changed)
         return {image: standing.get(image, []) for image in changed}
 
+    def _changed(self, rows: list[tuple[int, int, int]], now: float) -> list[int]:
+        """The dataset's images among `rows` (new annotations: id, image, dataset) that changed in a way the queue
+        does not know yet; notes the ids seen and the ones skipped over (`GAP_SECONDS`)."""
+        found = {r[0] for r in rows}
+        for i in found:
+            self._gaps.pop(i, None)
+        newest = max(found)
+        skipped = range(self._seen + 1, newest)
+        if len(skipped) <= MAX_GAPS:  # more: a sequence jump (a server restart), not transactions in flight
+            self._gaps.update((i, now + GAP_SECONDS) for i in skipped if i not in found)
+        self._seen = max(self._seen, newest)
+        changed = sorted({image for i, image, dataset in rows if dataset == self.dataset_id and i not in self._applied})
+        self._applied = {i for i in self._applied if i > self._seen}
+        return changed
+
     def assigned(self, order: list[int], evidence: dict[int, Evidence]) -> AssignedImages:
-        """Who may be served which image, and each user's assigned images in `order` (read when they changed)."""
-        return self._assignments.current(order, evidence)
+        """Who may be served which image, and each user's assigned images in `order` (read when they changed),
+        by the signature the last `pull` read, if it was not used yet."""
+        signature, self._signature = self._signature, None
+        return self._assignments.current(order, evidence, signature=signature)
 
     # -- internals -----------------------------------------------------------------------------------------------
 
@@ -189,7 +205,57 @@ class DbLeases:
         query = select(pk(Image.id)).where(pk(Image.id) == image_id).with_for_update(skip_locked=True, key_share=True)
         return conn.execute(query).first() is not None
 
-    def _voters(self, conn: Connection, image_id: int) -> set[int]:
-        """Users with a standing annotator decision (not an adjudication) on `image_id`, from the database."""
-        standing = current_decisions(conn, self.dataset_id, image_ids=[image_id]).get(image_id, [])
-        return {d.user_id for d in standing if not d.is_adjudication}
+    def _write_lease(self, conn: Connection, image_id: int, user_id: int, expires: datetime, *, renew: bool) -> None:
+        """Give `user_id` the lease on `image_id` until `expires` (`renew`: their row is there already) and end
+        their other lease in the dataset: one statement on PostgreSQL, two on SQLite."""
+        others = delete(QueueLease).where(
+            col(QueueLease.dataset_id) == self.dataset_id,
+            col(QueueLease.user_id) == user_id,
+            col(QueueLease.image_id) != image_id,
+        )
+        table = QueueLease.__table__  # type: ignore[attr-defined]
+        if renew:
+            write: Any = (
+                update(QueueLease)
+                .where(col(QueueLease.image_id) == image_id, col(QueueLease.user_id) == user_id)
+                .values(expires_at=expires)
+            )
+        else:
+            write = table.insert().values(
+                dataset_id=self.dataset_id, image_id=image_id, user_id=user_id, expires_at=expires
+            )
+        if self.sqlite:
+            conn.execute(others)
+            conn.execute(write)
+        else:  # the deletion rides along as a data-modifying WITH clause
+            conn.execute(write.add_cte(others.cte("others")))
+
+    def _holders(self, conn: Connection, image_id: int) -> tuple[list[tuple[int, datetime]], set[int]]:
+        """(user, expiry) of every lease on `image_id`, and the users with a standing annotator decision (not an
+        adjudication) on it, in one statement: a decision stands unless it is an undo or an undo names it
+        (`relabel.consensus.standing`)."""
+        undone = select(col(Annotation.retracts_id)).where(
+            col(Annotation.image_id) == image_id, col(Annotation.retracts_id).is_not(None)
+        )
+        voters = select(col(Annotation.user_id), cast(null(), DateTime), literal(True)).where(
+            col(Annotation.image_id) == image_id,
+            col(Annotation.is_adjudication).is_(False),
+            col(Annotation.verdict) != Verdict.retract,
+            pk(Annotation.id).not_in(undone),
+        )
+        leases = select(col(QueueLease.user_id), col(QueueLease.expires_at), literal(False)).where(
+            col(QueueLease.image_id) == image_id
+        )
+        leased: list[tuple[int, datetime]] = []
+        decided: set[int] = set()
+        for user_id, expires, is_voter in conn.execute(union_all(leases, voters)):
+            if is_voter:
+                decided.add(user_id)
+            else:
+                leased.append((user_id, _utc(expires)))
+        return leased, decided
+
+
+def _utc(moment: datetime) -> datetime:
+    """`moment` as an aware UTC time (SQLite hands back naive times stored as UTC)."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)

@@ -10,8 +10,9 @@ Assignment: an image needs `overlap` annotators. It is served to a user who has 
 are not served the same image beyond the overlap. State lives in memory, guarded by one lock; decisions live in the
 database, and `Studio.refresh` rebuilds everything from it after a restart. With `shared` (`SharedLeases`, the
 database's `relabel.review.leases.DbLeases` in the studio), several processes on one database act as one queue:
-before it serves, the queue takes the decisions other processes stored, and an image it picks is served only once
-the database grants the lease (`SharedLeases.claim`); when it is refused, the scan moves on to the next image.
+before it serves, the queue takes the decisions other processes stored (once per request of the studio, in a
+`one_look` block), and an image it picks is served only once the database grants the lease (`SharedLeases.claim`);
+when it is refused, the scan moves on to the next image.
 
 Assignments (`relabel.review.assignments`, read through `SharedLeases.assigned`): an image a lead assigned to some
 annotators, directly or through its original class, is served only to them, and before any unassigned image.
@@ -46,8 +47,18 @@ STATUSES = ("open", "disputed", "decided", "mine")  # the queue's status filter:
 CATEGORIES = tuple(c.value for c in (*DECIDED_CATEGORIES, Category.U))
 DEFAULT_LEASE_SECONDS = 600.0
 NOBODY = -1  # a user id no user has: what the queue would serve someone who decided nothing (`upcoming`)
-# the queues (by id) that took other processes' decisions in the current `one_look` block; None: outside one
-_LOOKED: ContextVar[set[int] | None] = ContextVar("queue_looked", default=None)
+
+
+@dataclass
+class _Look:
+    """The queues that took other processes' decisions in the current `one_look` block (by id), and those that
+    left leases to delete at its end."""
+
+    synced: set[int] = field(default_factory=set)
+    releasing: list[ReviewQueue] = field(default_factory=list)
+
+
+_LOOKED: ContextVar[_Look | None] = ContextVar("queue_looked", default=None)
 
 
 @contextmanager
@@ -55,15 +66,19 @@ def one_look() -> Iterator[None]:
     """Within this block (one request of the studio), a queue with `shared` leases asks the database for other
     processes' decisions and assignments once, on its first use, not on every call: a request reads the queue
     several times (serve, progress, what comes next), and a decision stored elsewhere a millisecond later changes
-    nothing the database's lease does not already guard. Nested blocks are one block."""
+    nothing the database's lease does not already guard. A lease left in the block (a decision, a skip) is
+    deleted by the next claim of the same user, or at the block's end. Nested blocks are one block."""
     if _LOOKED.get() is not None:
         yield
         return
-    token = _LOOKED.set(set())
+    look = _Look()
+    token = _LOOKED.set(look)
     try:
         yield
     finally:
         _LOOKED.reset(token)
+        for queue in look.releasing:
+            queue.flush()
 
 
 class Settled(NamedTuple):
@@ -111,8 +126,10 @@ class SharedLeases(Protocol):
 
     def claim(self, image_id: int, user_id: int, limit: int, seconds: float, *, force: bool = False) -> bool: ...
     def admits(self, image_id: int, user_id: int, limit: int) -> bool: ...
-    def release(self, image_id: int, user_id: int) -> None: ...
+    def release(self, image_id: int, user_id: int, *, later: bool = False) -> None: ...
+    def flush(self) -> None: ...
     def pull(self) -> dict[int, list[Decision]]: ...
+    def applied(self, annotation_id: int) -> None: ...
     def assigned(self, order: list[int], evidence: dict[int, Evidence]) -> AssignedImages: ...
 
 
@@ -164,18 +181,30 @@ class ReviewQueue:
         self._counts = {"images": len(rows), "needs_votes": 0, "complete": 0, "disputed": 0, "adjudicated": 0}
         self._decided: dict[int, int] = {}  # user -> images with a standing decision of theirs
         self._assigned = NO_ASSIGNMENTS  # read again from `shared` before each serve
+        self._versions: dict[int, int] = {}  # image -> how often its decisions changed since the queue was built
         for e in rows:
             self._count(e, +1, settled=True)
 
     # -- state changes -------------------------------------------------------------------------------------------
 
-    def record(self, image_id: int, user_id: int, key: DecisionKey | None, adjudication: bool = False) -> None:
-        """`user_id` stored a decision (key None: undid theirs, with no earlier one to stand again). Releases the
-        user's lease."""
+    def record(
+        self,
+        image_id: int,
+        user_id: int,
+        key: DecisionKey | None,
+        adjudication: bool = False,
+        *,
+        annotation_id: int | None = None,
+    ) -> None:
+        """`user_id` stored a decision (key None: undid theirs, with no earlier one to stand again), whose id is
+        `annotation_id` when known: `shared` then reads nothing more of it. Releases the user's lease."""
         with self._lock:
             e = self.evidence.get(image_id)
             if e is None:
                 return
+            if annotation_id is not None and self.shared is not None:
+                self.shared.applied(annotation_id)
+            self._changed(image_id)
             self._count(e, -1)
             if adjudication:
                 e.adjudications.pop(user_id, None)  # the newest adjudication goes last
@@ -196,6 +225,7 @@ class ReviewQueue:
             e = self.evidence.get(image_id)
             if e is None:
                 return
+            self._changed(image_id)
             self._count(e, -1)
             e.take(decisions)
             self._count(e, +1)
@@ -288,6 +318,20 @@ class ReviewQueue:
         not in the queue. The order never changes, so no lock is taken."""
         pos = self._position.get(image_id)
         return [] if pos is None else self.order[pos + 1 : pos + 1 + n]
+
+    def version(self, image_id: int) -> int | None:
+        """A number that changes whenever a decision on `image_id` is stored or undone, by this process or (as
+        far as the queue has taken them) another; None for an image not in the queue. A copy of the image's
+        decision history made at one version is current while the version stays."""
+        with self._lock:
+            self._sync()
+            return self._versions.get(image_id, 0) if image_id in self.evidence else None
+
+    def flush(self) -> None:
+        """Delete the leases left in a `one_look` block that no claim deleted since."""
+        if self.shared is not None:
+            with self._lock:
+                self.shared.flush()
 
     def use_assignments(self, assigned: AssignedImages) -> None:
         """Serve by `assigned` (a queue with `shared` leases reads them from the database before each serve)."""
@@ -386,18 +430,22 @@ class ReviewQueue:
         """Take the decisions other processes stored since the last look (`SharedLeases.pull`), as `update` does."""
         if self.shared is None:
             return
-        looked = _LOOKED.get()
-        if looked is not None:
-            if id(self) in looked:
+        look = _LOOKED.get()
+        if look is not None:
+            if id(self) in look.synced:
                 return
-            looked.add(id(self))
-        self._assigned = self.shared.assigned(self.order, self.evidence)
+            look.synced.add(id(self))
         for image_id, decisions in self.shared.pull().items():
             e = self.evidence.get(image_id)
             if e is not None:
+                self._changed(image_id)
                 self._count(e, -1)
                 e.take(decisions)
                 self._count(e, +1)
+        self._assigned = self.shared.assigned(self.order, self.evidence)  # by the signature the pull read
+
+    def _changed(self, image_id: int) -> None:
+        self._versions[image_id] = self._versions.get(image_id, 0) + 1
 
     def _take(self, image_id: int, user_id: int, flt: QueueFilter) -> bool:
         """Whether `shared` grants `user_id` the lease on `image_id` (always, without it)."""
@@ -414,7 +462,10 @@ class ReviewQueue:
     def _release(self, image_id: int, user_id: int) -> None:
         self._leases.get(image_id, {}).pop(user_id, None)
         if self.shared is not None:
-            self.shared.release(image_id, user_id)
+            look = _LOOKED.get()
+            if look is not None and self not in look.releasing:
+                look.releasing.append(self)
+            self.shared.release(image_id, user_id, later=look is not None)
         if self._current.get(user_id) == image_id:
             del self._current[user_id]
 

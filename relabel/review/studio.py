@@ -13,12 +13,12 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from operator import attrgetter
 from pathlib import Path
 
 from sqlalchemy import select
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session, col
 
 from db.enums import Role, SuggestionAction, Verdict
@@ -28,7 +28,7 @@ from relabel.consensus import Decision, decision_key, standing
 from relabel.decision_log import current_decisions
 from relabel.errors import ConflictError, InputError, NotFoundError, StaleCardError
 from relabel.review.benefit import ReviewBenefit, class_names, load_benefit
-from relabel.review.cards import IMAGE_COLUMNS, Card, RunChoice, load_card, pick_runs
+from relabel.review.cards import IMAGE_COLUMNS, Card, RunChoice, load_card, load_cards, pick_runs
 from relabel.review.display import DisplayCache, StoredImage
 from relabel.review.evidence import load_evidence
 from relabel.review.examples import load_examples
@@ -101,6 +101,7 @@ class Studio:
         self._prefetch = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefetch")
         self._cards: OrderedDict[int, Card] = OrderedDict()  # recent cards: their labels and suggestions
         self._images: OrderedDict[int, StoredImage] = OrderedDict()  # image rows, as the display cache wants them
+        self._history_at: dict[int, int] = {}  # image -> the queue's version of it when its card's history was read
         self._cards_lock = threading.Lock()
         # SQLite has one writer at a time; queueing writers here is cheaper than SQLite's sleeping busy handler
         self._write_lock: threading.Lock | nullcontext[None] = (
@@ -162,6 +163,7 @@ class Studio:
         with self._cards_lock:
             self._cards.clear()
             self._images.clear()
+            self._history_at.clear()
 
     def next_card(self, user: str, flt: QueueFilter = QueueFilter()) -> tuple[Card | None, str]:
         """The next card for `user` and its token; (None, "") when nothing is left under `flt`."""
@@ -184,18 +186,23 @@ class Studio:
     def open_card(self, user: str, image_id: int, *, hold: bool = False) -> tuple[Card, str]:
         """The card of one image as `user` sees it, with a fresh token for the decision on it."""
         user_id, _ = self.user(user)
+        version = self.queue.version(image_id)  # read before the history: a change meanwhile makes it stale
         with self._cards_lock:
             cached = self._cards.get(image_id)
-        with self.engine.connect() as conn:
-            card = load_card(conn, image_id, self.runs, user, cached)
+            current = version is not None and self._history_at.get(image_id) == version
+        if cached is not None and current:  # no decision on the image since its history was read
+            card = replace(cached, viewer=user)
+        else:
+            with self.engine.connect() as conn:
+                if cached is None:  # this card and the next ones in queue order, read together
+                    cached = self._load_cards(conn, [image_id, *self.queue.following(image_id, IMAGE_BATCH - 1)])
+                card = load_card(conn, image_id, self.runs, user, cached)
         if card.dataset != self.dataset_name:
             raise NotFoundError(f"image id {image_id} is not in dataset {self.dataset_name!r}")
         with self._cards_lock:
-            self._keep_image(card.image)
-            self._cards[image_id] = card
-            self._cards.move_to_end(image_id)
-            while len(self._cards) > CARD_CACHE_SIZE:
-                self._cards.popitem(last=False)
+            self._keep_card(card)
+            if version is not None:
+                self._history_at[image_id] = version
         if hold:
             self.queue.hold(image_id, user_id)
         used = card.suggestion_used
@@ -350,7 +357,8 @@ class Studio:
                 dataset_id=self.dataset_id,
             )
         if created:
-            self.queue.record(image_id, user_id, decision_key(verdict, chosen), adjudication=adjudicate)
+            key = decision_key(verdict, chosen)
+            self.queue.record(image_id, user_id, key, adjudication=adjudicate, annotation_id=annotation_id)
         return Saved(annotation_id, image_id, not created)
 
     def undo(self, user: str) -> int | None:
@@ -434,6 +442,25 @@ class Studio:
             what = "an original label" if action == "original" else "a suggestion"
             raise InputError(f"image {shown.image_id} has no {what}; pick classes instead")
         return Verdict.labels, picked
+
+    def _load_cards(self, conn: Connection, image_ids: list[int]) -> Card | None:
+        """Read and keep the cards of `image_ids` not kept yet (without history); the first one's, if it exists."""
+        with self._cards_lock:
+            missing = [i for i in image_ids if i not in self._cards]
+        cards = load_cards(conn, missing, self.runs, "") if missing else {}
+        with self._cards_lock:
+            for card in cards.values():
+                if card.dataset == self.dataset_name:
+                    self._keep_card(card)
+            return cards.get(image_ids[0]) or self._cards.get(image_ids[0])
+
+    def _keep_card(self, card: Card) -> None:
+        """Remember a card and its image row (lock held), the oldest forgotten beyond CARD_CACHE_SIZE."""
+        self._keep_image(card.image)
+        self._cards[card.image_id] = card
+        self._cards.move_to_end(card.image_id)
+        while len(self._cards) > CARD_CACHE_SIZE:
+            self._history_at.pop(self._cards.popitem(last=False)[0], None)
 
     def _keep_image(self, image: StoredImage) -> None:
         """Remember an image row (lock held), the oldest forgotten beyond CARD_CACHE_SIZE."""
