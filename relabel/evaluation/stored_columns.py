@@ -29,7 +29,7 @@ def driver_rows(conn: Connection, query: ClauseElement) -> list[tuple[Any, ...]]
     cursor = conn.connection.cursor()
     try:
         cursor.execute(sql)
-        return [tuple(row) for row in cursor.fetchall()]
+        return list(cursor.fetchall())
     finally:
         cursor.close()
 
