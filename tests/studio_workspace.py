@@ -3,19 +3,22 @@ and a way to serve it on 127.0.0.1."""
 
 from __future__ import annotations
 
+import atexit
+import shutil
 import socket
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
 from db import create_db_engine, init_db
 from db.enums import Role
-from db.models import Annotation, User
+from db.models import Annotation, Dataset, User
 from relabel.annotations import add_user
 from relabel.bulk_import import store_run
 from relabel.ingest import ingest_dataset, plan_ingest
@@ -48,7 +51,42 @@ CLASSIFIER = {  # top-3 (class index, probability) per file
 def build_workspace(folder: Path, url: str | None = None, extra: int = 0) -> Engine:
     """Photos, ImGT from file names, a top-3 classifier run, a ReaL-style prior, users alice/bob (annotators)
     and lena (lead), all with PASSWORD. `extra` more photos of the same six classes in turn (so every class has
-    reference photos), each with a top-3 of its own class first."""
+    reference photos), each with a top-3 of its own class first.
+
+    A SQLite workspace is a copy of one built once per test process (building it is most of a studio test's
+    time), with the dataset root pointed at the copied photos; a PostgreSQL one is built each time."""
+    url = url or f"sqlite:///{folder / 'relabel.db'}"
+    db_file = Path(url.removeprefix("sqlite:///")) if url.startswith("sqlite:///") else None
+    if db_file is None or db_file.exists() or (folder / "photos").exists():
+        return _build(folder, url, extra)
+    template = _template(extra)
+    shutil.copytree(template / "photos", folder / "photos")
+    shutil.copy(template / "real.csv", folder / "real.csv")
+    db_file.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(template / "relabel.db", db_file)
+    engine = create_db_engine(url)
+    init_db(engine)
+    with engine.begin() as conn:
+        conn.execute(update(Dataset).values(root=str((folder / "photos").resolve())))
+    return engine
+
+
+_TEMPLATES: dict[int, Path] = {}  # `extra` -> the workspace folder built for it in this process
+
+
+def _template(extra: int) -> Path:
+    if extra not in _TEMPLATES:
+        folder = Path(tempfile.mkdtemp(prefix="relabel-studio-workspace-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        engine = _build(folder, None, extra)
+        with engine.connect() as conn:  # everything into relabel.db itself, so that one file is the copy
+            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+        engine.dispose()
+        _TEMPLATES[extra] = folder
+    return _TEMPLATES[extra]
+
+
+def _build(folder: Path, url: str | None, extra: int) -> Engine:
     vocab = load_builtin()
     root = folder / "photos"
     for i, name in enumerate(FILES):
