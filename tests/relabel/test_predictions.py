@@ -122,6 +122,21 @@ def test_run_names_are_unique_unless_replaced(engine, vocab, tmp_path: Path) -> 
     assert len(predictions(engine, "m")) == 1
 
 
+def test_npy_top1_in_the_order_of_a_json_list(engine, vocab, tmp_path: Path) -> None:
+    """The layout of the published cleanlab predictions (N class indices, rows in the order of a JSON list of
+    files), on three images: the golden test below reads the 50,000 published ones."""
+    small_dataset(engine, vocab, tmp_path)
+    np.save(tmp_path / "top1.npy", np.array([7, 5, 6]))
+    (tmp_path / "order.json").write_text(json.dumps(["n02123045_c.jpg", "n01440764_a.jpg", "n01440764_b.jpg"]))
+    report = import_predictions(engine, tmp_path / "top1.npy", run="cv", order=str(tmp_path / "order.json"))
+    assert (report.ok, report.errors) == (3, 0)
+    stored = {path: classes for path, (_, classes, _, _) in predictions(engine, "cv").items()}
+    assert stored == {"n02123045_c.jpg": [7], "n01440764_a.jpg": [5], "n01440764_b.jpg": [6]}
+    (tmp_path / "keyed.json").write_text('{"n01440764_a.jpg": 0}')
+    with pytest.raises(InputError, match="expected a JSON list of image keys"):
+        import_predictions(engine, tmp_path / "top1.npy", run="x", order=str(tmp_path / "keyed.json"))
+
+
 @pytest.mark.slow
 def test_cleanlab_cv_predictions_round_trip(sqlite_engine, vocab, tmp_path: Path) -> None:
     """The stored predictions reproduce the published 72.732 % top-1 against the original labels."""

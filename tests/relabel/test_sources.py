@@ -70,6 +70,7 @@ def test_mturk_row_shape(vocab, tmp_path: Path) -> None:
     assert (row.key, row.classes, row.certainty, row.category) == ("ILSVRC2012_val_00000007", [3, 9], [0.6, 0.8], "M")
 
 
+@pytest.mark.slow  # the published 20,000-row Shankar file
 def test_shankar_categories(vocab) -> None:
     rows = list(parse_shankar(shared("imagenet-val", "shankar_multilabel.csv"), vocab))
     assert len(rows) == 20_000
@@ -279,6 +280,7 @@ def test_a_cut_or_malformed_shankar_file_writes_nothing(
     assert prior_count(engine) == 0
 
 
+@pytest.mark.slow  # the published 20,000-row Shankar file
 def test_the_published_shankar_row_keeps_its_whole_list(vocab) -> None:
     rows = {r.key: r for r in parse_shankar(shared("imagenet-val", "shankar_multilabel.csv"), vocab)}
     row = rows["ILSVRC2012_val_00023277.JPEG"]
@@ -485,6 +487,7 @@ def test_a_shankar_row_contradicting_its_category_is_refused(engine, vocab, tmp_
     assert prior_count(engine) == 0
 
 
+@pytest.mark.slow  # the published 20,000-row Shankar file
 def test_the_published_shankar_file_has_no_contradicting_row(vocab) -> None:
     """Every row passes `check_shankar_category` (parsing runs it); the one repeated class is stored once."""
     rows = {r.key: r for r in parse_shankar(shared("imagenet-val", "shankar_multilabel.csv"), vocab)}

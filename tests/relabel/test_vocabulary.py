@@ -112,6 +112,7 @@ def test_wrong_types_in_a_json_vocabulary_are_one_line(tmp_path: Path, payload: 
     assert "\n" not in str(caught.value) and re.search(pattern, str(caught.value)), str(caught.value)
 
 
+@pytest.mark.slow  # a load test: 100,000 classes, read three times
 def test_one_duplicate_among_100000_classes_is_named(tmp_path: Path) -> None:
     """The duplicate check is linear: it used to call list.count once per class (minutes at this size)."""
     names = [f"class {i}" for i in range(100_000)]
