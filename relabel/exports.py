@@ -21,7 +21,7 @@ import csv
 import io
 import json
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,14 +37,14 @@ from relabel.atomic_folder import check_folder_target, write_folder_atomic
 from relabel.errors import InputError, brief, unknown_name
 from relabel.hf_export import MARKER as HF_MARKER
 from relabel.hf_export import image_path
-from relabel.interop.label_studio import render_label_studio, run_suggestions
-from relabel.posteriors import format_posteriors
-from relabel.snapshots import SnapshotRow, check_classes, get_snapshot, snapshot_rows, source_labels
+from relabel.snapshot_reader import SnapshotRow, check_classes, get_snapshot, snapshot_rows, source_labels
 from relabel.vocabulary import Vocabulary
 from relabel.workspace import IMGT, dataset_vocabulary, get_dataset, get_source
 
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
-JSONL_DIGITS = 6  # posteriors in JSONL; the CSV cell has 4 (relabel.posteriors.format_posteriors)
+JSONL_DIGITS = 6  # posteriors in JSONL; the CSV cell has 4 (format_posteriors)
+# json.dumps(record, ensure_ascii=False) builds an encoder for every call; one serves every line, with the same text
+_JSONL = json.JSONEncoder(ensure_ascii=False)
 
 
 def spreadsheet_safe(cell: str) -> str:
@@ -58,43 +58,94 @@ def render_real(rows: list[SnapshotRow], vocab: Vocabulary) -> str:
 
 
 def render_jsonl(rows: list[SnapshotRow], vocab: Vocabulary, dataset_root: str | None = None) -> str:
+    """One JSON object per image: image, path, labels, wnids, names, category, origin and, for a snapshot that
+    stores them, posteriors (class index -> P, rounded to `JSONL_DIGITS`). The wnids and names of a class list
+    are looked up once per distinct list."""
+    named = _ClassCells(vocab, _class_lists)
     lines = []
     for r in rows:
+        labels, wnids, names = named(r.classes)
         record: dict[str, object] = {
             "image": r.path,
             "path": image_path(dataset_root, r.path),
-            "labels": r.classes,
-            "wnids": [vocab.classes[c].wnid for c in r.classes],
-            "names": [vocab.classes[c].name for c in r.classes],
+            "labels": labels,
+            "wnids": wnids,
+            "names": names,
             "category": r.category,
             "origin": r.origin,
         }
         if r.posteriors is not None:
             record["posteriors"] = {str(c): round(p, JSONL_DIGITS) for c, p in sorted(r.posteriors.items())}
-        lines.append(json.dumps(record, ensure_ascii=False))
+        lines.append(_JSONL.encode(record))
     return "\n".join(lines) + "\n"
 
 
 def render_csv(rows: list[SnapshotRow], vocab: Vocabulary, dataset_root: str | None = None) -> str:
+    """One row per image under a header: image, labels, wnids, names, path, category, origin and, for a snapshot
+    that stores them, posteriors; every cell spreadsheet-safe. The cells of a class list are made once per list."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     with_posteriors = any(r.posteriors is not None for r in rows)
     header = ["image", "labels", "wnids", "names", "path", "category", "origin"] + ["posteriors"] * with_posteriors
     writer.writerow(header)
-    for r in rows:
-        cells = [
-            r.path,
-            "|".join(str(c) for c in r.classes),
-            "|".join(vocab.classes[c].wnid or "" for c in r.classes),
-            "|".join(vocab.classes[c].name for c in r.classes),
-            image_path(dataset_root, r.path),
-            r.category,
-            r.origin,
+    cells = _ClassCells(vocab, _csv_class_cells)
+    safe = spreadsheet_safe
+    writer.writerows(
+        [
+            safe(r.path),
+            *cells(r.classes),
+            safe(image_path(dataset_root, r.path)),
+            safe(r.category),
+            safe(r.origin),
+            *([safe(format_posteriors(r.posteriors or {}))] if with_posteriors else []),
         ]
-        if with_posteriors:
-            cells.append(format_posteriors(r.posteriors or {}))
-        writer.writerow([spreadsheet_safe(c) for c in cells])
+        for r in rows
+    )
     return buf.getvalue()
+
+
+def format_posteriors(posteriors: Mapping[int, float], digits: int = 4) -> str:
+    """ "207:0.9731|208:0.0412": class index and posterior pairs in class order, the CSV export's cell."""
+    return "|".join(f"{c}:{posteriors[c]:.{digits}f}" for c in sorted(posteriors))
+
+
+class _ClassCells(dict[tuple[int, ...], Any]):
+    """What `make` writes for a class list, made once per distinct list (a snapshot of 50,000 images has a few
+    thousand). A list of anything but plain ints (a bool would equal 1 as a key) is made afresh each time."""
+
+    def __init__(self, vocab: Vocabulary, make: Callable[[Sequence[int], Vocabulary], Any]) -> None:
+        super().__init__()
+        self.vocab, self.make = vocab, make
+
+    def __call__(self, classes: Sequence[int]) -> Any:
+        key = tuple(classes)
+        if not all(type(c) is int for c in key):
+            return self.make(classes, self.vocab)
+        made = self.get(key)
+        if made is None:
+            made = self[key] = self.make(classes, self.vocab)
+        return made
+
+
+def _class_lists(classes: Sequence[int], vocab: Vocabulary) -> tuple[list[int], list[str | None], list[str]]:
+    """The labels, wnids and names of a JSONL record."""
+    return list(classes), [vocab.classes[c].wnid for c in classes], [vocab.classes[c].name for c in classes]
+
+
+def _csv_class_cells(classes: Sequence[int], vocab: Vocabulary) -> tuple[str, str, str]:
+    """The labels, wnids and names cells of a CSV row, spreadsheet-safe."""
+    return (
+        spreadsheet_safe("|".join(str(c) for c in classes)),
+        spreadsheet_safe("|".join(vocab.classes[c].wnid or "" for c in classes)),
+        spreadsheet_safe("|".join(vocab.classes[c].name for c in classes)),
+    )
+
+
+def render_label_studio(rows: list[SnapshotRow], vocab: Vocabulary, **options: Any) -> str:
+    """Label Studio tasks (`relabel.interop.label_studio`, imported only when this format is asked for)."""
+    from relabel.interop.label_studio import render_label_studio as render
+
+    return render(rows, vocab, **options)
 
 
 # (rows, vocabulary, **options) -> the file's content; a renderer takes the options its format declares
@@ -218,6 +269,8 @@ def export_snapshot(
         vocab = dataset_vocabulary(s, ds)
         options: dict[str, Any] = dict(asked)
         if run is not None:
+            from relabel.interop.label_studio import run_suggestions
+
             options["suggestions"] = run_suggestions(conn, stored_id(ds), run)
         if kind.records_root:
             options["dataset_root"] = ds.root

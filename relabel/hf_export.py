@@ -27,7 +27,7 @@ from types import ModuleType
 from typing import Any
 
 from relabel.errors import InputError
-from relabel.snapshots import SnapshotRow
+from relabel.snapshot_reader import SnapshotRow
 from relabel.vocabulary import Vocabulary
 
 INSTALL_HINT = "--format hf needs the datasets package, which is not installed: pip install 'relabel[hf]'"

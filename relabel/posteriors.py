@@ -22,14 +22,15 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import compress
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
 from relabel.aggregation import METHODS, Aggregate, Votes, check_threshold, decide, uncertain
 from relabel.errors import InputError, unknown_name
+from relabel.snapshot_reader import UNANIMOUS
+from relabel.snapshot_reader import reads_votes as reads_votes  # where readers of posteriors look for it
 
-UNANIMOUS = "unanimous"  # the rule on studio decisions alone (relabel.consensus); every other name reads votes
 UNCERTAIN = "uncertain"  # a snapshot's origin for an image whose votes settle nothing (category U)
 LOWEST_THRESHOLD = 0.5  # below it a class judged more likely absent than present would be accepted
 BEST_ESTIMATE = 0.5  # an uncertain image's best estimate: the classes more likely present than absent
@@ -77,12 +78,6 @@ def check_rule(rule: str, threshold: float, keep_original: float | None = None) 
     if keep_original is not None:
         check_threshold(keep_original, "--keep-original")
     return rule != UNANIMOUS
-
-
-def reads_votes(consensus: Mapping[str, Any] | None) -> bool:
-    """Whether a snapshot's consensus settings (`Snapshot.consensus`; None for older snapshots, all unanimous)
-    name a rule that aggregates votes, and so store posteriors."""
-    return bool(consensus) and consensus.get("rule", UNANIMOUS) != UNANIMOUS  # type: ignore[union-attr]
 
 
 def voted_images(
@@ -162,8 +157,3 @@ def posterior_rows(
     """`snapshot_posteriors` rows (`POSTERIOR_COLUMNS`: snapshot, image, class, posterior) of the voted images
     among `image_ids`."""
     return ((snapshot_id, i, c, p) for i in image_ids for c, p in images[i].posteriors.items())
-
-
-def format_posteriors(posteriors: Mapping[int, float], digits: int = 4) -> str:
-    """ "207:0.9731|208:0.0412": class index and posterior pairs in class order, the CSV export's cell."""
-    return "|".join(f"{c}:{posteriors[c]:.{digits}f}" for c in sorted(posteriors))

@@ -12,7 +12,7 @@ from sqlalchemy.engine import Engine
 from db.engine import session_scope
 from db.enums import Category
 from db.models import stored_id
-from relabel.snapshots import SnapshotRow, get_snapshot, snapshot_rows
+from relabel.snapshot_reader import SnapshotRow, get_snapshot, snapshot_rows
 from relabel.workspace import get_dataset
 
 Pair = tuple[float | None, float | None]  # a class's posterior in snapshot a and in b; None: not stored there

@@ -3,24 +3,24 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from sqlalchemy import String, cast, func, select
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy import func, select
+from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
 from db.bulk import insert_plain, table_of
 from db.engine import session_scope
 from db.enums import Category, Verdict
-from db.models import Dataset, Image, Label, Snapshot, SnapshotLabel, SnapshotPosterior, pk, stored_id
+from db.models import Dataset, Image, Snapshot, SnapshotLabel, SnapshotPosterior, pk, stored_id
 from relabel import __version__
 from relabel.aggregation import METHODS
 from relabel.consensus import Consensus, Outcome, categorize, decision_key, settle_images
 from relabel.consensus import consensus as image_consensus
-from relabel.decision_log import ParsedLists, current_decisions
-from relabel.errors import ConflictError, InputError, examples, unknown_name
+from relabel.decision_log import current_decisions, cyclic_gc_paused
+from relabel.errors import ConflictError, InputError
 from relabel.posteriors import (
     POSTERIOR_COLUMNS,
     UNANIMOUS,
@@ -31,8 +31,13 @@ from relabel.posteriors import (
     reads_votes,
 )
 from relabel.snapshot_hash import ClassListText, snapshot_hash
+from relabel.snapshot_reader import SnapshotRow as SnapshotRow  # the read side, also reached from here
+from relabel.snapshot_reader import check_classes, source_labels
+from relabel.snapshot_reader import get_snapshot as get_snapshot
+from relabel.snapshot_reader import snapshot_posteriors as snapshot_posteriors
+from relabel.snapshot_reader import snapshot_rows as snapshot_rows
 from relabel.snapshot_votes import VoteFit, fit_votes
-from relabel.storable import one_line_name, storable_text
+from relabel.storable import one_line_name
 from relabel.workspace import IMGT, dataset_vocabulary, get_dataset, get_source
 
 KEEP_ORIGINAL = 0.5  # posterior an original class needs to stay, as `relabel votes aggregate` decides
@@ -54,34 +59,6 @@ _CATEGORY_TEXT, _CATEGORY_NAME = {c: c.value for c in Category}, {c: c.name for 
 def consensus_defaults(calibrate: str | None) -> tuple[float, float | None]:
     """The default (threshold, keep_original) of a vote-based snapshot, with or without a `calibrate` reference."""
     return CALIBRATED_DEFAULTS if calibrate else UNCALIBRATED_DEFAULTS
-
-
-def check_classes(labelled: Iterable[tuple[str, Sequence[int], str]], n_classes: int, what: str) -> None:
-    """Refuse (one InputError) labels holding a class outside the vocabulary: (path, classes, where from) rows.
-
-    Such labels can only come from a decision or a file made against another vocabulary; a snapshot or an export
-    that carried them would be read as other classes, or not read at all."""
-    rows = list(labelled)
-    every = [c for _, classes, _ in rows for c in classes]
-    if not every or (set(map(type, every)) == {int} and min(every) >= 0 and max(every) < n_classes):
-        return  # plain ints in range: no row to name
-    bad = [
-        f"{path} {list(classes)} ({where})"
-        for path, classes, where in rows
-        if any(isinstance(c, bool) or not isinstance(c, int) or not 0 <= c < n_classes for c in classes)
-    ]
-    if bad:
-        raise InputError(
-            f"{what}: {len(bad)} image(s) hold classes outside 0..{n_classes - 1}: {examples(bad)}; "
-            "undo or adjudicate those decisions, then try again"
-        )
-
-
-def source_labels(conn: Connection, source_id: int) -> dict[int, tuple[int, ...]]:
-    """Image id -> the classes a label source gives it (read as text and parsed once per distinct list)."""
-    query = select(col(Label.image_id), cast(col(Label.classes), String)).where(col(Label.source_id) == source_id)
-    lists = ParsedLists()
-    return {image_id: lists[text] for image_id, text in conn.execute(query)}
 
 
 @dataclass
@@ -152,7 +129,8 @@ def create_snapshot(
         consensus, threshold, keep_original, min_votes, sources, with_model, studio_votes, calibrate, reference
     )
     _check_request(name, undecided, request)
-    with session_scope(engine) as s:
+    # a row, a decision and a posterior dict per image, none in a reference cycle: the collector would only walk them
+    with cyclic_gc_paused(), session_scope(engine) as s:
         ds = get_dataset(s, dataset)
         assert ds.id is not None  # a stored dataset
         if s.scalars(select(Snapshot).where(col(Snapshot.dataset_id) == ds.id, col(Snapshot.name) == name)).first():
@@ -249,8 +227,16 @@ def _freeze(
             show_progress=show_progress,
         )
     voted = fit.images if fit else {}
+    # Images nobody decided and no vote reached (most of them) get the row `_frozen_row` gives them, built here
+    base_origin, where, keep = (
+        "disputed" if nobody.outcome is Outcome.disputed else "base",
+        f"source {base!r}",
+        undecided == "keep",
+    )
     frozen = [
         _frozen_row(i, p, settled.get(i, nobody), voted.get(i), base_labels, original, base, undecided)
+        if i in settled or i in voted
+        else FrozenRow(i, p, list(base_labels.get(i, ())) if keep else [], Category.U, base_origin, where)
         for i, p in images
     ]
     return frozen, fit
@@ -301,17 +287,6 @@ def _frozen_row(
     return FrozenRow(image_id, path, list(voted.classes), category, Outcome.consensus.value, "votes", True)
 
 
-def get_snapshot(session: Session, dataset: Dataset, name: str) -> Snapshot:
-    storable_text(name, "snapshot name", max_length=200)
-    row = session.scalars(
-        select(Snapshot).where(col(Snapshot.dataset_id) == dataset.id, col(Snapshot.name) == name)
-    ).first()
-    if row is None:
-        known = session.scalars(select(col(Snapshot.name)).where(col(Snapshot.dataset_id) == dataset.id)).all()
-        raise unknown_name(f"snapshot of dataset {dataset.name!r}", name, known)
-    return row
-
-
 def vote_snapshot_lines(engine: Engine, dataset: str | None = None) -> list[str]:
     """The dataset's newest snapshot whose consensus read votes, as the dashboard shows it: how many of its images
     are uncertain (U, review first) and, when it recorded one, its risk and coverage against a reference
@@ -340,49 +315,3 @@ def list_snapshots(engine: Engine, dataset: str | None = None) -> list[Snapshot]
         return list(
             s.scalars(select(Snapshot).where(col(Snapshot.dataset_id) == ds.id).order_by(col(Snapshot.created_at)))
         )
-
-
-@dataclass
-class SnapshotRow:
-    path: str
-    stem: str
-    classes: list[int]
-    category: str
-    origin: str
-    # class index -> P(class present) of the image's voted pairs; None: the snapshot stores no posteriors
-    posteriors: dict[int, float] | None = None
-
-
-def snapshot_posteriors(conn: Connection, snapshot_id: int) -> dict[int, dict[int, float]]:
-    """Image id -> class index -> posterior, of every pair the snapshot stores (`snapshot_posteriors`)."""
-    out: dict[int, dict[int, float]] = {}
-    query = select(
-        col(SnapshotPosterior.image_id), col(SnapshotPosterior.class_index), col(SnapshotPosterior.posterior)
-    ).where(col(SnapshotPosterior.snapshot_id) == snapshot_id)
-    for image_id, class_index, p in conn.execute(query):
-        out.setdefault(image_id, {})[class_index] = p
-    return out
-
-
-def snapshot_rows(conn: Connection, snapshot_id: int) -> list[SnapshotRow]:
-    """A snapshot's labels in file-name order (the order of ReaL's real.json for ImageNet val), with their
-    posteriors when the snapshot's consensus read votes."""
-    settings = conn.execute(select(col(Snapshot.consensus)).where(col(Snapshot.id) == snapshot_id)).scalar()
-    posteriors = snapshot_posteriors(conn, snapshot_id) if reads_votes(settings) else None
-    result = conn.execute(
-        select(
-            pk(Image.id),
-            col(Image.path),
-            col(Image.stem),
-            col(SnapshotLabel.classes),
-            col(SnapshotLabel.category),
-            col(SnapshotLabel.origin),
-        )
-        .join(Image, col(Image.id) == col(SnapshotLabel.image_id))
-        .where(col(SnapshotLabel.snapshot_id) == snapshot_id)
-        .order_by(col(Image.stem), col(Image.path))
-    )
-    return [
-        SnapshotRow(p, st, c, Category(cat).value, o, None if posteriors is None else posteriors.get(i, {}))
-        for i, p, st, c, cat, o in result
-    ]

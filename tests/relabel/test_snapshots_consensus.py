@@ -20,10 +20,10 @@ from relabel.aggregation import Aggregate
 from relabel.annotations import add_user, record_annotation
 from relabel.bulk_import import store_run
 from relabel.errors import InputError, NotFoundError
-from relabel.exports import export_snapshot
+from relabel.exports import export_snapshot, format_posteriors
 from relabel.ingest import ingest_dataset, plan_ingest
 from relabel.ingest.layouts import LayoutOptions
-from relabel.posteriors import VotedImage, format_posteriors, voted_images
+from relabel.posteriors import VotedImage, voted_images
 from relabel.review.cards import RunChoice
 from relabel.review.evidence import load_evidence, uncertain_images
 from relabel.review.queue import UNCERTAIN_WEIGHT, WEIGHTS, Evidence, QueueFilter, ReviewQueue, priority
