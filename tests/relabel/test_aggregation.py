@@ -355,6 +355,7 @@ def real_votes():
     return _real_votes()
 
 
+@pytest.mark.slow  # ReaL's 184,962 rated pairs, fitted by Dawid-Skene
 class TestRealRaters:
     def test_shape(self, real_votes):
         votes, truth, original = real_votes
