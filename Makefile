@@ -1,6 +1,6 @@
 # ReGT studio. `make demo` and `make test` are the two Quick start commands; both set up .venv first.
 # `make test` leaves out the tests marked slow (golden checks on the real data, load tests) and browser;
-# `make test-all` (what CI runs) runs every test.
+# `make test-all` runs every test; CI runs `make test`, then the slow and browser tests.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
