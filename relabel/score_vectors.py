@@ -73,7 +73,16 @@ def _check_matrix(arr: np.ndarray, where: str, n_classes: int) -> np.ndarray:
             f"{where} row {row}: score {arr[row, column]} in column {column} is not a finite number (NaN and infinity "
             "are not); nothing written"
         )
-    return arr.astype(np.float32, copy=False)
+    stored = arr.astype(np.float32, copy=False)
+    if arr.dtype.itemsize > 4:  # a wider float can hold a finite score that float32, how scores are kept, cannot
+        with np.errstate(over="ignore", invalid="ignore"):
+            if not np.isfinite(stored.sum(dtype=np.float64)) and not (fits := np.isfinite(stored)).all():
+                row, column = (int(x) for x in np.argwhere(~fits)[0])
+                raise InputError(
+                    f"{where} row {row}: score {arr[row, column]} in column {column} is beyond the range of float32 "
+                    "(about ±3.4e38), in which scores are stored; nothing written"
+                )
+    return stored
 
 
 def _text_list(arr: np.ndarray, where: str, what: str) -> list[str]:

@@ -95,6 +95,7 @@ def test_npy_with_order(engine, vocab, tmp_path: Path) -> None:
         (score_matrix()[:, :1].ravel(), KEYS, "shape (3,)"),
         (np.where(np.eye(3, 1000) > 0, np.nan, score_matrix()), KEYS, "row 0: score nan in column 0 is not a finite"),
         (score_matrix().astype(np.int32), KEYS, "holds int32 values"),
+        (np.where(np.eye(3, 1000)[:, ::-1] > 0, 1e39, score_matrix().astype(float)), KEYS, "column 999 is beyond"),
         (score_matrix(), KEYS[:2], "2 ids for 3 rows"),
         (score_matrix(), [*KEYS[:2], "n09999999_nowhere.jpg"], "nowhere"),
     ],
