@@ -10,12 +10,13 @@ inside the caller's transaction.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
 from typing import Any
 
 from sqlalchemy import Column, Table, insert
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql import ClauseElement
 
 CHUNK = 20_000  # rows per executemany: few round trips, modest memory
 
@@ -47,6 +48,26 @@ def driver_value(conn: Connection, column: Column[Any], value: Any) -> Any:
     converts (a datetime, which SQLite stores as text), processed once rather than for every row."""
     process = column.type.dialect_impl(conn.dialect).bind_processor(conn.dialect)
     return process(value) if process is not None else value
+
+
+def plain_rows(conn: Connection, query: ClauseElement, size: int = 100_000) -> Iterator[Sequence[Any]]:
+    """The rows of `query` as the database driver returns them, `size` at a time: plain tuples, without the result
+    rows SQLAlchemy wraps them in (a fifth of the time of reading ReaL's 924,810 votes). `query` must hold only
+    literal values (ids, enum words) and columns whose driver values are what the caller wants (JSON as text, no
+    enum type to apply), since it is rendered with its values inline and run on the driver's cursor."""
+    sql = str(query.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True}))
+    cursor = conn.connection.cursor()
+    try:
+        cursor.execute(sql)
+        while rows := cursor.fetchmany(size):
+            yield rows
+    finally:
+        cursor.close()
+
+
+def all_plain_rows(conn: Connection, query: ClauseElement) -> list[tuple[Any, ...]]:
+    """Every row of `query` as a plain tuple (`plain_rows`, the same conditions on `query`)."""
+    return [row for rows in plain_rows(conn, query) for row in rows]
 
 
 def table_of(model: type) -> Table:

@@ -10,14 +10,15 @@ numpy nor the vote machinery, so `relabel snapshot export` and `diff` do not pay
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Unpack
+from typing import Any
 
-from sqlalchemy import Select, String, cast, select
+from sqlalchemy import String, cast, select
 from sqlalchemy.engine import Connection
 from sqlmodel import Session, col
 
+from db.bulk import plain_rows
 from db.enums import Category
 from db.models import Dataset, Image, Label, Snapshot, SnapshotLabel, SnapshotPosterior, pk
 from relabel.decision_log import ParsedLists, cyclic_gc_paused
@@ -102,23 +103,6 @@ def snapshot_posteriors(conn: Connection, snapshot_id: int) -> dict[int, dict[in
                 image = out[image_id] = {}
             image[class_index] = p
     return out
-
-
-def plain_rows(
-    conn: Connection, query: Select[Unpack[tuple[Any, ...]]], size: int = 100_000
-) -> Iterator[Sequence[Any]]:
-    """The rows of `query` as the database driver returns them, `size` at a time: plain tuples, without the result
-    rows SQLAlchemy wraps them in. `query` must hold only literal values (ids, enum words) and columns whose
-    driver values are what the caller wants (no JSON or enum type to apply), since it is rendered with its values
-    inline and run on the driver's cursor."""
-    sql = str(query.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True}))
-    cursor = conn.connection.cursor()
-    try:
-        cursor.execute(sql)
-        while rows := cursor.fetchmany(size):
-            yield rows
-    finally:
-        cursor.close()
 
 
 def source_labels(conn: Connection, source_id: int) -> dict[int, tuple[int, ...]]:

@@ -17,7 +17,7 @@ An *item* is one (image, class) pair that somebody answered; pairs nobody answer
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
@@ -27,6 +27,7 @@ from sqlalchemy import Select, String, case, cast, func, select
 from sqlalchemy.engine import Connection
 from sqlmodel import col
 
+from db.bulk import plain_rows
 from db.enums import Answer, PredictionStatus, SourceKind, Verdict
 from db.models import Image, Label, LabelSource, ModelRun, Prediction, User, Vote, VoteSource, pk, stored_id
 from relabel.aggregation import NO, YES, Votes, make_votes
@@ -162,7 +163,7 @@ def _imported_votes(conn: Connection, dataset_id: int, wanted: Sequence[str] | N
             scanned = scan_votes(conn, stored_id(source), code) if scan else None
             _identified_votes(conn, stored_id(source), source.name, query, answers, key_order=scan, scanned=scanned)
             continue
-        for rows in _plain_rows(conn, query):
+        for rows in plain_rows(conn, query):
             image, cls, worker, answer = _columns(rows)
             codes = [answers.worker(f"{source.name}:{i}/{w}", "rater") for i, w in zip(image, worker)]
             answers.add(image, cls, codes, answer)
@@ -209,7 +210,7 @@ def _named_rows(conn: Connection, query: Select[Any]) -> Columns:
     """The (image, class, worker, answer code) rows of `query` as columns, the workers numbered in the order met."""
     seen: dict[str, int] = {}  # name -> number in the order first met
     parts: list[tuple[IntColumn, IntColumn, np.ndarray, IntColumn]] = []
-    for rows in _plain_rows(conn, query):
+    for rows in plain_rows(conn, query):
         image, cls, worker, answer = _columns(rows)
         for name in dict.fromkeys(worker).keys() - seen.keys():
             seen[name] = len(seen)
@@ -241,20 +242,6 @@ def _columns(rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
     """The four columns of (image id, class, worker, answer code) rows: a column at a time, as zip(*rows) over
     100,000 rows took four times as long."""
     return [list(map(itemgetter(k), rows)) for k in range(4)]
-
-
-def _plain_rows(conn: Connection, query: Select[Any], size: int = 100_000) -> Iterator[Sequence[Any]]:
-    """The rows of `query` as the database driver returns them, `size` at a time: plain tuples, without the
-    result rows SQLAlchemy wraps them in, which took a fifth of the time on ReaL's 924,810 votes. `query` must
-    hold only literal values (ids and enum words), since it is rendered with them inline."""
-    sql = str(query.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True}))
-    cursor = conn.connection.cursor()
-    try:
-        cursor.execute(sql)
-        while rows := cursor.fetchmany(size):
-            yield rows
-    finally:
-        cursor.close()
 
 
 def _studio_votes(conn: Connection, dataset_id: int, answers: _Answers) -> None:

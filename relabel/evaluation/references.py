@@ -33,12 +33,13 @@ from sqlalchemy import String, cast, select
 from sqlalchemy.engine import Connection
 from sqlmodel import Session, col
 
+from db.bulk import all_plain_rows
 from db.enums import Category
 from db.models import Dataset, Image, Label, LabelSource, Snapshot, SnapshotLabel, SnapshotPosterior
 from evaluator import EvaluationError, LabelSets
 from evaluator.label_uncertainty import THRESHOLD, Posteriors
 from relabel.errors import InputError, NotFoundError
-from relabel.evaluation.stored_columns import driver_rows, json_values, pack_label_sets
+from relabel.evaluation.stored_columns import json_values, pack_label_sets
 from relabel.snapshot_hash import snapshot_hash
 from relabel.snapshots import get_snapshot
 from relabel.workspace import IMGT, dataset_vocabulary, get_source
@@ -143,7 +144,7 @@ def _source_reference(session: Session, dataset: Dataset, source: LabelSource) -
 
 def _source_rows(conn: Connection, source: LabelSource) -> list[tuple[int, str, str]]:
     """(image id, path, class list as JSON text) of every label of `source`, by image id."""
-    return driver_rows(
+    return all_plain_rows(
         conn,
         select(col(Label.image_id), col(Image.path), cast(col(Label.classes), String))
         .join(Image, col(Image.id) == col(Label.image_id))
@@ -153,7 +154,7 @@ def _source_rows(conn: Connection, source: LabelSource) -> list[tuple[int, str, 
 
 
 def _snapshot_reference(session: Session, dataset: Dataset, snap: Snapshot) -> Reference:
-    rows = driver_rows(
+    rows = all_plain_rows(
         session.connection(),
         select(
             col(SnapshotLabel.image_id),
@@ -185,7 +186,7 @@ class _Loaded:
 def _snapshot_posteriors(session: Session, snap: Snapshot, ref: Reference) -> _Loaded | None:
     """The stored posteriors of `snap` over the images of `ref`, its labels without one certain; None when the
     snapshot stores none (an unanimous snapshot)."""
-    stored = driver_rows(
+    stored = all_plain_rows(
         session.connection(),
         select(
             col(SnapshotPosterior.image_id), col(SnapshotPosterior.class_index), col(SnapshotPosterior.posterior)

@@ -25,12 +25,13 @@ import numpy as np
 from sqlalchemy import String, cast, select
 from sqlmodel import Session, col
 
+from db.bulk import all_plain_rows
 from db.enums import PredictionStatus
 from db.models import Dataset, ModelRun, Prediction, stored_id
 from evaluator.scoring import OopRate, oop_rate
 from relabel.errors import InputError, unknown_name
 from relabel.evaluation.failure_causes import FailureCause, exclusion_warnings, failure_cause
-from relabel.evaluation.stored_columns import driver_rows, json_values
+from relabel.evaluation.stored_columns import json_values
 from relabel.suggest.failures import RETRYABLE_MARK, needs_retry
 
 MAX_K = 5  # top-5 is the widest score reported; longer rankings are cut
@@ -109,7 +110,7 @@ def select_runs(session: Session, dataset: Dataset, names: Sequence[str] | None)
 
 def load_run(session: Session, run: ModelRun) -> RunPredictions:
     """Every prediction of `run` as arrays, in image-id order."""
-    rows = driver_rows(
+    rows = all_plain_rows(
         session.connection(),
         select(
             col(Prediction.image_id),

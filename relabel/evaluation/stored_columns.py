@@ -15,23 +15,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from sqlalchemy.engine import Connection
-from sqlalchemy.sql import ClauseElement
 
 from evaluator import LabelSets
-
-
-def driver_rows(conn: Connection, query: ClauseElement) -> list[tuple[Any, ...]]:
-    """Every row of `query` as a plain tuple from the driver's cursor. `query` must hold only literal values (ids)
-    and columns whose driver values are what the caller wants (JSON as text, no enum type to apply): it is
-    rendered with its values inline."""
-    sql = str(query.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True}))
-    cursor = conn.connection.cursor()
-    try:
-        cursor.execute(sql)
-        return list(cursor.fetchall())
-    finally:
-        cursor.close()
 
 
 def json_values(texts: Sequence[str | None]) -> list[Any]:
