@@ -37,27 +37,28 @@ RELABEL = Path(sys.executable).parent / "relabel"
 # Where the time goes (cProfile and `python -X importtime` of each step on the same workspace, 2026-12-02); kept
 # with the table so that a rerun keeps the reading beside its numbers.
 NOTES = """\
-Where the time goes (cProfile and `-X importtime` on this workspace):
+Where the time goes (cProfile and `-X importtime` on this workspace; the previous table, 2026-12-02 at load 7-10, is
+in git history: ingest 8.85, imports 6.66-22.74, snapshots 4.60 / 10.69, diff 5.40, exports 3.88-5.74, evaluate
+30.30 CPU s. Busy cores inflate CPU seconds about twofold, so compare against the paired before/after figures in
+the commit messages, each taken on one machine state):
 
 - **Start-up floor:** Python, click, SQLAlchemy, SQLModel and the schema (`db.models`) cost about 1 CPU second
-  before any command does its work; numpy adds 0.1-0.2 s. Every step here pays it.
-- **`stats`** refitted Dawid-Skene on the 924,810 votes on every call (about 3 s to read them, 2.5 s to fit) and
-  imported the suggestion machinery and scipy.stats through the distractor notes and `relabel.votes` (3.4 s of
-  imports). It now keeps the fit in the workspace's cache, keyed by the vote sources and the studio's decision
-  events, and imports neither: 7.5 s before, the median above after (the first call after a vote import still
-  fits: the row "first after a vote import").
-- **Imports of 50,000 rows** (labels, predictions, votes) spend their time in per-row Python checks: for the top-5
-  JSONL, JSON parsing with the strict number checks (`textfiles`), class resolution (`Vocabulary.resolve`, 250,000
-  calls), the row schema check and building each row, then SQLite's executemany (about 2.7 s of 24 profiled).
-  No single hot spot; meeting 3 s needs a vectorised path for whole-file formats. Not done.
-- **`votes import`** of 924,810 answers: the row checks and inserting 924,810 rows into SQLite.
-- **`snapshot create`, `diff`, `export`** read every label and snapshot row through the ORM and decode their JSON
-  class lists one by one (SQLAlchemy's JSON type processor is the largest single cost); `--consensus ds` adds
-  reading the votes (about 3 s) and the fit (about 2.5 s).
-- **`evaluate`**: importing `relabel.evaluation` pulls in the report and plot modules (matplotlib) even with
-  `--no-report` (about a fifth of its time), the references are loaded row by row through the ORM (300,000 JSON
-  values decoded; about 40 %), the label-noise sensitivity reads the label sources again (about a third), and the
-  expected top-1 over label draws from the ds snapshot's posteriors costs about 15 %. Not changed here.
+  before any command does its work. Every step here pays it.
+- **Reading:** snapshots, exports, diff, evaluate and the vote readers run their queries on the driver's cursor
+  (`db.bulk.plain_rows`) and decode JSON class lists once per distinct list, instead of SQLAlchemy result rows
+  and its JSON type processor per row; the garbage collector is paused while rows are built.
+- **Writing:** ingest, labels, predictions and votes insert with one statement compiled once and the driver's
+  executemany (`db.bulk.insert_plain`); whole-file formats are checked as arrays; JSON Lines are read by Python's
+  C reader whenever a scan shows nothing the strict reader would refuse (the strict reader still names the line).
+- **Still over 3 s:** `votes import` writes 924,810 rows: a bare sqlite3 executemany of the same sorted rows into
+  the `votes` table costs 2.9 CPU s on its own (2.0 s with foreign keys off, 1.4 s without indexes), plus start-up
+  and 0.8 s to inflate the 377 MB rater tensor; meeting 3 s needs fewer rows (one per pair, answers packed), a
+  schema change not made here. `predictions import` of scores spends about 0.5 s reading the zip member and 0.5 s
+  writing and hashing the sorted score file, top-5 JSONL about 0.5 s in SQLite and 0.25 s matching image keys.
+  `snapshot create --consensus ds` (its goal of 5 s: met) is start-up 0.8 s, the vote scan 0.55 s, the fit
+  0.3 s, 235,000 rows written 0.7 s and the hash 0.4 s. `evaluate` draws label sets from the posteriors 7 times
+  (about 4.5 s at load; one pass for every aggregation method would need an evaluator API change) and reads the
+  924,810 votes for the sensitivity (1.2 s).
 """
 
 
