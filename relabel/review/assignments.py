@@ -33,7 +33,7 @@ from relabel.textfiles import read_lines
 from relabel.vocabulary import Vocabulary
 
 if TYPE_CHECKING:
-    from relabel.review.queue import Evidence
+    from relabel.review.image_evidence import Evidence
 
 MAX_IMAGES = 100_000  # image names or ids in one assignment
 

@@ -12,7 +12,7 @@ from relabel.decision_log import current_decisions
 from relabel.posteriors import UNCERTAIN
 from relabel.review.benefit import ReviewBenefit, newest_vote_snapshot
 from relabel.review.cards import RunChoice
-from relabel.review.queue import Evidence
+from relabel.review.image_evidence import Evidence
 
 
 def load_evidence(

@@ -33,7 +33,7 @@ from relabel.errors import InputError
 from relabel.review.assignments import assigned_images, load_rows
 
 if TYPE_CHECKING:
-    from relabel.review.queue import Evidence
+    from relabel.review.image_evidence import Evidence
 
 STATUSES = ("undecided", "decided", "disputed", "adjudicated")
 SORTS = ("image", "decisions", "newest", "disagreement")

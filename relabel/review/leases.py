@@ -38,7 +38,7 @@ from relabel.decision_log import current_decisions
 from relabel.review.assignments import AssignedImages, DbAssignments, assignment_signature
 
 if TYPE_CHECKING:
-    from relabel.review.queue import Evidence
+    from relabel.review.image_evidence import Evidence
 
 GAP_SECONDS = 60.0  # how long an annotation id skipped by a pull is looked for again (a transaction in flight)
 MAX_GAPS = 1000

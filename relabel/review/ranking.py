@@ -30,7 +30,7 @@ from relabel.active_review import AT_STAKE
 from relabel.consensus import Outcome
 
 if TYPE_CHECKING:
-    from relabel.review.queue import Evidence
+    from relabel.review.image_evidence import Evidence
 
 WEIGHTS = {"suggestion": 1.0, "classifier": 1.0, "priors": 1.0, "annotators": 2.0}
 # an image uncertain in the newest vote-based snapshot: more than all of WEIGHTS together, so it comes first
