@@ -178,7 +178,9 @@ def suggest(
 
         click.echo(run_retrieval_command(settings, s, run_name, which, limit, retry_errors or batch_api, quiet))
         return
-    job = build_job(s, settings.engine, settings.workspace / "cache")
+    from relabel.evaluation.probe_labels import reference_sets
+
+    job = build_job(s, settings.engine, settings.workspace / "cache", read_reference=reference_sets)
     name = run_name or f"{model_spec}@{protocol or default_protocol(model_spec)}"
     if batch_api:
         from relabel.suggest.batch_api import run_batch_suggestions

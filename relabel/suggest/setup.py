@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,6 @@ from relabel.suggest.adapters import adapter_kind, load_adapter
 from relabel.suggest.cache import DbResponseCache
 from relabel.suggest.distractor_sources import SourceInputs, build_distractors
 from relabel.suggest.failures import STOP_AFTER_FAILURES
-from relabel.suggest.probe_labels import reference_sets
 from relabel.suggest.protocols import ProtocolContext, get_protocol
 from relabel.suggest.runner import SuggestJob
 from relabel.suggest.textmap import ClassNameIndex, load_encoder
@@ -47,6 +47,10 @@ class SuggestSettings:
     base_url: str | None = None
     device: str = "auto"
     use_cache: bool = True  # False: API answers are neither read from nor written to the response cache
+
+
+# (engine, dataset, --reference spec) -> (the reference's name, image id -> its classes): pope's label sets
+ReferenceReader = Callable[[Engine, str | None, str], tuple[str, dict[int, list[int]]]]
 
 
 def default_protocol(model: str) -> str:
@@ -129,9 +133,12 @@ def _check_counts(s: SuggestSettings) -> None:
             raise InputError(f"{flag} must be at least {minimum}, got {value}")
 
 
-def build_job(s: SuggestSettings, engine: Engine, cache_dir: Path | None) -> SuggestJob:
+def build_job(
+    s: SuggestSettings, engine: Engine, cache_dir: Path | None, read_reference: ReferenceReader | None = None
+) -> SuggestJob:
     """Check every setting, then load the model; raises InputError before any heavy work when a setting is wrong
-    (an unknown distractor source, or a `run:` of the model under test, included)."""
+    (an unknown distractor source, or a `run:` of the model under test, included). `read_reference` reads the label
+    sets of `s.reference` (pope); the command passes the evaluation's reader of `--reference` specs."""
     protocol = get_protocol(s.protocol or default_protocol(s.model))
     with session_scope(engine) as session:
         vocab = dataset_vocabulary(session, get_dataset(session, s.dataset))
@@ -149,7 +156,9 @@ def build_job(s: SuggestSettings, engine: Engine, cache_dir: Path | None) -> Sug
         negatives=s.pope_negatives,
     )
     if s.reference is not None:
-        ctx.reference_name, ctx.reference = reference_sets(engine, s.dataset, s.reference)
+        if read_reference is None:
+            raise ValueError("a reference spec needs a reader of label sets (read_reference)")
+        ctx.reference_name, ctx.reference = read_reference(engine, s.dataset, s.reference)
     quiet_model_loading()
     if protocol.uses_distractors:
         encoder_spec = s.encoder or protocol.default_encoder
