@@ -7,12 +7,12 @@ import os
 
 import click
 
-from relabel.cli.options import pass_settings
+from relabel.cli.options import dataset_option, pass_settings
 from relabel.settings import Settings
 
 
 @click.command()
-@click.option("--dataset", help="Dataset name (default: the only one).")
+@dataset_option()
 @click.option(
     "--host", default="127.0.0.1", show_default=True, help="Address to bind; keep 127.0.0.1 unless behind a proxy."
 )

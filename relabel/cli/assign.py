@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from relabel.cli.options import EXISTING_FILE, pass_settings
+from relabel.cli.options import EXISTING_FILE, dataset_option, pass_settings
 from relabel.settings import Settings
 
 
@@ -50,14 +50,13 @@ class_option = click.option("--class", "class_name", metavar="NAME_OR_WNID", hel
 images_option = click.option(
     "--images", type=EXISTING_FILE, help="A file of image ids, relative paths or file names, one a line."
 )
-dataset_option = click.option("--dataset", help="Dataset name (default: the only one).")
 
 
 @assign.command("add")
 @click.option("--user", required=True, help="The annotator (or lead) the images go to.")
 @class_option
 @images_option
-@dataset_option
+@dataset_option()
 @pass_settings
 def assign_add(settings: Settings, user: str, class_name: str | None, images: Path | None, dataset: str | None) -> None:
     """Assign a class (every image whose original labels hold it) or the images listed in a file to a user, all or
@@ -79,7 +78,7 @@ def assign_add(settings: Settings, user: str, class_name: str | None, images: Pa
 
 @assign.command("list")
 @click.option("--user", help="Only this user's assignments.")
-@dataset_option
+@dataset_option()
 @pass_settings
 def assign_list(settings: Settings, user: str | None, dataset: str | None) -> None:
     """List the assignments: user, image or class, when and by whom.
@@ -114,7 +113,7 @@ def assign_list(settings: Settings, user: str | None, dataset: str | None) -> No
 @class_option
 @images_option
 @click.option("--all", "everything", is_flag=True, help="End all of the user's assignments in the dataset.")
-@dataset_option
+@dataset_option()
 @pass_settings
 def assign_remove(
     settings: Settings,

@@ -10,7 +10,7 @@ import click
 
 from relabel.cli import render
 from relabel.cli.choices import registry_option
-from relabel.cli.options import EXISTING_FILE, pass_settings
+from relabel.cli.options import EXISTING_FILE, dataset_option, pass_settings
 from relabel.settings import Settings
 
 
@@ -32,7 +32,7 @@ def init(settings: Settings) -> None:
 
 @click.command()
 @click.argument("root", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--dataset", help="Dataset name (default: the root folder's name).")
+@dataset_option("the root folder's name")
 @registry_option(
     "--layout",
     entries="relabel.ingest.layouts:LAYOUTS",

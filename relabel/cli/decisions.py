@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from relabel.cli.choices import registry_option
-from relabel.cli.options import EXISTING_FILE, pass_settings
+from relabel.cli.options import EXISTING_FILE, dataset_option, pass_settings
 from relabel.settings import Settings
 
 
@@ -39,7 +39,7 @@ def decisions() -> None:
     help="NAME: every decision is NAME's. ID=NAME (repeatable): store the file's user ID (Label Studio's numeric "
     "completed_by) as studio user NAME; users not listed keep the name the file gives.",
 )
-@click.option("--dataset", help="Dataset name (default: the only one).")
+@dataset_option()
 @click.option(
     "--empty-as",
     type=click.Choice(["none-fit", "unclear"]),

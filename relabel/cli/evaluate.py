@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from relabel.cli.choices import registry_option
+from relabel.cli.options import dataset_option
 from relabel.cli.suggest import model_option
 from relabel.settings import Settings
 
@@ -14,7 +15,7 @@ OUT_DIR = click.Path(file_okay=False, path_type=Path)
 
 
 @click.group(invoke_without_command=True)
-@click.option("--dataset", help="Dataset name (default: the only one).")
+@dataset_option()
 @click.option("--run", "runs", multiple=True, help="Model run to score; repeat for several (default: every run).")
 @click.option(
     "--reference",
@@ -122,7 +123,7 @@ def evaluate(
 
 @evaluate.command("robustness")
 @model_option
-@click.option("--dataset", help="Dataset name (default: the only one).")
+@dataset_option()
 @click.option("--limit", type=int, help="At most N images (in the seeded order).")
 @click.option(
     "--perturbations", default="all", show_default=True, help="Comma-separated names, or all (those the model reads)."

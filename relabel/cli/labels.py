@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from relabel.cli.options import EXISTING_FILE, pass_settings
+from relabel.cli.options import EXISTING_FILE, dataset_option, pass_settings
 from relabel.cli.render import counts
 from relabel.settings import Settings
 
@@ -32,7 +32,7 @@ def labels() -> None:
     help="real: ReaL real.json; shankar: multi-label CSV; mturk: cleanlab vote JSON; csv/jsonl: image,labels.",
 )
 @click.option("--name", help="Source name (default: the format's name).")
-@click.option("--dataset", help="Dataset name (default: the only one).")
+@dataset_option()
 @click.option("--skip-unknown", is_flag=True, help="Import rows for images the dataset has; skip the rest.")
 @click.option("--replace", is_flag=True, help="Replace an existing source of the same name.")
 @pass_settings
@@ -89,7 +89,7 @@ def predictions() -> None:
     "cleanlab and calibration; `relabel predictions scores RUN --out FILE.npz` gives them back.",
 )
 @click.option("--quiet", is_flag=True, help="Do not show each step on stderr.")
-@click.option("--dataset", help="Dataset name (default: the only one).")
+@dataset_option()
 @click.option("--skip-unknown", is_flag=True, help="Import rows for images the dataset has; skip the rest.")
 @click.option(
     "--replace",
@@ -147,7 +147,7 @@ def predictions_import(
 @predictions.command("scores")
 @click.argument("run")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="The .npz to write.")
-@click.option("--dataset", help="Dataset name (default: the only one).")
+@dataset_option()
 @pass_settings
 def predictions_scores(settings: Settings, run: str, out: Path, dataset: str | None) -> None:
     """Write a run's full score vectors (imported with --keep-scores) to an .npz, in the dataset's image order:

@@ -6,13 +6,13 @@ import json
 
 import click
 
-from relabel.cli.options import pass_settings
+from relabel.cli.options import dataset_option, pass_settings
 from relabel.review_plan import REVIEW_RESIDUAL, STABILITY, TARGET_HALFWIDTH
 from relabel.settings import Settings
 
 
 @click.command("plan")
-@click.option("--dataset", help="Dataset name (default: the only one).")
+@dataset_option()
 @click.option(
     "--snapshot", help="A snapshot whose consensus read votes (default: the newest such snapshot of the dataset)."
 )

@@ -6,12 +6,12 @@ import json
 
 import click
 
-from relabel.cli.options import pass_settings
+from relabel.cli.options import dataset_option, pass_settings
 from relabel.settings import Settings
 
 
 @click.command("queue")
-@click.option("--dataset", help="Dataset name (default: the only one).")
+@dataset_option()
 @click.option("--limit", type=int, default=20, show_default=True, help="How many images to list.")
 @click.option(
     "--overlap", type=int, default=1, show_default=True, help="Annotators per image, as `relabel serve --overlap`."

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from relabel.cli.options import pass_settings
+from relabel.cli.options import dataset_option, pass_settings
 from relabel.settings import Settings
 
 
@@ -46,7 +46,7 @@ def _names(values: tuple[str, ...]) -> list[str]:
     "--keep-original", type=float, default=0.5, show_default=True, help="Posterior ImGT's class needs; 0: off."
 )
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="Write the curves here.")
-@click.option("--dataset", help="Dataset name (default: the only one).")
+@dataset_option()
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @pass_settings
 def simulate_review(

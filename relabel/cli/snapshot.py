@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from relabel.cli.choices import RegistryChoice, lazy_entries, registry_option
-from relabel.cli.options import pass_settings
+from relabel.cli.options import dataset_option, pass_settings
 from relabel.cli.render import counts
 from relabel.settings import Settings
 
@@ -27,7 +27,7 @@ def snapshot() -> None:
 
 @snapshot.command("create")
 @click.argument("name")
-@click.option("--dataset", help="Dataset name (default: the only one).")
+@dataset_option()
 @click.option(
     "--base",
     default="imgt",
@@ -187,7 +187,7 @@ def consensus_line(c: dict[str, Any] | None) -> str:
 
 
 @snapshot.command("list")
-@click.option("--dataset", help="Dataset name (default: the only one).")
+@dataset_option()
 @pass_settings
 def snapshot_list(settings: Settings, dataset: str | None) -> None:
     """List snapshots, oldest first.
@@ -209,7 +209,7 @@ def snapshot_list(settings: Settings, dataset: str | None) -> None:
 @click.argument("name")
 @registry_option("--format", "fmt", entries="relabel.exports:export_summaries", required=True, help="{entries}.")
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="Output file (hf: a new or empty folder).")
-@click.option("--dataset", help="Dataset name (default: the only one).")
+@dataset_option()
 @click.option(
     "--image-root",
     help="label-studio: folder or URL written before each image path (e.g. /data/local-files/?d=val/); default: "
@@ -270,7 +270,7 @@ def snapshot_export(
 @snapshot.command("diff")
 @click.argument("a")
 @click.argument("b")
-@click.option("--dataset", help="Dataset name (default: the only one).")
+@dataset_option()
 @click.option("--limit", type=int, default=20, show_default=True, help="Changed images to list (0: none).")
 @pass_settings
 def snapshot_diff(settings: Settings, a: str, b: str, dataset: str | None, limit: int) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from relabel.cli.choices import registry_option
-from relabel.cli.options import pass_settings
+from relabel.cli.options import dataset_option, pass_settings
 from relabel.settings import Settings
 from relabel.suggest.failures import STOP_AFTER_FAILURES
 
@@ -42,7 +42,7 @@ model_option = registry_option(
     "relabel or another run's top-1 without it).",
 )
 @click.option("--limit", type=int, help="At most N images (in the seeded order).")
-@click.option("--dataset", help="Dataset name (default: the only one).")
+@dataset_option()
 @click.option("--concurrency", type=int, default=8, show_default=True, help="Requests in flight (API models).")
 @click.option(
     "--max-retries",

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from relabel.cli.choices import RegistryChoice, lazy_entries
-from relabel.cli.options import EXISTING_FILE, pass_settings
+from relabel.cli.options import EXISTING_FILE, dataset_option, pass_settings
 from relabel.cli.render import counts
 from relabel.settings import Settings
 
@@ -39,7 +39,7 @@ def votes() -> None:
     "per image); long: CSV/JSONL of worker,image,label,answer or worker,image,labels.",
 )
 @click.option("--name", help="Vote source name (default: the format's name).")
-@click.option("--dataset", help="Dataset name (default: the only one).")
+@dataset_option()
 @click.option("--replace", is_flag=True, help="Replace an existing vote source of the same name.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @pass_settings
@@ -67,7 +67,7 @@ def votes_import(
 
 
 @votes.command("list")
-@click.option("--dataset", help="Dataset name (default: the only one).")
+@dataset_option()
 @pass_settings
 def votes_list(settings: Settings, dataset: str | None) -> None:
     """List the imported vote sources.
@@ -102,7 +102,7 @@ def vote_options(command: Command) -> Command:
     """The options that choose which votes a command reads."""
     for option in reversed(
         [
-            click.option("--dataset", help="Dataset name (default: the only one)."),
+            dataset_option(),
             click.option(
                 "--sources",
                 multiple=True,
