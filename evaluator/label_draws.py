@@ -20,16 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from evaluator.paired import JointBootstrap
+from evaluator.posteriors import Posteriors
 
 BLOCK_VALUES = 262_144  # sampled (draw, image) pairs handled at once per run: 1 MB of float32, held in cache
-
-if TYPE_CHECKING:  # label_uncertainty imports this module
-    from evaluator.label_uncertainty import Posteriors
 
 
 @dataclass(frozen=True, eq=False)

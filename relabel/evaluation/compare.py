@@ -27,40 +27,9 @@ from evaluator.paired import JointBootstrap, PairedDifference, paired_many
 from evaluator.ranking import RankingShift, RankInterval, rank_intervals, ranking_shift
 from evaluator.scoring import image_outcomes
 from relabel.evaluation.references import Reference
+from relabel.evaluation.result_parts import Cell, Outcomes
 from relabel.evaluation.runs import RunPredictions, align
 from relabel.evaluation.scoring import subset_labels
-
-Cell = tuple[str, str]  # (run, reference)
-
-
-@dataclass(frozen=True, eq=False)
-class Outcomes:
-    """Top-1 outcomes per image: `correct` and `scored` are bool (n_runs, n_references, n_images) over
-    `image_ids`, the sorted union of the references' images. An image outside a reference, not predicted by the
-    run, excluded by the reference or lost to an infrastructure error is not scored; a failed reply is scored,
-    and wrong."""
-
-    image_ids: np.ndarray
-    runs: tuple[str, ...]
-    references: tuple[str, ...]
-    correct: np.ndarray
-    scored: np.ndarray
-
-    def cell(self, run: str, reference: str) -> tuple[np.ndarray, np.ndarray]:
-        """(correct, scored) of one run under one reference, (n_images,) each."""
-        i, j = self.runs.index(run), self.references.index(reference)
-        return self.correct[i, j], self.scored[i, j]
-
-    def resampled_top1(self, n_boot: int, seed: int, cells: Sequence[Cell] | None = None) -> dict[Cell, np.ndarray]:
-        """{(run, reference): (n_boot,) top-1 in each resample}: every cell on its own scored images, all cells
-        from the same joint resamples of `image_ids` (`evaluator.paired.JointBootstrap`), so a statistic built
-        from several cells (a mean over references, a difference between models) gets its interval from the
-        percentiles of the same statistic over the resamples. NaN where a resample holds none of a cell's images."""
-        wanted = list(cells) if cells is not None else [(r, f) for r in self.runs for f in self.references]
-        index = [(self.runs.index(r), self.references.index(f)) for r, f in wanted]
-        rows = [i for i, _ in index], [j for _, j in index]
-        means = JointBootstrap(len(self.image_ids), n_boot, seed).means(self.correct[rows], self.scored[rows])
-        return {cell: means[:, k] for k, cell in enumerate(wanted)}
 
 
 def build_outcomes(runs: Sequence[RunPredictions], references: Sequence[Reference]) -> Outcomes:

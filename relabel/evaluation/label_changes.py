@@ -20,45 +20,15 @@ one original label.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
-from evaluator.decomposition import DifferenceParts, decompose_difference
+from evaluator.decomposition import decompose_difference
 from evaluator.per_class import per_class_shift
-from relabel.evaluation.compare import Outcomes
 from relabel.evaluation.references import Reference
+from relabel.evaluation.result_parts import ClassShiftRow, LabelChange, Outcomes
 
 TOP_CLASSES = 10  # classes shown per direction (largest gains, largest losses)
-
-
-@dataclass(frozen=True)
-class ClassShiftRow:
-    """One class of the original label: top-1 under the first reference (a) and under the other (b) on its
-    images in common, the difference b − a and its 95 % paired bootstrap interval (None: not computed)."""
-
-    class_index: int
-    name: str
-    n_images: int
-    accuracy_a: float
-    accuracy_b: float
-    difference: float
-    ci_low: float | None
-    ci_high: float | None
-
-
-@dataclass(frozen=True)
-class LabelChange:
-    """One run under one reference against the first reference (`baseline`) on their images in common."""
-
-    run: str
-    reference: str
-    baseline: str
-    parts: DifferenceParts
-    baseline_by_construction: bool  # baseline top-1 is 0 or 100 % on these images, not on all of the run's
-    n_classes: int  # classes of the original label with images in common
-    gains: tuple[ClassShiftRow, ...] = ()  # largest differences first (positive only)
-    losses: tuple[ClassShiftRow, ...] = ()  # most negative first
 
 
 def label_changes(

@@ -27,7 +27,6 @@ numbers it would get alone.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 from sqlalchemy import select
@@ -35,48 +34,19 @@ from sqlmodel import Session, col
 
 from db.models import Dataset, LabelSource, stored_id
 from evaluator import LabelSets
-from evaluator.label_uncertainty import Posteriors, UncertainScore, base_error_rate
+from evaluator.label_uncertainty import UncertainScore, base_error_rate
+from evaluator.posteriors import Posteriors
 from evaluator.scoring import multilabel_accuracy
 from relabel.aggregation import METHODS, Aggregate, aggregate, decide
 from relabel.errors import InputError, NotFoundError
 from relabel.evaluation.cells import NA, Table, pct, span
 from relabel.evaluation.references import SOURCE, Reference, read_source_labels
+from relabel.evaluation.result_parts import LabelSensitivity, SensitivityRow
 from relabel.evaluation.runs import Aligned, RunPredictions, align
 from relabel.evaluation.scoring import score_uncertain_runs
 from relabel.votes import VoteTable, collect_votes
 
 AGGREGATION, SOURCE_KIND, UNRATED = "aggregation", "label source", "unrated images"
-
-
-@dataclass(frozen=True)
-class SensitivityRow:
-    """One way of making the labels: `top1` in [0, 1] (expected over label draws, or plain against a source), its
-    95 % interval (labels + images; a source's: Wilson), the labels-only interval (None for a source) and the
-    images scored (per draw on average)."""
-
-    labels: str  # a method name, "source:NAME", or "unrated certain" / "unrated at base error"
-    kind: str  # AGGREGATION, SOURCE_KIND or UNRATED
-    top1: float
-    ci_low: float | None
-    ci_high: float | None
-    label_ci_low: float | None
-    label_ci_high: float | None
-    n_images: float
-
-
-@dataclass(frozen=True)
-class LabelSensitivity:
-    """The rows of one run against one probabilistic snapshot; `n_unrated` images of the run rest on
-    `base_source` alone, whose labels are wrong on a share `base_error_rate` of the rated images."""
-
-    run: str
-    reference: str
-    rule: str  # the snapshot's own consensus rule
-    n_unrated: int
-    base_source: str | None
-    base_error_rate: float
-    rows: tuple[SensitivityRow, ...]
-    note: str = ""  # why a method row is missing or may differ from the snapshot's own posteriors
 
 
 def label_sensitivity(

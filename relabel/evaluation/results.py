@@ -18,15 +18,12 @@ from evaluator.paired import PairedDifference
 from evaluator.ranking import RankingShift, RankInterval
 from evaluator.scoring import Score
 from relabel.evaluation.references import ReferenceInfo
+from relabel.evaluation.result_parts import LabelChange, LabelSensitivity, Outcomes, RobustnessOutcomes
 from relabel.evaluation.runs import RunInfo
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from relabel.evaluation.compare import Outcomes
-    from relabel.evaluation.label_changes import LabelChange
-    from relabel.evaluation.label_sensitivity import LabelSensitivity
-    from relabel.evaluation.robustness_outcomes import RobustnessOutcomes
     from relabel.evaluation.tasks import TaskTables
 
 DEFINITIONS = {

@@ -18,66 +18,15 @@ kept read back with `outcomes = None`: their RR has no interval.
 
 from __future__ import annotations
 
-import base64
-import binascii
-from dataclasses import dataclass
-from typing import Any
-
 import numpy as np
 
 from evaluator.scoring import image_outcomes
-from relabel.errors import InputError
 from relabel.evaluation.references import Reference
+from relabel.evaluation.result_parts import RobustnessOutcomes
 from relabel.evaluation.runs import RunPredictions, align
 from relabel.evaluation.scoring import subset_labels
 
 CLEAN = "clean"
-ENCODING = "base64 of numpy.packbits(mask, bitorder='little'): bit i is image_ids[i]"
-
-
-@dataclass(frozen=True, eq=False)
-class RobustnessOutcomes:
-    """Per image and condition: errors (n_conditions, n_images) bool, and per reference name the scored and
-    correct masks of the same shape. `image_ids` sorted ascending; `conditions` "clean", then "name/severity"."""
-
-    image_ids: np.ndarray
-    conditions: tuple[str, ...]
-    errors: np.ndarray
-    scored: dict[str, np.ndarray]
-    correct: dict[str, np.ndarray]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "image_ids": [int(i) for i in self.image_ids],
-            "conditions": list(self.conditions),
-            "encoding": ENCODING,
-            "errors": _encode(self.errors),
-            "references": {
-                name: {"scored": _encode(self.scored[name]), "correct": _encode(self.correct[name])}
-                for name in self.scored
-            },
-        }
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any], expected: tuple[str, ...] | None = None) -> RobustnessOutcomes:
-        """Outcomes back from `to_json`; InputError naming the part that is missing, unreadable or does not match
-        the image ids, or (with `expected`) the conditions of the run's grid."""
-        try:
-            ids = np.asarray(d["image_ids"], dtype=np.int64)
-            conditions = tuple(str(c) for c in d["conditions"])
-            shape = (len(conditions), len(ids))
-            refs = d.get("references") or {}
-            if expected is not None and conditions != expected:
-                raise InputError(f"robustness outcomes: conditions {list(conditions)} are not the grid's")
-            return cls(
-                ids,
-                conditions,
-                _decode(d["errors"], shape, "errors"),
-                {name: _decode(m["scored"], shape, f"{name} scored") for name, m in refs.items()},
-                {name: _decode(m["correct"], shape, f"{name} correct") for name, m in refs.items()},
-            )
-        except (KeyError, TypeError, ValueError, binascii.Error) as exc:
-            raise InputError(f"robustness outcomes unreadable ({type(exc).__name__}: {exc})") from exc
 
 
 def condition_names(perturbations: tuple[str, ...], severities: tuple[int, ...]) -> tuple[str, ...]:
@@ -107,19 +56,3 @@ def robustness_outcomes(
     failed = [np.zeros(shape[1], bool) if run.failed is None else run.failed for run in passes]
     errors = np.stack([~run.ok & ~f for run, f in zip(passes, failed)])
     return RobustnessOutcomes(np.asarray(image_ids, np.int64), conditions, errors, scored, correct)
-
-
-def _encode(mask: np.ndarray) -> list[str]:
-    return [base64.b64encode(np.packbits(row, bitorder="little").tobytes()).decode("ascii") for row in mask]
-
-
-def _decode(rows: list[str], shape: tuple[int, int], what: str) -> np.ndarray:
-    if len(rows) != shape[0]:
-        raise InputError(f"robustness outcomes {what}: {len(rows)} conditions, expected {shape[0]}")
-    out = np.zeros(shape, bool)
-    for i, text in enumerate(rows):
-        bits = np.unpackbits(np.frombuffer(base64.b64decode(text, validate=True), np.uint8), bitorder="little")
-        if len(bits) != 8 * -(-shape[1] // 8) or bits[shape[1] :].any():
-            raise InputError(f"robustness outcomes {what}, condition {i}: does not hold {shape[1]} images")
-        out[i] = bits[: shape[1]].astype(bool)
-    return out

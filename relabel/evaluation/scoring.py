@@ -7,7 +7,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from evaluator import EvaluationError, LabelSets
-from evaluator.label_uncertainty import Posteriors, UncertainScore, uncertain_accuracies
+from evaluator.label_uncertainty import UncertainScore, uncertain_accuracies
+from evaluator.posteriors import Posteriors
 from evaluator.scoring import accuracy_by_category, mean_per_class_accuracy, multilabel_accuracy
 from relabel.errors import InputError
 from relabel.evaluation.references import Reference
