@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, TypeGuard
 
+from db.enums import PredictionStatus
 from relabel.errors import InputError, brief, examples
 from relabel.tables import check_label_count, label_tokens
 from relabel.vocabulary import Vocabulary
@@ -27,6 +28,15 @@ class LabelRow:
     extra: dict[str, Any] | None = None
     where: str = ""  # file:line, for error messages
     original: int | None = None  # the image's original label as the file states it; checked against ImGT
+
+
+@dataclass
+class PredictionRow(LabelRow):
+    """A row of a prediction file: its top classes (`certainty`: their scores), and whether the model answered."""
+
+    status: PredictionStatus = PredictionStatus.ok
+    reason: str = ""  # why a prediction failed (status error)
+    raw_output: str = ""
 
 
 VAL_PREFIX = "ILSVRC2012_val_"

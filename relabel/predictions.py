@@ -24,7 +24,7 @@ from db.models import Annotation, Image, ModelRun, Prediction, stored_id
 from relabel import __version__
 from relabel.bulk_import import matched_rows, replace_existing, store_run
 from relabel.errors import ConflictError, InputError, brief, unknown_name
-from relabel.import_rows import LabelRow, image_key, resolve_labels, resolve_rows
+from relabel.import_rows import PredictionRow, image_key, resolve_labels, resolve_rows
 from relabel.row_store import store_predictions
 from relabel.stages import stage
 from relabel.tables import LABEL_SEPARATORS, TableSchema, read_records
@@ -36,13 +36,6 @@ if TYPE_CHECKING:  # numpy is imported by the array formats alone: a CSV or JSON
     from relabel.score_vectors import ScoreMatrix
 
 NPY_TOP_K = 5  # a score matrix is stored as its top-5 classes and their scores
-
-
-@dataclass
-class PredictionRow(LabelRow):
-    status: PredictionStatus = PredictionStatus.ok
-    reason: str = ""
-    raw_output: str = ""
 
 
 STATUSES = {s.value: s for s in PredictionStatus}

@@ -23,8 +23,7 @@ if TYPE_CHECKING:
     from sqlalchemy import Column
     from sqlalchemy.engine import Connection
 
-    from relabel.import_rows import LabelRow
-    from relabel.predictions import PredictionRow
+    from relabel.import_rows import LabelRow, PredictionRow
 
 LABEL_COLUMNS = ("source_id", "image_id", "classes", "certainty", "category", "extra")
 PREDICTION_COLUMNS = ("run_id", "image_id", "status", "reason", "raw_output", "classes", "scores", "created_at")
