@@ -26,16 +26,25 @@ efficiency (E)
     the measures known for the model; a measure nobody could take (the memory or FLOPs of a model behind an API)
     is unknown and enters no term. No measure known: E is unknown.
 overall
-    Σ w_j · part_j / Σ w_j over the four parts; equal weights by default. Weights are non-negative, finite and
-    not all 0; they are normalised to sum to 1. `overall_of_resamples` takes each part's resamples (or one fixed
-    value per model, as E: a measurement, not a sample of images) and gives the overall score of each resample,
-    whose ranks `evaluator.ranking.rank_intervals` reads.
+    Σ w_j · part_j / Σ w_j over the parts in `RELIABILITY_PARTS`; equal weights by default. Weights name every
+    part (0 leaves one out), are non-negative, finite and not all 0; they are normalised to sum to 1. Weights
+    that leave a part out are refused, naming it: here no default is safe to assume (the CLI's `--weights` fills
+    the parts it does not name with 1, and says so). `overall_of_resamples` takes each part's resamples (or one
+    fixed value per model, as E: a measurement, not a sample of images) and gives the overall score of each
+    resample, whose ranks `evaluator.ranking.rank_intervals` reads.
+
+The parts are a registry, `RELIABILITY_PARTS` (name -> `ReliabilityPart`): its short symbol (the weight's key on
+the command line, the table's column, the plot's label), its help line, how its value and its resamples are read
+from a table row, and whether its interval comes from resampled images or it is held fixed. Everything that lists
+the parts (the overall score, its interval, the ranks, the CLI's help, the tables, the plots) reads the registry,
+so a part is added by registering it (`register_part`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, fields
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -45,8 +54,79 @@ from evaluator.paired import JointBootstrap
 from evaluator.ranking import ranking_shift
 from evaluator.references import check_mask
 
-PARTS = ("capability", "consistency", "robustness", "efficiency")
 MIN_DATASETS = 2  # CDC needs a spread: two datasets at least
+CAPABILITY = "capability"  # the part the overall ranking is compared against (rank by P vs rank by overall)
+Interval = Literal["resampled", "fixed"]
+
+
+@dataclass(frozen=True)
+class ReliabilityPart:
+    """One part of the overall score, as the registry holds it.
+
+    name: its key in weights, values and resamples, and by default the attribute of a table row it is read from.
+    symbol: short name: the weight's key on the command line (`P=1`), the table's column and the plot's label.
+    help: one line saying what it is (the CLI's `--weights` help and the definitions printed with a table).
+    interval: "resampled": a sample of images, whose resamples (n_boot,) a row keeps under `resampled[name]` and
+        which enter the overall score's and the ranks' intervals; "fixed": a measurement, held fixed in every
+        resample (as E).
+    read: how a row gives its value in [0, 1] (None: unknown); default the row's attribute `name`.
+    resample: how a row gives its resamples (None: none); default `row.resampled.get(name)` for "resampled".
+    """
+
+    name: str
+    symbol: str
+    help: str
+    interval: Interval
+    read: Callable[[Any], float | None] | None = None
+    resample: Callable[[Any], np.ndarray | None] | None = None
+
+    def value(self, row: object) -> float | None:
+        """The part's value on `row`, or None when it is unknown."""
+        return self.read(row) if self.read is not None else getattr(row, self.name)
+
+    def resamples(self, row: object) -> np.ndarray | None:
+        """The part's resamples on `row` (n_boot,), or None: always None for a fixed part."""
+        if self.interval == "fixed":
+            return None
+        if self.resample is not None:
+            return self.resample(row)
+        found: Mapping[str, np.ndarray] = getattr(row, "resampled", {})
+        return found.get(self.name)
+
+
+RELIABILITY_PARTS: dict[str, ReliabilityPart] = {}
+
+
+def register_part(part: ReliabilityPart) -> ReliabilityPart:
+    """Add `part` to `RELIABILITY_PARTS`; its name and its symbol (case-insensitive) must be new."""
+    for other in RELIABILITY_PARTS.values():
+        if part.name == other.name or part.symbol.upper() == other.symbol.upper():
+            raise EvaluationError(f"reliability part {part.name!r} ({part.symbol}) is taken by {other.name!r}")
+    if part.interval not in ("resampled", "fixed"):
+        raise EvaluationError(f"reliability part {part.name!r}: interval {part.interval!r}; use resampled or fixed")
+    RELIABILITY_PARTS[part.name] = part
+    return part
+
+
+def parts() -> tuple[ReliabilityPart, ...]:
+    """The registered parts, in registry order."""
+    return tuple(RELIABILITY_PARTS.values())
+
+
+def part_names() -> tuple[str, ...]:
+    """The registered parts' names, in registry order."""
+    return tuple(RELIABILITY_PARTS)
+
+
+def weight_entries() -> dict[str, str]:
+    """symbol -> help line of each part, for the CLI's `--weights` help."""
+    return {p.symbol: p.help for p in RELIABILITY_PARTS.values()}
+
+
+register_part(ReliabilityPart("capability", "P", "capability, top-1 on the evaluated dataset", "resampled"))
+register_part(ReliabilityPart("consistency", "CDC", "cross-dataset consistency (the ARGUS formula)", "resampled"))
+register_part(ReliabilityPart("robustness", "RR", "robustness retention under perturbations", "resampled"))
+register_part(ReliabilityPart("efficiency", "E", "efficiency against fixed budgets (held fixed)", "fixed"))
 
 
 @dataclass(frozen=True)
@@ -92,18 +172,36 @@ class EfficiencyScore:
     terms: dict[str, float]
 
 
-@dataclass(frozen=True)
-class ReliabilityParts:
-    """The four parts of one model, each in [0, 1]."""
+class ReliabilityParts(Mapping[str, float]):
+    """The parts of one model, each in [0, 1]: positional in registry order, or by name (`capability=0.8`).
 
-    capability: float
-    consistency: float
-    robustness: float
-    efficiency: float
+    A part may be left out; the overall score needs every part whose weight is not 0.
+    """
 
-    def __post_init__(self) -> None:
-        for name in PARTS:
-            _check_unit(np.asarray(getattr(self, name), dtype=np.float64), name)
+    def __init__(self, *values: float, **named: float) -> None:
+        names = part_names()
+        if len(values) > len(names):
+            raise EvaluationError(f"{len(values)} parts given; the registered parts are {', '.join(names)}")
+        twice = sorted(set(names[: len(values)]) & set(named))
+        unknown = sorted(set(named) - set(names))
+        if twice or unknown:
+            raise EvaluationError(f"parts {', '.join(twice or unknown)}: given twice or not registered "
+                                  f"(parts: {', '.join(names)})")  # fmt: skip
+        self._values = {**dict(zip(names, values)), **named}
+        for name, value in self._values.items():
+            _check_unit(np.asarray(value, dtype=np.float64), name)
+
+    def __getitem__(self, name: str) -> float:
+        return self._values[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"ReliabilityParts({', '.join(f'{k}={v!r}' for k, v in self._values.items())})"
 
 
 @dataclass(frozen=True)
@@ -142,7 +240,7 @@ class ReliabilityTable:
     def as_records(self) -> list[dict[str, object]]:
         """One flat dict per row, for a CSV writer or a data frame."""
         return [
-            {"name": r.name, **asdict(r.parts), "overall": r.overall, "rank_by_capability": r.rank_by_capability,
+            {"name": r.name, **r.parts, "overall": r.overall, "rank_by_capability": r.rank_by_capability,
              "rank_by_overall": r.rank_by_overall, "shift": r.shift}
             for r in self.rows
         ]  # fmt: skip
@@ -250,13 +348,11 @@ def efficiency(measurement: EfficiencyMeasurement, budgets: EfficiencyBudgets = 
     return _compute_efficiency(values, budgets)
 
 
-def overall(
-    capability: float, consistency: float, robustness: float, efficiency: float,
-    weights: Mapping[str, float] | None = None,
-) -> float:  # fmt: skip
-    """Weighted mean in [0, 1] of the four parts; `weights` maps each name in PARTS to a weight (default equal)."""
-    parts = ReliabilityParts(capability, consistency, robustness, efficiency)
-    return _compute_overall(parts, _check_weights(weights))
+def overall(parts: Mapping[str, float], weights: Mapping[str, float] | None = None) -> float:
+    """Weighted mean in [0, 1] of `parts` (part name -> value in [0, 1], every part whose weight is not 0);
+    `weights` maps each registered part's name to a weight (default equal; module docstring)."""
+    given = parts if isinstance(parts, ReliabilityParts) else ReliabilityParts(**parts)
+    return _compute_overall(given, _check_weights(weights))
 
 
 def overall_of_resamples(
@@ -264,12 +360,15 @@ def overall_of_resamples(
 ) -> np.ndarray:
     """The overall score of each resample → (n_boot, n_models).
 
-    `parts` maps each name in PARTS to its resamples (n_boot, n_models), or to one fixed value per model
+    `parts` maps each registered part's name to its resamples (n_boot, n_models), or to one fixed value per model
     (n_models,), as E is (a measurement, not a sample of images); a part whose weight is 0 may be None or left
     out. Values in [0, 1]; a NaN resample gives a NaN overall score there.
     """
     w = _check_weights(weights)
-    needed = [name for name, weight in zip(PARTS, w) if weight > 0]
+    unknown = sorted(set(parts) - set(w))
+    if unknown:
+        raise EvaluationError(f"parts {', '.join(unknown)} are not registered (parts: {', '.join(w)})")
+    needed = [name for name, weight in w.items() if weight > 0]
     missing = [name for name in needed if parts.get(name) is None]
     if missing:
         raise EvaluationError(f"parts {', '.join(missing)} have a non-zero weight and no values")
@@ -282,11 +381,9 @@ def overall_of_resamples(
     if len(shape) != 2:
         raise EvaluationError(f"parts must give (n_boot, n_models) scores, got shape {shape}")
     total = np.zeros(shape)
-    for name, weight in zip(PARTS, w):
-        if weight > 0:
-            values = arrays[name]
-            _check_unit(np.where(np.isnan(values), 0.0, values), f"resampled {name}")  # NaN: a resample without images
-            total += weight * values
+    for name, values in arrays.items():
+        _check_unit(np.where(np.isnan(values), 0.0, values), f"resampled {name}")  # NaN: a resample without images
+        total += w[name] * values
     return total
 
 
@@ -302,7 +399,10 @@ def compare_rankings(
     w = _check_weights(weights)
     names = list(models)
     scores = {name: _compute_overall(parts, w) for name, parts in models.items()}
-    shift = ranking_shift([models[n].capability for n in names], [scores[n] for n in names], names)
+    lacking = [name for name in names if CAPABILITY not in models[name]]
+    if lacking:
+        raise EvaluationError(f"model {lacking[0]!r}: no {CAPABILITY}, which the overall ranking is compared with")
+    shift = ranking_shift([models[n][CAPABILITY] for n in names], [scores[n] for n in names], names)
     rows = tuple(ReliabilityRow(r.name, models[r.name], scores[r.name], r.rank_a, r.rank_b) for r in shift.rows)
     return ReliabilityTable(rows, shift.kendall_tau)
 
@@ -344,17 +444,25 @@ def _check_unit(arr: np.ndarray, what: str) -> None:
         raise EvaluationError(f"{what}{at} is {float(arr[where])}, outside [0, 1]")
 
 
-def _check_weights(weights: Mapping[str, float] | None) -> np.ndarray:
-    """Weights in PARTS order, normalised to sum 1."""
+def _check_weights(weights: Mapping[str, float] | None) -> dict[str, float]:
+    """Weights by part name in registry order, normalised to sum 1; refused (one line naming the parts) unless
+    they name exactly the registered parts."""
+    names = part_names()
     if weights is None:
-        return np.full(len(PARTS), 1 / len(PARTS))
-    if set(weights) != set(PARTS):
-        odd = sorted(set(weights) ^ set(PARTS))
-        raise EvaluationError(f"weights must name exactly {', '.join(PARTS)}; check {', '.join(odd)}")
-    w = np.array([weights[name] for name in PARTS], dtype=np.float64)
+        return {name: 1 / len(names) for name in names}
+    missing = [name for name in names if name not in weights]
+    unknown = sorted(set(weights) - set(names))
+    if missing or unknown:
+        odd = "; ".join(f"{what} {', '.join(found)}" for what, found in (("missing", missing), ("unknown", unknown))
+                        if found)  # fmt: skip
+        raise EvaluationError(f"weights must name exactly {', '.join(names)} (0 leaves a part out); {odd}")
+    try:
+        w = np.array([weights[name] for name in names], dtype=np.float64)
+    except (TypeError, ValueError):
+        raise EvaluationError(f"weights must be numbers, got {dict(weights)}") from None
     if not np.isfinite(w).all() or (w < 0).any() or w.sum() == 0:
         raise EvaluationError(f"weights must be finite, ≥ 0 and not all 0, got {dict(weights)}")
-    return w / w.sum()
+    return dict(zip(names, (w / w.sum()).tolist()))
 
 
 def _compute_cdc(scores: np.ndarray) -> np.ndarray:
@@ -376,5 +484,9 @@ def _compute_efficiency(values: dict[str, float], budgets: EfficiencyBudgets) ->
     return EfficiencyScore(float(np.mean(list(terms.values()))) if terms else None, terms)
 
 
-def _compute_overall(parts: ReliabilityParts, weights: np.ndarray) -> float:
-    return float(np.dot([getattr(parts, name) for name in PARTS], weights))
+def _compute_overall(parts: Mapping[str, float], weights: Mapping[str, float]) -> float:
+    missing = [name for name, w in weights.items() if w > 0 and name not in parts]
+    if missing:
+        raise EvaluationError(f"parts {', '.join(missing)} have a non-zero weight and no value")
+    # one dot product over every part in registry order (a part of weight 0 counts 0), as the resamples add up
+    return float(np.dot([parts.get(name, 0.0) for name in weights], list(weights.values())))

@@ -26,8 +26,13 @@ OUT_DIR = click.Path(file_okay=False, path_type=Path)
     "cleanest of them (a named snapshot, else the named prior labelling the most images, else imgt; MC runs "
     "against imgt); a snapshot or prior not named is never used.",
 )
-@click.option(
-    "--weights", default="P=1,CDC=1,RR=1,E=1", show_default=True, help="Weights of the reliability overall score."
+@registry_option(
+    "--weights",
+    entries="evaluator.model_reliability:weight_entries",
+    choose=False,
+    default="",
+    help="Weights of the reliability overall score, NAME=NUMBER separated by commas (e.g. P=2,E=0); a part not "
+    "named has weight 1, 0 leaves it out. Parts: {entries}.",
 )
 @click.option(
     "--metric",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from evaluator.corruption_error import CorruptionErrors, alexnet_baseline, corruption_errors
 from relabel.evaluation.cells import Table, pct
+from relabel.evaluation.reliability_intervals import Retention
 from relabel.evaluation.reliability_text import retention_line
 from relabel.evaluation.results import RobustnessResult
 
@@ -72,10 +73,11 @@ def corruption_error_table(result: RobustnessResult, reference: str) -> Table | 
     return ["corruption", "CE %", "relative CE %"], rows
 
 
-def retention_and_ce_line(result: RobustnessResult, reference: str) -> str:
-    """RR with its interval (`retention_line`), then mCE and relative mCE (or why not) for ImageNet-C runs."""
-    ce = corruption_error_line(result, reference)
-    return f"{retention_line(result, reference)}; {ce}" if ce else retention_line(result, reference)
+def retention_and_ce_line(result: RobustnessResult, retention: Retention) -> str:
+    """RR with its interval (`retention_line`), then mCE and relative mCE (or why not) for ImageNet-C runs; both
+    against `retention.reference`."""
+    ce = corruption_error_line(result, retention.reference)
+    return f"{retention_line(retention)}; {ce}" if ce else retention_line(retention)
 
 
 def corruption_error_section(result: RobustnessResult, reference: str) -> tuple[str, str, Table] | None:

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 import numpy as np
 
-from relabel.evaluation.results import Evaluation, ReliabilityTable, RobustnessResult
+from evaluator.model_reliability import parts
+from relabel.evaluation.results import Evaluation, ReliabilityRow, ReliabilityTable, RobustnessResult
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -183,12 +184,14 @@ def robustness_curves(results: Sequence[RobustnessResult], reference: str = "img
 
 @_plain_text
 def reliability_parts(table: ReliabilityTable) -> bytes:
-    """P, CDC, RR, E and the overall score of each row (run, protocol); unknown parts are marked n/a."""
+    """Each registered part (P, CDC, RR, E, labelled by symbol) and the overall score of each row (run, protocol);
+    unknown parts are marked n/a."""
     models = [f"{r.run} ({r.protocol})" for r in table.rows]
-    parts = {"P": "capability", "CDC": "consistency", "RR": "robustness", "E": "efficiency", "overall": "overall"}
+    read: dict[str, Callable[[ReliabilityRow], float | None]] = {p.symbol: p.value for p in parts()}
+    read["overall"] = lambda row: row.overall
     series = {
-        label: np.array([np.nan if getattr(r, attr) is None else 100 * getattr(r, attr) for r in table.rows])
-        for label, attr in parts.items()
+        label: np.array([np.nan if (v := value(r)) is None else 100 * v for r in table.rows])
+        for label, value in read.items()
     }
     fig = _figure(8, 1.4 + 0.9 * len(models))
     ax = fig.add_subplot()

@@ -42,7 +42,7 @@ from sqlmodel import Session
 
 from db.models import Dataset
 from evaluator.intervals import wilson_interval
-from evaluator.model_reliability import BUDGETS, consistency_of_resamples, cross_dataset_consistency
+from evaluator.model_reliability import BUDGETS, consistency_of_resamples, cross_dataset_consistency, parts
 from evaluator.paired import paired_many
 from relabel.errors import InputError
 from relabel.evaluation.dataset_scores import (
@@ -56,7 +56,7 @@ from relabel.evaluation.dataset_scores import (
 )
 from relabel.evaluation.references import Reference
 from relabel.evaluation.reliability_intervals import interval, uncertainty
-from relabel.evaluation.reliability_ranks import DEFAULT_WEIGHTS, WEIGHT_NAMES, TaskImages, rank_rows
+from relabel.evaluation.reliability_ranks import TaskImages, complete_weights, default_weights, rank_rows, weight_names
 from relabel.evaluation.reliability_robustness import with_robustness
 from relabel.evaluation.results import DatasetScore, NoiseSensitivity, ReliabilityRow, ReliabilityTable
 from relabel.evaluation.runs import RunPredictions, load_run
@@ -100,18 +100,25 @@ DEFINITIONS = {
 }
 
 
+def definitions() -> dict[str, str]:
+    """`DEFINITIONS`, with the help line of each registered part they do not define, before the overall score."""
+    added = {p.name: f"{p.symbol}: {p.help}" for p in parts() if p.name not in DEFINITIONS}
+    head = {k: v for k, v in DEFINITIONS.items() if k not in ("overall", "ranks")}
+    return {**head, **added, "overall": DEFINITIONS["overall"], "ranks": DEFINITIONS["ranks"]}
+
+
 def parse_weights(text: str | None) -> dict[str, float]:
-    """`P=1,CDC=1,RR=0.5,E=0` as a dict; parts not named keep weight 1. Raises InputError for a bad entry."""
-    weights = dict(DEFAULT_WEIGHTS)
+    """`P=1,CDC=1,RR=0.5,E=0` as a dict keyed by the parts' symbols (`evaluator.model_reliability.RELIABILITY_PARTS`);
+    parts not named keep weight 1. Raises InputError for a bad entry."""
+    names = weight_names()
+    weights = default_weights()
     for item in (text or "").split(","):
         if not item.strip():
             continue
         key, sep, value = item.partition("=")
         key = key.strip().upper()
-        if not sep or key not in WEIGHT_NAMES:
-            raise InputError(
-                f"weight {item.strip()!r}: expected NAME=NUMBER with NAME one of {', '.join(WEIGHT_NAMES)}"
-            )
+        if not sep or key not in names:
+            raise InputError(f"weight {item.strip()!r}: expected NAME=NUMBER with NAME one of {', '.join(names)}")
         try:
             weights[key] = float(value)
         except ValueError:
@@ -135,8 +142,9 @@ def build_reliability(
 ) -> ReliabilityTable:
     """The reliability table of `runs` (runs of `dataset`) against the cleanest of `references` (those the command
     named); `n_boot` resamples give the intervals of CDC, RR, the label-noise sensitivity, the overall score and
-    the ranks (0: none; `reliability_intervals`)."""
-    weights = dict(weights or DEFAULT_WEIGHTS)
+    the ranks (0: none; `reliability_intervals`). `weights` are keyed by the parts' symbols (P, CDC, RR, E); a part
+    they do not name has weight 1, as on the command line."""
+    weights = complete_weights(weights)
     by_task: dict[str, dict[str, RunPredictions]] = {}
     for run in runs:
         by_task.setdefault(task_of(run.info.protocol), {})[run.info.name] = run
@@ -153,7 +161,7 @@ def build_reliability(
     ranked = rank_rows(rows, anchors, weights, notes, n_boot)
     return ReliabilityTable(
         tuple(ranked.rows), dict(weights), ranked.kendall_tau, tuple(notes), TITLE, METHOD, asdict(BUDGETS),
-        uncertainty(n_boot), DEFINITIONS, ranked.common,
+        uncertainty(n_boot), definitions(), ranked.common,
     )  # fmt: skip
 
 

@@ -13,6 +13,11 @@ Every part that is a sample of images is resampled, and every row of a task sees
   resamples, and its RR no interval;
 - E is held fixed: it is a measurement (latency, memory, FLOPs, cost), not a sample of images.
 
+Which parts are resampled and which held fixed is read from the registry of parts
+(`evaluator.model_reliability.RELIABILITY_PARTS`, each part's `interval`), as is how a row gives its value and its
+resamples. `retention_of` gives a robustness run's RR with its interval for the robustness report, computed here
+so that the text only prints it.
+
 Resample b of a row's overall score is Σ w_j · part_j[b] with each of its own parts' resample b. The ranks by P
 and by overall are taken within each resample among the task's rows with an overall score, P on the common images
 in place of the row's own; their 95 % percentile intervals (and that of places gained) are read by
@@ -26,15 +31,42 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from evaluator.model_reliability import PARTS, overall_of_resamples, resampled_retention
+from evaluator.model_reliability import CAPABILITY, ReliabilityPart, overall_of_resamples, parts, resampled_retention
 from evaluator.paired import percentile_interval
 from evaluator.ranking import rank_intervals
 from relabel.evaluation.results import ReliabilityRow, RobustnessResult
 from relabel.evaluation.robustness_outcomes import RobustnessOutcomes
+
+RETENTION_BOOT, RETENTION_SEED = 1000, 0  # `relabel evaluate`'s defaults, so that both show the same interval
+
+
+@dataclass(frozen=True)
+class Retention:
+    """RR of a robustness run against one reference, with its 95 % percentile interval over `n_boot` resamples of
+    the run's images (None for a run stored without per-image outcomes)."""
+
+    reference: str
+    value: float
+    ci: tuple[float, float] | None
+    n_boot: int
+
+
+def retention_of(
+    result: RobustnessResult, reference: str, n_boot: int = RETENTION_BOOT, seed: int = RETENTION_SEED
+) -> Retention:
+    """RR of `result` against `reference` (one of its grid's references) with its interval: clean and perturbed
+    resampled with the same images, as the reliability table does (`robustness_resamples`)."""
+    resampled, _ = robustness_resamples({"run": result}, lambda _: reference, n_boot, seed)
+    return Retention(reference, result.retention[reference], interval(resampled.get("run")), n_boot)
+
+
+def retentions_of(result: RobustnessResult) -> dict[str, Retention]:
+    """`retention_of` against each reference of `result`'s grid, in grid order, with the default resamples."""
+    return {reference: retention_of(result, reference) for reference in result.grid}
 
 
 def robustness_resamples(
@@ -97,16 +129,29 @@ def with_overall_intervals(
     rows = {r.run: r for r in members}
     if not n_boot or not complete:
         return list(members), []
-    needed = [k for k in PARTS if weights[k] > 0 and k != "efficiency"]
-    missing = {run: [k for k in needed if k not in rows[run].resampled] for run in complete}
-    lacking = [f"{run} ({', '.join(parts)})" for run, parts in missing.items() if parts]
+    weighted = [p for p in parts() if weights[p.name] > 0]
+    drawn = {run: _drawn([rows[run]], weighted) for run in complete}
+    missing = {run: [name for name, values in found.items() if values is None] for run, found in drawn.items()}
+    lacking = [f"{run} ({', '.join(names)})" for run, names in missing.items() if names]
     notes = [f"overall 95 % CI unknown for {', '.join(lacking)}: a weighted part has no resamples"] if lacking else []
     for run in (run for run in complete if not missing[run]):
-        parts = {k: rows[run].resampled[k][:, None] for k in needed}
-        if weights["efficiency"] > 0:
-            parts["efficiency"] = np.array([rows[run].efficiency], dtype=np.float64)
-        rows[run] = replace(rows[run], overall_ci=interval(overall_of_resamples(parts, weights)[:, 0]))
+        values = {**drawn[run], **{p.name: _fixed([rows[run]], p.value) for p in weighted if p.interval == "fixed"}}
+        rows[run] = replace(rows[run], overall_ci=interval(overall_of_resamples(values, weights)[:, 0]))
     return [rows[r.run] for r in members], notes
+
+
+def _drawn(rows: Sequence[ReliabilityRow], weighted: Sequence[ReliabilityPart]) -> dict[str, np.ndarray | None]:
+    """Each resampled part's resamples of `rows` side by side (n_boot, n_rows); None when a row has none."""
+    out: dict[str, np.ndarray | None] = {}
+    for part in (p for p in weighted if p.interval == "resampled"):
+        found = [values for row in rows if (values := part.resamples(row)) is not None]
+        out[part.name] = np.stack(found, axis=1) if len(found) == len(rows) else None
+    return out
+
+
+def _fixed(rows: Sequence[ReliabilityRow], value: Callable[[ReliabilityRow], float | None]) -> np.ndarray:
+    """A fixed part's value of each row (n_rows,), the same in every resample."""
+    return np.array([value(row) for row in rows], dtype=np.float64)
 
 
 def with_rank_intervals(
@@ -119,9 +164,9 @@ def with_rank_intervals(
     P from `capability_common` (each row's top-1 on the common images, (n_boot,) over joint resamples), CDC and RR
     from each row's own resamples, E fixed; a note when a ranked row lacks a weighted part's resamples."""
     rows = {r.run: r for r in members}
-    needed = [k for k in PARTS if weights[k] > 0 and k not in ("efficiency", "capability")]
-    lacking = [run for run in ranked if run not in capability_common or any(k not in rows[run].resampled
-                                                                           for k in needed)]  # fmt: skip
+    weighted = [p for p in parts() if weights[p.name] > 0 and p.name != CAPABILITY]
+    lacking = [run for run in ranked if run not in capability_common
+               or any(v is None for v in _drawn([rows[run]], weighted).values())]  # fmt: skip
     if lacking:
         return list(members), [f"rank 95 % CIs unknown: {', '.join(lacking)} lack resamples of a weighted part"]
     if len(ranked) == 1:  # alone in its task: first by both, in every resample
@@ -129,11 +174,10 @@ def with_rank_intervals(
         rows[only] = replace(rows[only], rank_by_capability_ci=(1, 1), rank_by_overall_ci=(1, 1), shift_ci=(0, 0))
         return [rows[r.run] for r in members], []
     capability = np.stack([capability_common[run] for run in ranked], axis=1)
-    parts = {k: np.stack([rows[run].resampled[k] for run in ranked], axis=1) for k in needed}
-    parts["capability"] = capability
-    if weights["efficiency"] > 0:
-        parts["efficiency"] = np.array([rows[run].efficiency for run in ranked], dtype=np.float64)
-    found = rank_intervals(capability, overall_of_resamples(parts, weights), list(ranked))
+    in_rank = [rows[run] for run in ranked]
+    values = {**_drawn(in_rank, weighted), **{p.name: _fixed(in_rank, p.value) for p in weighted
+                                               if p.interval == "fixed"}, CAPABILITY: capability}  # fmt: skip
+    found = rank_intervals(capability, overall_of_resamples(values, weights), list(ranked))
     for i in found:
         rows[i.name] = replace(rows[i.name], rank_by_capability_ci=i.rank_a, rank_by_overall_ci=i.rank_b,
                                shift_ci=i.shift)  # fmt: skip

@@ -17,13 +17,40 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from evaluator.model_reliability import PARTS, ReliabilityParts, compare_rankings, overall
+from evaluator.model_reliability import (
+    CAPABILITY,
+    ReliabilityPart,
+    ReliabilityParts,
+    compare_rankings,
+    overall,
+    parts,
+)
+from relabel.errors import InputError
 from relabel.evaluation.dataset_scores import ReferenceOutcomes
 from relabel.evaluation.reliability_intervals import with_overall_intervals, with_rank_intervals
 from relabel.evaluation.results import CommonImages, ReliabilityRow
 
-WEIGHT_NAMES = {"P": "capability", "CDC": "consistency", "RR": "robustness", "E": "efficiency"}
-DEFAULT_WEIGHTS = {"P": 1.0, "CDC": 1.0, "RR": 1.0, "E": 1.0}
+DEFAULT_WEIGHT = 1.0  # a part the weights do not name
+
+
+def weight_names() -> dict[str, str]:
+    """symbol -> part name of every registered part (`evaluator.model_reliability.RELIABILITY_PARTS`)."""
+    return {p.symbol: p.name for p in parts()}
+
+
+def default_weights() -> dict[str, float]:
+    """Every registered part at `DEFAULT_WEIGHT`, keyed by symbol."""
+    return {p.symbol: DEFAULT_WEIGHT for p in parts()}
+
+
+def complete_weights(weights: Mapping[str, float] | None) -> dict[str, float]:
+    """`weights` (keyed by symbol, e.g. {"P": 2}) with every registered part it does not name at `DEFAULT_WEIGHT`,
+    in registry order; InputError naming a key that is no part's symbol."""
+    known = weight_names()
+    unknown = [k for k in weights or {} if k not in known]
+    if unknown:
+        raise InputError(f"weight {unknown[0]!r}: not a reliability part; parts: {', '.join(known)}")
+    return {**default_weights(), **(weights or {})}
 
 
 @dataclass(frozen=True, eq=False)
@@ -51,15 +78,17 @@ def rank_rows(
     n_boot: int,
 ) -> Ranked:
     """Overall score (own parts) of every row whose weighted parts are known; ranks by P and by overall within each
-    task on its common images (module docstring); notes appended to `notes`."""
-    w = {WEIGHT_NAMES[k]: v for k, v in weights.items()}
+    task on its common images (module docstring); notes appended to `notes`. `weights` are keyed by symbol; a
+    part they do not name has weight 1 (`complete_weights`)."""
+    names = weight_names()
+    w = {names[k]: v for k, v in complete_weights(weights).items()}
     unknown_notes(rows, w, notes)
     ranked: list[ReliabilityRow] = []
     taus: dict[str, float | None] = {}
     common: list[CommonImages] = []
     for task in dict.fromkeys(r.task for r in rows):
         members = [r for r in rows if r.task == task]
-        complete = [r.run for r in members if all(getattr(r, k) is not None or w[k] == 0 for k in PARTS)]
+        complete = [r.run for r in members if _known(r, w)]
         members = [replace(r, overall=_overall(r, w)) if r.run in complete else r for r in members]
         members, missing = with_overall_intervals(members, complete, w, n_boot)
         notes += missing
@@ -73,9 +102,13 @@ def rank_rows(
     return Ranked(ranked, taus, tuple(common))
 
 
-def _overall(row: ReliabilityRow, w: Mapping[str, float], capability: float | None = None) -> float:
-    p = row.capability if capability is None else capability
-    return overall(p or 0.0, row.consistency or 0.0, row.robustness or 0.0, row.efficiency or 0.0, w)
+def _known(row: ReliabilityRow, w: Mapping[str, float]) -> bool:
+    """Whether every part of `row` with a non-zero weight is known."""
+    return all(p.value(row) is not None or w[p.name] == 0 for p in parts())
+
+
+def _overall(row: ReliabilityRow, w: Mapping[str, float]) -> float:
+    return overall({p.name: p.value(row) or 0.0 for p in parts()}, w)
 
 
 def _ranks(
@@ -102,9 +135,9 @@ def _ranks(
     ranks: dict[str, tuple[int, int]] = {complete[0]: (1, 1)}
     tau = None
     if len(complete) >= 2:
-        parts = {run: ReliabilityParts(p_common[run], *(_part(by_run[run], k, w) for k in PARTS[1:]))
-                 for run in complete}  # fmt: skip
-        table = compare_rankings(parts, w)
+        on_common = {run: ReliabilityParts(**{**{p.name: _part(by_run[run], p, w) for p in parts()},
+                                              CAPABILITY: p_common[run]}) for run in complete}  # fmt: skip
+        table = compare_rankings(on_common, w)
         ranks = {r.name: (r.rank_by_capability, r.rank_by_overall) for r in table.rows}
         tau = table.kendall_tau if math.isfinite(table.kendall_tau) else None
     members = [
@@ -119,9 +152,9 @@ def _ranks(
     return members, tau, common
 
 
-def _part(row: ReliabilityRow, name: str, w: Mapping[str, float]) -> float:
-    value = getattr(row, name)
-    return 0.0 if value is None or w[name] == 0 else float(value)
+def _part(row: ReliabilityRow, part: ReliabilityPart, w: Mapping[str, float]) -> float:
+    value = part.value(row)
+    return 0.0 if value is None or w[part.name] == 0 else float(value)
 
 
 def _coverage_note(common: CommonImages, rows: Mapping[str, ReliabilityRow]) -> str:
@@ -140,11 +173,11 @@ def unknown_notes(rows: Sequence[ReliabilityRow], w: Mapping[str, float], notes:
         notes.append(
             f"CDC unknown for {', '.join(one)}: no run of the same model and protocol on a second dataset of the "
             "workspace (CDC is across different datasets, e.g. ImageNet val and ImageNetV2)"
-            + ("; weight CDC=0 ranks without it" if w["consistency"] else "")
+            + ("; weight CDC=0 ranks without it" if w.get("consistency") else "")
         )
     covered = {r.run: tuple(d.dataset for d in r.datasets) for r in rows if r.consistency is not None}
     if len(set(covered.values())) > 1:
         notes.append("CDC is over different datasets: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in covered.items()))
-    unknown = [r.run for r in rows if not all(getattr(r, k) is not None or w[k] == 0 for k in PARTS)]
+    unknown = [r.run for r in rows if not _known(r, w)]
     if unknown:
         notes.append(f"no overall score for {', '.join(unknown)}: a part with a non-zero weight is unknown")

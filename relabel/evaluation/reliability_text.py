@@ -1,17 +1,19 @@
 """The reliability table (after ARGUS), robustness grids and efficiency measurements as rows of plain strings,
-and the reliability table as terminal lines; cells as `relabel.evaluation.cells` writes them."""
+and the reliability table as terminal lines; cells as `relabel.evaluation.cells` writes them.
+
+These functions print numbers computed elsewhere (the table, a robustness run, a `Retention`); the parts' columns
+are those of the registry (`evaluator.model_reliability.RELIABILITY_PARTS`).
+"""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 
-from evaluator.model_reliability import MEASURE_LABELS, robustness_retention
+from evaluator.model_reliability import MEASURE_LABELS, parts, robustness_retention
 from relabel.evaluation.cells import NA, Table, columns, num, pct, rank_span
-from relabel.evaluation.reliability_intervals import interval, robustness_resamples
+from relabel.evaluation.reliability_intervals import Retention
 from relabel.evaluation.results import CommonImages, ReliabilityTable, RobustnessResult
-
-RETENTION_BOOT, RETENTION_SEED = 1000, 0  # `relabel evaluate`'s defaults, so that both show the same interval
 
 
 def reliability_tasks(table: ReliabilityTable) -> list[tuple[str, str]]:
@@ -40,14 +42,16 @@ def reliability_table(table: ReliabilityTable, task: str) -> Table:
     """The parts, overall score and the two ranks of the rows of one task, with the 95 % intervals of the overall
     score, the rank by overall and the places gained (NA where not computed); P on the common images beside the
     ranks it gives."""
-    header = ["run", "model", "protocol", "P", "CDC", "RR", "E", "overall", "overall 95 % CI", "P on common",
-              "rank by P", "rank by overall", "rank 95 % CI", "places gained", "gained 95 % CI"]  # fmt: skip
+    registered = parts()
+    header = ["run", "model", "protocol", *(p.symbol for p in registered), "overall", "overall 95 % CI",
+              "P on common", "rank by P", "rank by overall", "rank 95 % CI", "places gained",
+              "gained 95 % CI"]  # fmt: skip
     rows = []
     for r in (r for r in table.rows if r.task == task):
         shift = NA if r.rank_by_capability is None else f"{r.rank_by_capability - (r.rank_by_overall or 0):+d}"
         rows.append(
-            [r.run, r.model, r.protocol, num(r.capability), num(r.consistency), num(r.robustness), num(r.efficiency),
-             num(r.overall), _pair(r.overall_ci, 1, 3), num(r.capability_common), str(r.rank_by_capability or NA),
+            [r.run, r.model, r.protocol, *(num(p.value(r)) for p in registered), num(r.overall),
+             _pair(r.overall_ci, 1, 3), num(r.capability_common), str(r.rank_by_capability or NA),
              str(r.rank_by_overall or NA), rank_span(r.rank_by_overall_ci), shift.replace("+0", "0"),
              rank_span(r.shift_ci, signed=True)]
         )  # fmt: skip
@@ -115,12 +119,11 @@ def render_reliability(table: ReliabilityTable) -> list[str]:
     return parts + [f"  note: {n}" for n in table.notes]
 
 
-def retention_line(result: RobustnessResult, reference: str) -> str:
-    """'RR 0.602, 95 % CI 0.570 to 0.633' from the run's per-image outcomes (clean and perturbed resampled with the
-    same images, as the reliability table does); the RR alone for a run stored without them."""
-    rr = f"RR {num(result.retention[reference])}"
-    resampled, _ = robustness_resamples({"run": result}, lambda _: reference, RETENTION_BOOT, RETENTION_SEED)
-    bounds = interval(resampled.get("run"))
+def retention_line(retention: Retention) -> str:
+    """'RR 0.602, 95 % CI 0.570 to 0.633' (`reliability_intervals.retention_of`); the RR alone for a run stored
+    without per-image outcomes."""
+    rr = f"RR {num(retention.value)}"
+    bounds = retention.ci
     return rr if bounds is None else f"{rr}, 95 % CI {num(bounds[0])} to {num(bounds[1])}"
 
 

@@ -20,6 +20,7 @@ from relabel.evaluation.corruption_errors import corruption_error_line, corrupti
 from relabel.evaluation.label_changes_text import class_shift_table, parts_table
 from relabel.evaluation.label_sensitivity import sensitivity_note, sensitivity_table
 from relabel.evaluation.references import ReferenceInfo
+from relabel.evaluation.reliability_intervals import retentions_of
 from relabel.evaluation.reliability_text import (
     budgets_line,
     efficiency_table,
@@ -364,11 +365,11 @@ def robustness_markdown(r: RobustnessResult, figures: set[str]) -> str:
     ]
     if r.warnings:
         parts += ["## Warnings", "\n".join(f"- {escape_md(w)}" for w in r.warnings)]
-    for ref in r.grid:
+    for ref, retention in retentions_of(r).items():
         ce = corruption_error_line(r, ref)
         parts += [
             f"## Top-1 % against {escape_md(ref)}",
-            f"{escape_md(retention_line(r, ref))} (the interval resamples the images, clean and perturbed alike)"
+            f"{escape_md(retention_line(retention))} (the interval resamples the images, clean and perturbed alike)"
             + (f"; {escape_md(ce)}." if ce else "."),
             md_table(robustness_table(r, ref)),
         ]

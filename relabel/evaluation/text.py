@@ -16,6 +16,7 @@ from relabel.evaluation.corruption_errors import corruption_error_section, reten
 from relabel.evaluation.label_changes import by_construction
 from relabel.evaluation.label_changes_text import parts_table
 from relabel.evaluation.label_sensitivity import SENSITIVITY_NOTE, sensitivity_lines, sensitivity_table
+from relabel.evaluation.reliability_intervals import retentions_of
 from relabel.evaluation.reliability_text import (
     efficiency_table,
     render_reliability,
@@ -275,8 +276,9 @@ def render_robustness(r: RobustnessResult) -> str:
     parts = [f"{r.model}{asked} on {r.n_images} image(s) of {r.dataset!r} in {r.seconds:.1f} s, {stored}; "
              f"model failures {r.failed} (scored as wrong), failures left out {r.errors}",
              *(f"warning: {w}" for w in r.warnings)]  # fmt: skip
-    for ref in r.grid:
-        parts += [f"top-1 % against {ref} ({retention_and_ce_line(r, ref)})", columns(robustness_table(r, ref), "  ")]
+    for ref, retention in retentions_of(r).items():
+        parts += [f"top-1 % against {ref} ({retention_and_ce_line(r, retention)})",
+                  columns(robustness_table(r, ref), "  ")]  # fmt: skip
         section = corruption_error_section(r, ref)
         parts += [f"{section[0]} (= 100 %; lower is better)", columns(section[2], "  ")] if section else []
     parts += ["efficiency", columns(efficiency_table([r]), "  ")]

@@ -129,11 +129,11 @@ class TestEfficiency:
 
 class TestOverall:
     def test_equal_weights_by_default(self) -> None:
-        assert overall(0.8, 0.6, 0.4, 0.2) == pytest.approx(0.5)
+        assert overall(ReliabilityParts(0.8, 0.6, 0.4, 0.2)) == pytest.approx(0.5)
 
     def test_weights_are_normalised(self) -> None:
         weights = {"capability": 2, "consistency": 1, "robustness": 1, "efficiency": 0}
-        assert overall(0.8, 0.6, 0.4, 0.2, weights) == pytest.approx((1.6 + 0.6 + 0.4) / 4)
+        assert overall(ReliabilityParts(0.8, 0.6, 0.4, 0.2), weights) == pytest.approx((1.6 + 0.6 + 0.4) / 4)
 
     @pytest.mark.parametrize(
         ("weights", "message"),
@@ -145,11 +145,11 @@ class TestOverall:
     )
     def test_bad_weights(self, weights: dict, message: str) -> None:
         with pytest.raises(EvaluationError, match=message):
-            overall(0.5, 0.5, 0.5, 0.5, weights)
+            overall(ReliabilityParts(0.5, 0.5, 0.5, 0.5), weights)
 
     def test_part_out_of_range(self) -> None:
         with pytest.raises(EvaluationError, match=r"robustness is 1.5, outside \[0, 1\]"):
-            overall(0.5, 0.5, 1.5, 0.5)
+            overall({"capability": 0.5, "consistency": 0.5, "robustness": 1.5, "efficiency": 0.5})
 
 
 class TestCompareRankings:

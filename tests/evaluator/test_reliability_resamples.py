@@ -10,6 +10,7 @@ import pytest
 
 from evaluator import EvaluationError
 from evaluator.model_reliability import (
+    ReliabilityParts,
     overall,
     overall_of_resamples,
     resampled_retention,
@@ -100,7 +101,7 @@ class TestOverallOfResamples:
         out = overall_of_resamples({"capability": p, "consistency": cdc, "robustness": rr, "efficiency": e}, weights)
 
         assert out.shape == (50, 3)
-        assert out[7, 2] == pytest.approx(overall(p[7, 2], cdc[7, 2], rr[7, 2], e[2], weights))
+        assert out[7, 2] == pytest.approx(overall(ReliabilityParts(p[7, 2], cdc[7, 2], rr[7, 2], e[2]), weights))
         # E enters as a constant: taking it out leaves exactly the resampled parts
         assert out - e / 5 == pytest.approx((2 * p + cdc + rr) / 5)
 
