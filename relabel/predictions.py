@@ -24,6 +24,7 @@ from db.models import Annotation, Image, ModelRun, Prediction, stored_id
 from relabel import __version__
 from relabel.bulk_import import matched_rows, replace_existing, store_run
 from relabel.errors import ConflictError, InputError, brief, unknown_name
+from relabel.import_formats import ImportFormat
 from relabel.import_rows import PredictionRow, image_key, resolve_labels, resolve_rows
 from relabel.row_store import store_predictions
 from relabel.stages import stage
@@ -152,11 +153,12 @@ def score_rows(matrix: ScoreMatrix, name: str) -> list[PredictionRow]:
     ]
 
 
-PREDICTION_FORMATS: dict[str, Callable[[Path, Vocabulary, list[str] | None], Iterable[PredictionRow]]] = {
-    "csv": _parse_records("csv"),
-    "jsonl": _parse_records("jsonl"),
-    "npy": parse_npy,
-    "npz": parse_npz,
+PredictionReader = Callable[[Path, Vocabulary, list[str] | None], Iterable[PredictionRow]]  # (path, vocab, order)
+PREDICTION_FORMATS: dict[str, ImportFormat[PredictionReader]] = {
+    "csv": ImportFormat(_parse_records("csv"), "image, label or labels (ranked), scores; status, reason"),
+    "jsonl": ImportFormat(_parse_records("jsonl"), "one object a line: image, labels (ranked), scores; status, reason"),
+    "npy": ImportFormat(parse_npy, "rows in --order: top-1 ints, ranked top-K ints, or N x C scores (top-5 kept)"),
+    "npz": ImportFormat(parse_npz, "score vectors: scores (N x C), ids (N image keys), optional classes"),
 }
 SCORE_FORMATS = ("npy", "npz")  # formats that can carry full score vectors (`keep_scores`)
 
@@ -276,7 +278,9 @@ def import_predictions(
             with stage(f"reading {path.name}", enabled=show_progress):
                 keys = read_order(order, lambda: _sorted_paths(s, stored_id(ds)))
                 matrix = _read_matrix(path, vocab, keys) if keep_scores is not None else None
-                rows = score_rows(matrix, path.name) if matrix else list(PREDICTION_FORMATS[fmt](path, vocab, keys))
+                rows = (
+                    score_rows(matrix, path.name) if matrix else list(PREDICTION_FORMATS[fmt].read(path, vocab, keys))
+                )
             with stage(f"matching {len(rows):,} rows to the images of {ds.name!r}", enabled=show_progress):
                 index = image_index(s, ds)
                 ids, skipped = resolve_rows(rows, index, len(vocab), skip_unknown=skip_unknown, what=str(path))

@@ -1,8 +1,9 @@
 """Label sources: import the labels of earlier relabeling efforts (priors) next to the original ImGT labels.
 
-Each import format is a parser in `SOURCE_FORMATS` that yields `LabelRow`s keyed by image file name; `import_source`
-validates every row against the dataset (known images, classes in range, stated original labels equal to ImGT;
-see `relabel.import_rows`) and writes all or nothing.
+Each import format is an entry of `SOURCE_FORMATS` (`relabel.import_formats.ImportFormat`: a reader and a summary)
+whose reader yields `LabelRow`s keyed by image file name; `import_source` validates every row against the dataset
+(known images, classes in range, stated original labels equal to ImGT; see `relabel.import_rows`) and writes all or
+nothing.
 
 Parsers are strict, because a wrong label set is worse than a refused file (an empty set excludes the image): a
 row cut short, an unknown or missing column, a list that does not parse whole, an id that is not an integer, a
@@ -28,6 +29,7 @@ from db.enums import Category, SourceKind
 from db.models import Dataset, Label, LabelSource, stored_id
 from relabel.bulk_import import matched_rows, replace_existing
 from relabel.errors import ConflictError, InputError, brief, examples, unknown_name
+from relabel.import_formats import ImportFormat
 from relabel.import_rows import (
     LabelRow,
     image_key,
@@ -270,12 +272,13 @@ def _table_row(row: dict[str, Any], vocab: Vocabulary, where: str) -> LabelRow:
     return LabelRow(key, classes, category=category or None, where=where)
 
 
-SOURCE_FORMATS: dict[str, Callable[[Path, Vocabulary], Iterable[LabelRow]]] = {
-    "real": parse_real,
-    "shankar": parse_shankar,
-    "mturk": parse_mturk,
-    "csv": parse_csv,
-    "jsonl": parse_jsonl,
+LabelReader = Callable[[Path, Vocabulary], Iterable[LabelRow]]
+SOURCE_FORMATS: dict[str, ImportFormat[LabelReader]] = {
+    "real": ImportFormat(parse_real, "ReaL's real.json: a list of class indices per val image, in val order"),
+    "shankar": ImportFormat(parse_shankar, "Shankar et al.'s multi-label CSV: categories A/B/M/Z, proposed labels"),
+    "mturk": ImportFormat(parse_mturk, "cleanlab's mturk_label_errors.json: five votes, given/guessed/both/neither"),
+    "csv": ImportFormat(parse_csv, "a CSV of image,labels ('|' or ';' between classes; optional category)"),
+    "jsonl": ImportFormat(parse_jsonl, "JSON Lines of image, labels (a list; optional category)"),
 }
 
 
@@ -339,7 +342,7 @@ def import_source(
         ds = get_dataset(s, dataset)
         assert ds.id is not None  # a stored dataset
         vocab = dataset_vocabulary(s, ds)
-        rows = list(SOURCE_FORMATS[fmt](path, vocab))
+        rows = list(SOURCE_FORMATS[fmt].read(path, vocab))
         ids, skipped = resolve_rows(rows, image_index(s, ds), len(vocab), skip_unknown=skip_unknown, what=str(path))
         check_stated_originals(s, ds, rows, ids, str(path))
         old = s.exec(

@@ -1,6 +1,6 @@
 """Readers of vote files: each turns one file into `ParsedVotes`, columns of (image key, class, worker, answer).
 
-Formats (`VOTE_FORMATS`, the only place that knows their names):
+Formats (`VOTE_FORMATS`, the only place that knows their names; each a `relabel.import_formats.ImportFormat`):
 
 * ``real-raters``: ReaL's raw rater answers as published (`real_raters.npz`: `tensor` raters x pairs x 3 one-hot
   no/maybe/yes, `info` (file name, class index) per pair, `ids` rater ids); an all-zero answer is no vote. Each
@@ -28,6 +28,7 @@ import numpy as np
 
 from relabel.aggregation import ANSWERS, NO, YES
 from relabel.errors import InputError, brief
+from relabel.import_formats import ImportFormat
 from relabel.import_rows import LabelRow, is_integer, resolve_labels, val_key
 from relabel.rater_file import RaterArrays, read_rater_file
 from relabel.sources import MTURK_VOTES, parse_mturk
@@ -271,8 +272,9 @@ class _LongTable:
         self.where.append(where)
 
 
-VOTE_FORMATS: dict[str, Callable[[Path, Vocabulary], ParsedVotes]] = {
-    "real-raters": parse_real_raters,
-    "mturk": parse_mturk_votes,
-    "long": parse_long,
+VoteReader = Callable[[Path, Vocabulary], ParsedVotes]
+VOTE_FORMATS: dict[str, ImportFormat[VoteReader]] = {
+    "real-raters": ImportFormat(parse_real_raters, "ReaL's real_raters.npz: its raters' no/maybe/yes answers"),
+    "mturk": ImportFormat(parse_mturk_votes, "cleanlab's mturk_label_errors.json: five anonymous ballots per image"),
+    "long": ImportFormat(parse_long, "CSV/JSONL of worker,image,label,answer or worker,image,labels"),
 }

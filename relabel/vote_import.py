@@ -78,7 +78,7 @@ def import_votes(
     started = time.perf_counter()
     with session_scope(engine) as s:
         ds = get_dataset(s, dataset)
-        parsed = VOTE_FORMATS[fmt](path, dataset_vocabulary(s, ds))
+        parsed = VOTE_FORMATS[fmt].read(path, dataset_vocabulary(s, ds))
         if not len(parsed):
             raise InputError(f"{path}: holds no votes; nothing written")
         for worker in parsed.worker_names:

@@ -70,12 +70,16 @@ def registry_option(*names: str, entries: str, choose: bool = True, **kwargs: An
 
 def lazy_entries(target: str) -> Entries:
     """The entries named by "module:name", imported when first asked for: a function returning {name: what}, or
-    the registry itself (a dict whose values are not text lists its names alone)."""
+    the registry itself (an entry's `summary` says what it is; a registry whose entries have none lists its names
+    alone)."""
 
     def entries() -> Mapping[str, str]:
         module, _, attribute = target.partition(":")
         found = getattr(importlib.import_module(module), attribute)
         registry: Mapping[str, Any] = found() if callable(found) else found
-        return {name: what if isinstance(what, str) else "" for name, what in registry.items()}
+        return {
+            name: what if isinstance(what, str) else str(getattr(what, "summary", ""))
+            for name, what in registry.items()
+        }
 
     return entries

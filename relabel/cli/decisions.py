@@ -27,7 +27,7 @@ def decisions() -> None:
 @registry_option(
     "--format",
     "fmt",
-    entries="relabel.interop.decisions:decision_format_summaries",
+    entries="relabel.interop.decisions:DECISION_FORMATS",
     required=True,
     help="{entries}.",
 )

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from relabel.cli.choices import registry_option
 from relabel.cli.options import EXISTING_FILE, dataset_option, pass_settings
 from relabel.cli.render import counts
 from relabel.settings import Settings
@@ -24,13 +25,7 @@ def labels() -> None:
 
 @labels.command("import")
 @click.argument("path", type=EXISTING_FILE)
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["real", "shankar", "mturk", "csv", "jsonl"]),
-    required=True,
-    help="real: ReaL real.json; shankar: multi-label CSV; mturk: cleanlab vote JSON; csv/jsonl: image,labels.",
-)
+@registry_option("--format", "fmt", entries="relabel.sources:SOURCE_FORMATS", required=True, help="{entries}.")
 @click.option("--name", help="Source name (default: the format's name).")
 @dataset_option()
 @click.option("--skip-unknown", is_flag=True, help="Import rows for images the dataset has; skip the rest.")
@@ -80,7 +75,9 @@ def predictions() -> None:
     show_default=True,
     help="How the predictions were made: supervised, or a protocol of `relabel suggest --protocol`.",
 )
-@click.option("--format", "fmt", type=click.Choice(["csv", "jsonl", "npy", "npz"]), help="Default: the file extension.")
+@registry_option(
+    "--format", "fmt", entries="relabel.predictions:PREDICTION_FORMATS", help="{entries}. Default: the file extension."
+)
 @click.option("--order", help="For NPY: a file of image keys in row order (JSON list or one per line), or 'sorted'.")
 @click.option(
     "--keep-scores",

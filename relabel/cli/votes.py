@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from relabel.cli.choices import RegistryChoice, lazy_entries
+from relabel.cli.choices import RegistryChoice, lazy_entries, registry_option
 from relabel.cli.options import EXISTING_FILE, dataset_option, pass_settings
 from relabel.cli.render import counts
 from relabel.settings import Settings
@@ -30,14 +30,7 @@ def votes() -> None:
 
 @votes.command("import")
 @click.argument("path", type=EXISTING_FILE)
-@click.option(
-    "--format",
-    "fmt",
-    type=RegistryChoice(lazy_entries("relabel.vote_formats:VOTE_FORMATS")),
-    required=True,
-    help="real-raters: ReaL's real_raters.npz; mturk: cleanlab's mturk_label_errors.json (five anonymous ballots "
-    "per image); long: CSV/JSONL of worker,image,label,answer or worker,image,labels.",
-)
+@registry_option("--format", "fmt", entries="relabel.vote_formats:VOTE_FORMATS", required=True, help="{entries}.")
 @click.option("--name", help="Vote source name (default: the format's name).")
 @dataset_option()
 @click.option("--replace", is_flag=True, help="Replace an existing vote source of the same name.")

@@ -24,6 +24,7 @@ from db.enums import Verdict
 from db.models import stored_id
 from relabel.annotations import insert_decision
 from relabel.errors import InputError, RelabelError, brief, unknown_name
+from relabel.import_formats import ImportFormat
 from relabel.import_rows import KeyCandidates, resolve_labels
 from relabel.interop.label_studio import image_key, read_label_studio, without_upload_prefix
 from relabel.interop.rows import DecisionRow, read_csv, read_jsonl
@@ -34,23 +35,12 @@ from relabel.workspace import ImageIndex, dataset_vocabulary, get_dataset, image
 EMPTY_AS = {"none-fit": Verdict.none_fit, "unclear": Verdict.unclear}  # what an empty label set may stand for
 
 
-@dataclass(frozen=True)
-class DecisionFormat:
-    """One kind of decision file: how to read it into rows, and a few words for the CLI's help."""
-
-    read: Callable[[Path], Iterable[DecisionRow]]
-    summary: str
-
-
-DECISION_FORMATS: dict[str, DecisionFormat] = {
-    "csv": DecisionFormat(read_csv, "image,user,classes[,note] with a header, classes ';'-separated"),
-    "jsonl": DecisionFormat(read_jsonl, "one object a line: image, user, classes (a list), note"),
-    "label-studio": DecisionFormat(read_label_studio, "a Label Studio project's JSON export"),
+DecisionReader = Callable[[Path], Iterable[DecisionRow]]
+DECISION_FORMATS: dict[str, ImportFormat[DecisionReader]] = {
+    "csv": ImportFormat(read_csv, "image,user,classes[,note] with a header, classes ';'-separated"),
+    "jsonl": ImportFormat(read_jsonl, "one object a line: image, user, classes (a list), note"),
+    "label-studio": ImportFormat(read_label_studio, "a Label Studio project's JSON export"),
 }
-
-
-def decision_format_summaries() -> dict[str, str]:
-    return {name: f.summary for name, f in DECISION_FORMATS.items()}
 
 
 @dataclass(frozen=True)
