@@ -88,7 +88,7 @@ DEFINITIONS = {
     "efficiency": "E (defined here): mean over the measures known for the model of budget / (budget + value) "
     "against fixed budgets (see budgets; 0.5 at the budget); unknown measures (memory and FLOPs of a model behind "
     "an API) enter no term; independent of the other models",
-    "overall": "weighted mean of the row's own P, CDC, RR and E (weights shown, normalised to sum 1); only for rows "
+    "overall": "weighted mean of the row's own {parts} (weights shown, normalised to sum 1); only for rows "
     "whose weighted parts are all known; overall_ci: 95 % percentile interval over resamples of the row's own "
     "images (E held fixed, a measurement)",
     "ranks": "rank_by_capability, rank_by_overall, Kendall's tau and places gained are among the rows of the same "
@@ -101,10 +101,13 @@ DEFINITIONS = {
 
 
 def definitions() -> dict[str, str]:
-    """`DEFINITIONS`, with the help line of each registered part they do not define, before the overall score."""
+    """`DEFINITIONS`, with the help line of each registered part they do not define, before the overall score,
+    whose definition names the registered parts."""
     added = {p.name: f"{p.symbol}: {p.help}" for p in parts() if p.name not in DEFINITIONS}
     head = {k: v for k, v in DEFINITIONS.items() if k not in ("overall", "ranks")}
-    return {**head, **added, "overall": DEFINITIONS["overall"], "ranks": DEFINITIONS["ranks"]}
+    *first, last = [p.symbol for p in parts()]
+    named = f"{', '.join(first)} and {last}" if first else last
+    return {**head, **added, "overall": DEFINITIONS["overall"].format(parts=named), "ranks": DEFINITIONS["ranks"]}
 
 
 def parse_weights(text: str | None) -> dict[str, float]:

@@ -107,6 +107,7 @@ class TestARegisteredPart:
         assert header[3:8] == ["P", "CDC", "RR", "E", "W"] and dict(zip(header, cells[1]))["W"] == "0.250"
         assert "W: retention in the worst case, RR squared" in ev.reliability.definitions["worst"]
         assert list(ev.reliability.definitions)[-2:] == ["overall", "ranks"]
+        assert ev.reliability.definitions["overall"].startswith("weighted mean of the row's own P, CDC, RR, E and W ")
         assert any(" W " in line for line in render_reliability(ev.reliability))
         drawn: list[list[str]] = []
         original = plots._grouped_barh
