@@ -87,52 +87,76 @@ def draw_accuracies(runs: Sequence[Coins], sampled: np.ndarray, n_draws: int, se
 
     Counts are summed in float32 and divided there, as `JointBootstrap.means` does: every sum is a whole number
     below 2**24, so exact whatever the order of the additions, and the quotients are bit for bit those of the
-    ordinary bootstrap."""
+    ordinary bootstrap. The sums are einsum's loops rather than BLAS products: a product of a few columns wakes
+    BLAS's threads, which then spin for more CPU time than the product takes."""
     boot = JointBootstrap(len(sampled), n_draws, seed)
     cols = np.flatnonzero(sampled)
+    every = len(cols) == len(sampled)  # every image sampled: the resample counts are read in place, not copied
     step = max(1, BLOCK_VALUES // max(len(cols), 1))
     fixed = [_fixed(c, sampled) for c in runs]
     q = [c.q[cols].astype(np.float32) for c in runs]
     r = [c.r[cols].astype(np.float32) for c in runs]
+    work = _Blocks(min(step, boot.chunk), len(cols))
     parts: list[list[list[np.ndarray]]] = [[[], [], []] for _ in runs]
     for counts, (u, v) in zip(boot.counts(), _uniforms(len(cols), boot.chunk, n_draws, seed)):
-        picked = counts[:, cols]
-        for (correct, scored), q_run, r_run, part in zip(fixed, q, r, parts):
-            totals, seen_by, n_right, n_seen = _drawn_counts(picked, u, v, q_run, r_run, step)
-            n_seen += float(scored.sum(dtype=np.float64))
+        picked = counts if every else counts[:, cols]
+        for (right, scored, n_fixed_right, n_fixed_seen), q_run, r_run, part in zip(fixed, q, r, parts):
+            drawn_right, drawn_seen, n_right, n_seen = work.counts(picked, u, v, q_run, r_run)
+            n_seen += n_fixed_seen
             with np.errstate(invalid="ignore", divide="ignore"):
-                part[0].append((float(correct.sum(dtype=np.float64)) + n_right) / n_seen)
-                part[1].append((counts @ correct + totals) / (counts @ scored + seen_by))
+                part[0].append((n_fixed_right + n_right) / n_seen)
+                part[1].append((_drawn(counts, right) + drawn_right) / (_drawn(counts, scored) + drawn_seen))
             part[2].append(n_seen)
     return [DrawAccuracies(*(np.concatenate(p).astype(np.float64) for p in part)) for part in parts]
 
 
-def _fixed(c: Coins, sampled: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(right, scored) float32 (n_images,) of the images outside `sampled`: the same in every draw."""
+def _fixed(c: Coins, sampled: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None, float, float]:
+    """(right, scored) float32 (n_images,) of the images outside `sampled`, the same in every draw (None for
+    none), and how many there are of each."""
     counted = c.counted & ~sampled
-    return (counted & (c.q >= 1)).astype(np.float32), (counted & ((c.q >= 1) | (c.r >= 1))).astype(np.float32)
+    right, scored = counted & (c.q >= 1), counted & ((c.q >= 1) | (c.r >= 1))
+    n_right, n_scored = int(right.sum()), int(scored.sum())
+    return (
+        right.astype(np.float32) if n_right else None,
+        scored.astype(np.float32) if n_scored else None,
+        float(n_right),
+        float(n_scored),
+    )
 
 
-def _drawn_counts(
-    picked: np.ndarray, u: np.ndarray, v: np.ndarray, q: np.ndarray, r: np.ndarray, step: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Over the sampled images of one chunk of draws (size, n_cols): the resampled right and scored counts, and
-    the right and scored counts of the label draw alone, each (size,). Row blocks of `step` draws keep the
-    arrays of one block in cache."""
-    out: list[np.ndarray] = [
-        np.empty(len(u), np.float32),
-        np.empty(len(u), np.float32),
-        np.empty(len(u)),
-        np.empty(len(u)),
-    ]
-    for start in range(0, len(u), step):
-        block = slice(start, start + step)
-        right = u[block] < q
-        seen = right | (v[block] < r)
-        out[0][block] = (picked[block] * right).sum(axis=1, dtype=np.float32)
-        out[1][block] = (picked[block] * seen).sum(axis=1, dtype=np.float32)
-        out[2][block], out[3][block] = np.count_nonzero(right, axis=1), np.count_nonzero(seen, axis=1)
-    return out[0], out[1], out[2], out[3]
+def _drawn(counts: np.ndarray, images: np.ndarray | None) -> np.ndarray:
+    """(size,) float32: how often each resample of `counts` (size, n_images) drew `images` ((n_images,) 0 or 1)."""
+    if images is None:
+        return np.zeros(len(counts), np.float32)
+    return np.einsum("ij,j->i", counts, images)
+
+
+class _Blocks:
+    """Buffers for `counts`, allocated once for a pass: `step` draws × `n_cols` sampled images."""
+
+    def __init__(self, step: int, n_cols: int) -> None:
+        self.step = step
+        self.right = np.empty((step, n_cols), np.float32)
+        self.seen = np.empty((step, n_cols), np.float32)
+
+    def counts(
+        self, picked: np.ndarray, u: np.ndarray, v: np.ndarray, q: np.ndarray, r: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Over the sampled images of one chunk of draws (size, n_cols): the resampled right and scored counts,
+        and the right and scored counts of the label draw alone, each (size,). The coins land as 0.0 or 1.0, so
+        each count is one multiply-and-add (einsum) or one sum over a block of draws held in cache."""
+        size = len(u)
+        out = np.empty(size, np.float32), np.empty(size, np.float32), np.empty(size), np.empty(size)
+        for start in range(0, size, self.step):
+            block = slice(start, start + self.step)
+            right, seen = self.right[: len(u[block])], self.seen[: len(u[block])]
+            np.less(u[block], q, out=right, casting="unsafe")
+            np.less(v[block], r, out=seen, casting="unsafe")
+            np.maximum(right, seen, out=seen)
+            out[0][block] = np.einsum("ij,ij->i", picked[block], right)
+            out[1][block] = np.einsum("ij,ij->i", picked[block], seen)
+            out[2][block], out[3][block] = right.sum(axis=1), seen.sum(axis=1)
+        return out
 
 
 def _uniforms(n_cols: int, chunk: int, n_draws: int, seed: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:

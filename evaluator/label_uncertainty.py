@@ -139,7 +139,7 @@ def uncertain_accuracies(
         raise EvaluationError(f"posteriors must be Posteriors, got {type(posteriors).__name__}")
     check_boot(n_draws, allow_zero=False)
     answers, fails = _per_run(oks, len(preds), "oks"), _per_run(failed, len(preds), "failed")
-    support = posteriors.label_sets(threshold=float(np.nextafter(0.0, 1.0)))  # every class that can be drawn
+    support = _support(posteriors)
     sets = posteriors.label_sets(threshold) if decided is None else _check_decided(decided, posteriors)
     aside = _check_unrated(unrated, unrated_noise, posteriors.n_images)
     keep = np.flatnonzero(~aside) if unrated_noise is None and aside.any() else None  # left out: as if not held
@@ -159,6 +159,15 @@ def uncertain_accuracies(
         n_uncertain = _n_uncertain(posteriors, c.counted, threshold)
         out.append(_summary(d, thresholded, n_uncertain, threshold, n_draws, seed, level, n_unrated, noise))
     return out
+
+
+def _support(posteriors: Posteriors) -> LabelSets:
+    """One class per image that some draw can hold (any, -1 for an image none can): what checking the predictions
+    against the posteriors reads (the image and class counts, whether any image can be labelled)."""
+    first = np.full(posteriors.n_images, -1, dtype=np.int64)
+    possible = posteriors.probs > 0
+    first[posteriors.rows[possible]] = posteriors.classes[possible]
+    return LabelSets(first[:, None], posteriors.n_classes)
 
 
 def _per_run(masks: Sequence[ArrayLike | None] | None, n_runs: int, what: str) -> list[ArrayLike | None]:

@@ -64,18 +64,33 @@ class Posteriors:
         if len(np.unique(picked)) != len(picked):
             raise EvaluationError("images lists an image twice")
         keep = position[self.rows] >= 0
-        return Posteriors(position[self.rows[keep]], self.classes[keep], self.probs[keep], len(picked), self.n_classes)
+        # picked from checked posteriors by distinct images: valid as they are, so not checked again
+        return _trusted(position[self.rows[keep]], self.classes[keep], self.probs[keep], len(picked), self.n_classes)
 
     def label_sets(self, threshold: float = THRESHOLD) -> LabelSets:
         """The sets {c : p_c ≥ threshold} (classes in ascending order); an image with none has an empty set."""
         keep = self.probs >= _check_threshold(threshold)
         rows, classes = self.rows[keep], self.classes[keep]
-        order = np.lexsort((classes, rows))
-        rows, classes = rows[order], classes[order]
+        keys = rows * self.n_classes + classes  # distinct: no pair twice
+        if len(keys) > 1 and not bool((keys[1:] > keys[:-1]).all()):  # stored posteriors come in this order
+            order = np.argsort(keys)
+            rows, classes = rows[order], classes[order]
         counts = np.bincount(rows, minlength=self.n_images)
         labels = np.full((self.n_images, max(int(counts.max(initial=0)), 1)), -1, dtype=np.int64)
         labels[rows, np.arange(len(rows)) - np.repeat(np.cumsum(counts) - counts, counts)] = classes
         return LabelSets(labels, self.n_classes)
+
+
+def _trusted(rows: np.ndarray, classes: np.ndarray, probs: np.ndarray, n_images: int, n_classes: int) -> Posteriors:
+    """Posteriors from arrays known to be valid (int64 rows and classes, float64 probs, taken from checked
+    posteriors), without checking them again."""
+    out = object.__new__(Posteriors)
+    for name, value in (("rows", rows), ("classes", classes), ("probs", probs)):
+        value.setflags(write=False)
+        object.__setattr__(out, name, value)
+    object.__setattr__(out, "n_images", int(n_images))
+    object.__setattr__(out, "n_classes", int(n_classes))
+    return out
 
 
 def _check_threshold(threshold: object) -> float:
