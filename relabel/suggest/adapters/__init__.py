@@ -25,6 +25,8 @@ class AdapterKind:
     ranks_topk: bool  # a ScoringAdapter: scores every class, read as its top-k; else a GenerativeAdapter
     reads_text: bool  # text perturbations reach it: a prompt (generative) or the class names (CLIP, SigLIP)
     remote: bool = False  # an API server: takes base_url, retries and a response cache, not a device
+    summary: str = ""  # what it is, for the README's table of kinds
+    needs: str = ""  # what it needs beyond the package (model files, an API key), for the same table
 
     @property
     def default_protocol(self) -> str:
@@ -35,18 +37,63 @@ class AdapterKind:
 _ADAPTERS = "relabel.suggest.adapters"
 REGISTRY: dict[str, AdapterKind] = {
     "efficientnet-lite0": AdapterKind(
-        f"{_ADAPTERS}.classifier:EfficientNetLite0Adapter", "efficientnet-lite0", True, False
+        f"{_ADAPTERS}.classifier:EfficientNetLite0Adapter",
+        "efficientnet-lite0",
+        True,
+        False,
+        summary="supervised ImageNet-1k classifier (the default; works offline)",
+        needs="nothing",
     ),
     "efficientnet-lite1": AdapterKind(
-        f"{_ADAPTERS}.classifier:EfficientNetLite1Adapter", "efficientnet-lite1", True, False
+        f"{_ADAPTERS}.classifier:EfficientNetLite1Adapter",
+        "efficientnet-lite1",
+        True,
+        False,
+        summary="a larger EfficientNet-Lite, offline",
+        needs="the `classifiers` extra",
     ),
     "efficientnet-lite2": AdapterKind(
-        f"{_ADAPTERS}.classifier:EfficientNetLite2Adapter", "efficientnet-lite2", True, False
+        f"{_ADAPTERS}.classifier:EfficientNetLite2Adapter",
+        "efficientnet-lite2",
+        True,
+        False,
+        summary="a larger EfficientNet-Lite, offline",
+        needs="the `classifiers` extra",
     ),
-    "hf-classifier": AdapterKind(f"{_ADAPTERS}.classifier:HFClassifierAdapter", "hf-classifier:ID", True, False),
-    "clip": AdapterKind(f"{_ADAPTERS}.clip:ZeroShotAdapter", "clip:ID", True, True),
-    "hf-vlm": AdapterKind(f"{_ADAPTERS}.hf_vlm:HFVisionLanguageAdapter", "hf-vlm:ID", False, True),
-    "openai": AdapterKind(f"{_ADAPTERS}.openai_api:OpenAIChatAdapter", "openai:MODEL", False, True, remote=True),
+    "hf-classifier": AdapterKind(
+        f"{_ADAPTERS}.classifier:HFClassifierAdapter",
+        "hf-classifier:ID",
+        True,
+        False,
+        summary="any transformers `AutoModelForImageClassification` with the 1000 ImageNet labels",
+        needs="the model files",
+    ),
+    "clip": AdapterKind(
+        f"{_ADAPTERS}.clip:ZeroShotAdapter",
+        "clip:ID",
+        True,
+        True,
+        summary="CLIP or SigLIP zero-shot over the class names, averaged over prompt templates",
+        needs="the model files",
+    ),
+    "hf-vlm": AdapterKind(
+        f"{_ADAPTERS}.hf_vlm:HFVisionLanguageAdapter",
+        "hf-vlm:ID",
+        False,
+        True,
+        summary="local vision-language model (Qwen2.5-VL, Qwen3-VL, LLaVA-OneVision, InternVL, Gemma 3, "
+        "PaliGemma 2, SmolVLM)",
+        needs="the model files",
+    ),
+    "openai": AdapterKind(
+        f"{_ADAPTERS}.openai_api:OpenAIChatAdapter",
+        "openai:MODEL",
+        False,
+        True,
+        remote=True,
+        summary="GPT-4o or any OpenAI-compatible server (vLLM, SGLang, Ollama, LM Studio)",
+        needs="`OPENAI_API_KEY`, `OPENAI_BASE_URL`",
+    ),
 }
 
 
