@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-import uuid
+import warnings
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -14,6 +14,7 @@ from sqlalchemy import create_engine, text  # noqa: E402
 
 from db import create_db_engine, init_db  # noqa: E402
 from relabel.vocabulary import load_builtin  # noqa: E402
+from tests.databases import PostgresSchemas, SqliteTemplate  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -26,6 +27,15 @@ def shared(*parts: str) -> Path:
     if not path.exists():
         pytest.skip(f"shared data {path} not available")
     return path
+
+
+@pytest.fixture(scope="session", autouse=True)
+def user_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The user cache folder of every test and of the commands they start (`RELABEL_CACHE`): under the session's
+    tmp, never the user's own; what one test embeds there (MiniLM's class texts) the next one reads back."""
+    folder = tmp_path_factory.mktemp("user-cache")
+    os.environ["RELABEL_CACHE"] = str(folder)
+    return folder
 
 
 def _postgres_available() -> str | None:
@@ -42,30 +52,65 @@ def postgres_reason() -> str | None:
     return _postgres_available()
 
 
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> SqliteTemplate:
+    return SqliteTemplate(tmp_path_factory.mktemp("sqlite-template"))
+
+
+@pytest.fixture(scope="session")
+def postgres_schemas(postgres_reason: str | None):
+    schemas = PostgresSchemas(PG_URL)
+    yield schemas
+    problems = schemas.close()
+    if problems:
+        warnings.warn(f"test schemas left on {PG_URL}: {'; '.join(problems)}", stacklevel=1)
+
+
+def _skip_without_postgres(reason: str | None) -> None:
+    if reason:
+        if os.environ.get("RELABEL_REQUIRE_POSTGRES"):
+            pytest.fail(f"PostgreSQL required but unreachable: {reason}")
+        pytest.skip(f"PostgreSQL unreachable: {reason}")
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path, postgres_reason: str | None):
-    """An empty database: a SQLite file, or a fresh schema on the PostgreSQL server."""
+def db_url(
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    postgres_reason: str | None,
+    postgres_schemas: PostgresSchemas,
+):
+    """A workspace database without rows: the path of a SQLite file in tmp_path/ws that the first command (or the
+    `engine` fixture) creates, or a schema on the PostgreSQL server already holding today's tables (a workspace
+    command's first step), emptied and reused after the test (tests/databases.py). `empty_db_url`: no tables."""
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'ws' / 'relabel.db'}"
         return
-    if postgres_reason:
-        if os.environ.get("RELABEL_REQUIRE_POSTGRES"):
-            pytest.fail(f"PostgreSQL required but unreachable: {postgres_reason}")
-        pytest.skip(f"PostgreSQL unreachable: {postgres_reason}")
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(PG_URL)
-    with admin.begin() as conn:
-        conn.execute(text(f"CREATE SCHEMA {schema}"))
-    yield f"{PG_URL}?options=-csearch_path%3D{schema}"
-    with admin.begin() as conn:
-        conn.execute(text(f"DROP SCHEMA {schema} CASCADE"))
-    admin.dispose()
+    _skip_without_postgres(postgres_reason)
+    schema = postgres_schemas.take()
+    yield postgres_schemas.url(schema)
+    postgres_schemas.give_back(schema)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def empty_db_url(
+    request: pytest.FixtureRequest, tmp_path: Path, postgres_reason: str | None, postgres_schemas: PostgresSchemas
+) -> str:
+    """A database without tables (an older workspace to upgrade, a first `init_db`): a SQLite file not yet
+    created, or a new schema on the PostgreSQL server."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'ws' / 'relabel.db'}"
+    _skip_without_postgres(postgres_reason)
+    return postgres_schemas.url(postgres_schemas.empty())
 
 
 @pytest.fixture
-def engine(db_url: str):
+def engine(db_url: str, sqlite_template: SqliteTemplate):
+    """An engine on `db_url` holding today's schema (a SQLite file copied from one built once per run)."""
+    if db_url.startswith("sqlite:///") and not Path(db_url.removeprefix("sqlite:///")).exists():
+        sqlite_template.copy_to(Path(db_url.removeprefix("sqlite:///")))
     eng = create_db_engine(db_url)
-    init_db(eng)
+    init_db(eng)  # today's schema is in place already: this only reads its version
     yield eng
     eng.dispose()
 
@@ -76,8 +121,10 @@ def vocab():
 
 
 @pytest.fixture
-def sqlite_engine(tmp_path: Path):
-    eng = create_db_engine(f"sqlite:///{tmp_path / 'ws' / 'relabel.db'}")
+def sqlite_engine(tmp_path: Path, sqlite_template: SqliteTemplate):
+    path = tmp_path / "ws" / "relabel.db"
+    sqlite_template.copy_to(path)
+    eng = create_db_engine(f"sqlite:///{path}")
     init_db(eng)
     yield eng
     eng.dispose()

@@ -7,12 +7,13 @@ import atexit
 import shutil
 import socket
 import tempfile
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import create_engine, select, text, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
@@ -27,6 +28,7 @@ from relabel.sources import import_source
 from relabel.vocabulary import load_builtin
 from relabel.workspace import get_dataset, image_index
 from tests import images
+from tests.databases import copy_rows, schema_of
 
 PASSWORD = "pw-for-tests"
 # wnid-prefixed files: the original label comes from the name
@@ -53,11 +55,25 @@ def build_workspace(folder: Path, url: str | None = None, extra: int = 0) -> Eng
     and lena (lead), all with PASSWORD. `extra` more photos of the same six classes in turn (so every class has
     reference photos), each with a top-3 of its own class first.
 
-    A SQLite workspace is a copy of one built once per test process (building it is most of a studio test's
-    time), with the dataset root pointed at the copied photos; a PostgreSQL one is built each time."""
+    A workspace is a copy of one built once per test process (building it is most of a studio test's time), with
+    the dataset root pointed at the copied photos: a copy of the SQLite file, or on PostgreSQL the rows of a template
+    schema copied into the URL's schema when that holds today's tables and no rows (else it is built there)."""
     url = url or f"sqlite:///{folder / 'relabel.db'}"
     db_file = Path(url.removeprefix("sqlite:///")) if url.startswith("sqlite:///") else None
-    if db_file is None or db_file.exists() or (folder / "photos").exists():
+    if (folder / "photos").exists():
+        return _build(folder, url, extra)
+    if db_file is None:
+        template = _postgres_template(url, extra)
+        if template is None or not copy_rows(template[0], template[1], _schema(url)):
+            return _build(folder, url, extra)
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(template[2] / "photos", folder / "photos")
+        shutil.copy(template[2] / "real.csv", folder / "real.csv")
+        engine = create_db_engine(url)
+        with engine.begin() as conn:
+            conn.execute(update(Dataset).values(root=str((folder / "photos").resolve())))
+        return engine
+    if db_file.exists():
         return _build(folder, url, extra)
     template = _template(extra)
     shutil.copytree(template / "photos", folder / "photos")
@@ -84,6 +100,42 @@ def _template(extra: int) -> Path:
         engine.dispose()
         _TEMPLATES[extra] = folder
     return _TEMPLATES[extra]
+
+
+_POSTGRES_TEMPLATES: dict[tuple[str, int], tuple[str, str, Path]] = {}  # (server, extra) -> server, schema, folder
+
+
+def _schema(url: str) -> str:
+    where = schema_of(url)
+    return where[1] if where else ""
+
+
+def _postgres_template(url: str, extra: int) -> tuple[str, str, Path] | None:
+    """(server URL, schema, folder) of the workspace built once per test process on `url`'s server; None when `url`
+    does not name a schema."""
+    where = schema_of(url)
+    if where is None:
+        return None
+    server = where[0]
+    if (server, extra) not in _POSTGRES_TEMPLATES:
+        schema = f"t_ws_{uuid.uuid4().hex[:12]}"
+        admin = create_engine(server)
+        with admin.begin() as conn:
+            conn.execute(text(f"CREATE SCHEMA {schema}"))
+        admin.dispose()
+        atexit.register(_drop_schema, server, schema)
+        folder = Path(tempfile.mkdtemp(prefix="relabel-studio-workspace-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        _build(folder, f"{server}?options=-csearch_path%3D{schema}", extra).dispose()
+        _POSTGRES_TEMPLATES[server, extra] = (server, schema, folder)
+    return _POSTGRES_TEMPLATES[server, extra]
+
+
+def _drop_schema(server: str, schema: str) -> None:
+    admin = create_engine(server)
+    with admin.begin() as conn:
+        conn.execute(text(f"DROP SCHEMA IF EXISTS {schema} CASCADE"))
+    admin.dispose()
 
 
 def _build(folder: Path, url: str | None, extra: int) -> Engine:

@@ -218,10 +218,10 @@ def test_an_unknown_user_is_one_line_naming_them(workspace, command: list[str]) 
     assert [u.name for u in list_users(engine)] == ["alice", "bob", "lena"]
 
 
-def test_an_older_workspace_gains_the_active_column_in_place(tmp_path: Path, db_url: str) -> None:
+def test_an_older_workspace_gains_the_active_column_in_place(tmp_path: Path, empty_db_url: str) -> None:
     """A workspace of schema 4 (no `users.active`) with a user in it: the next command upgrades it, the user stays
     able to sign in, and can then be disabled."""
-    engine = create_db_engine(db_url)
+    engine = create_db_engine(empty_db_url)
     init_db(engine, MIGRATIONS[:4])
     with engine.begin() as conn:
         conn.execute(text("ALTER TABLE users DROP COLUMN active"))
@@ -233,7 +233,7 @@ def test_an_older_workspace_gains_the_active_column_in_place(tmp_path: Path, db_
             text("INSERT INTO users (name, role, created_at) VALUES ('older', 'annotator', :t)"), {"t": "2025-01-02"}
         )
     assert "active" not in {c["name"] for c in inspect(engine).get_columns("users")}
-    where = ["--workspace", str(tmp_path / "ws"), "--db", db_url]
+    where = ["--workspace", str(tmp_path / "ws"), "--db", empty_db_url]
 
     listed = json.loads(relabel(where, "users", "list", "--json").stdout)
     assert [(u["name"], u["role"], u["active"]) for u in listed] == [
