@@ -61,7 +61,7 @@ class Posteriors:
         _check_range(picked, self.n_images, "images")
         position = np.full(self.n_images, -1, dtype=np.int64)
         position[picked] = np.arange(len(picked))
-        if len(np.unique(picked)) != len(picked):
+        if (position[picked] != np.arange(len(picked))).any():  # an image listed twice keeps its last place only
             raise EvaluationError("images lists an image twice")
         keep = position[self.rows] >= 0
         # picked from checked posteriors by distinct images: valid as they are, so not checked again
