@@ -55,6 +55,14 @@ class ScriptedScorer:
         return outs
 
 
+class SpecScorer(ScriptedScorer):
+    """A ScriptedScorer that `load_adapter` builds from a spec (`KIND:MODEL`) once a registry entry names this class:
+    class 0 scores highest. It names no kind of its own: the entry it is loaded as says what it reads."""
+
+    def __init__(self, model: str = "", **options: Any) -> None:
+        super().__init__(lambda image: 0, name=f"spec-scorer:{model}")
+
+
 class TrigramEncoder:
     """A bag of character trigrams hashed into 512 dimensions: similar spellings get similar vectors."""
 

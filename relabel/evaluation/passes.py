@@ -8,7 +8,7 @@ ordinary `score()` (classifiers, CLIP) or, for generative models, through a sugg
 
 A text perturbation (`typo`) keeps the clean view and changes what the model reads:
 
-- a text-conditioned scoring model (`text_conditioned = True`: CLIP, SigLIP) gets perturbed class names, each
+- a scoring model whose kind reads text (`AdapterKind.reads_text`: CLIP, SigLIP) gets perturbed class names, each
   seeded by seed · 2³² + class index, so a class is misspelt the same way for every image;
 - a generative model gets the instructions of each request's prompt perturbed, seeded by seed · 2³² + the id of
   its first image; the lines listing the answer key (CW's class names, MC's lettered options) stay as written, so
@@ -44,7 +44,7 @@ from relabel.evaluation.runs import MAX_K
 from relabel.imaging import load_rgb
 from relabel.progress import progress_bar
 from relabel.suggest.runner import SuggestJob, answer_chunk
-from relabel.suggest.types import Adapter, ChatRequest, ImageRef, ModelOutput, ranks_classes
+from relabel.suggest.types import ChatRequest, ImageRef, ModelOutput
 
 BASE_SHORT_SIDE = 256
 CHUNK = 32  # images decoded and perturbed together; each chunk goes through the adapter once per condition
@@ -64,12 +64,6 @@ class Passes:
     latencies: list[float] = field(default_factory=list)
     score_seconds: float = 0.0
     n_inputs: int = 0
-
-
-def reads_text(adapter: Adapter) -> bool:
-    """Whether text perturbations reach `adapter`: generative models read prompts, text-conditioned scoring models
-    (`text_conditioned = True`) read class names; image-only classifiers read neither."""
-    return not ranks_classes(adapter) or bool(getattr(adapter, "text_conditioned", False))
 
 
 def is_text(condition: Condition) -> bool:

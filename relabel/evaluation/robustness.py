@@ -52,7 +52,6 @@ from relabel.evaluation.passes import (
     Passes,
     ScoringModel,
     base_view,
-    reads_text,
     run_passes,
 )
 from relabel.evaluation.references import Reference, load_reference
@@ -61,12 +60,12 @@ from relabel.evaluation.robustness_outcomes import condition_names, robustness_o
 from relabel.evaluation.runs import MAX_K, RunInfo, RunPredictions
 from relabel.evaluation.scoring import score_run
 from relabel.evaluation.storage import store_robustness
-from relabel.suggest.adapters import adapter_kind, load_adapter
+from relabel.suggest.adapters import adapter_kind, load_adapter, ranks_classes, reads_text
 from relabel.suggest.distractor_sources import HARD, SourceInputs, build_distractors
 from relabel.suggest.protocols import Protocol, ProtocolContext, generative_summaries, get_protocol
 from relabel.suggest.runner import SuggestJob, reference_labels, select_images
 from relabel.suggest.textmap import ClassNameIndex, TextEncoder, load_encoder
-from relabel.suggest.types import Adapter, ImageRef, ranks_classes
+from relabel.suggest.types import Adapter, ImageRef
 from relabel.vocabulary import Vocabulary
 from relabel.workspace import IMGT, dataset_vocabulary, get_dataset
 

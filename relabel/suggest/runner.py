@@ -32,11 +32,12 @@ from db.models import Dataset, Image, Label, ModelRun, Prediction, pk
 from relabel import __version__
 from relabel.errors import ConflictError, InputError
 from relabel.progress import progress_bar
+from relabel.suggest.adapters import ranks_classes
 from relabel.suggest.failures import OutageError, needs_retry
 from relabel.suggest.protocols import Answer, Pending, Protocol, ProtocolContext, map_pending
 from relabel.suggest.run_store import RunSummary, store_answers
 from relabel.suggest.textmap import ClassNameIndex
-from relabel.suggest.types import Adapter, GenerativeAdapter, ImageRef, ModelOutput, ScoringAdapter, ranks_classes
+from relabel.suggest.types import Adapter, GenerativeAdapter, ImageRef, ModelOutput, ScoringAdapter
 from relabel.workspace import IMGT, get_dataset, get_source
 
 SELECTIONS = ("all", "suspect")  # "suspect": see suspect_image_ids

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeGuard, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -69,13 +69,9 @@ class ScoringAdapter(Protocol):
     def score(self, images: list[ImageRef], class_names: list[str]) -> list[ModelOutput]: ...
 
 
-Adapter = GenerativeAdapter | ScoringAdapter  # what `relabel.suggest.adapters.load_adapter` returns
-
-
-def ranks_classes(adapter: Adapter) -> TypeGuard[ScoringAdapter]:
-    """Whether `adapter` scores classes (a ScoringAdapter: it has `score`) rather than answering prompts. Fakes and
-    wrappers in tests need not carry every attribute, so only the method that tells the two apart is checked."""
-    return hasattr(adapter, "score")
+# what `relabel.suggest.adapters.load_adapter` returns; which of the two it is (and whether it reads text) is read
+# from the registry entry of its kind (`relabel.suggest.adapters.ranks_classes`, `reads_text`), not from this type
+Adapter = GenerativeAdapter | ScoringAdapter
 
 
 @runtime_checkable

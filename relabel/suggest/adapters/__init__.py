@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
-from relabel.errors import InputError
-from relabel.suggest.types import Adapter
+from relabel.errors import InputError, RelabelError
+from relabel.suggest.types import Adapter, ScoringAdapter
 
 
 @dataclass(frozen=True)
 class AdapterKind:
     """A model kind: where its adapter class lives ("module:Class", imported only when used) and what the rest of
-    the code reads from the entry instead of asking the adapter or testing the kind's name."""
+    the code reads from the entry instead of asking the adapter or testing the kind's name. An adapter knows its
+    kind (`kind`, the registry key: set by `load_adapter`, declared by each adapter class) and `kind_of` finds the
+    entry, which `ranks_classes` and `reads_text` read."""
 
     target: str
     example: str  # how a spec of this kind is written, for the CLI's help: "clip:ID"
@@ -115,10 +117,44 @@ def adapter_kind(spec: str) -> AdapterKind:
     return REGISTRY[parse_spec(spec)[0]]
 
 
+def kind_of(adapter: object) -> AdapterKind | None:
+    """The registry entry of `adapter`'s kind (its `kind` attribute); None for an object that names no kind, such
+    as a test's stand-in. A kind that is not registered is an InputError naming the known ones."""
+    kind = getattr(adapter, "kind", None)
+    if kind is None:
+        return None
+    if kind not in REGISTRY:
+        name = getattr(adapter, "name", type(adapter).__name__)
+        raise InputError(f"model {name!r} is of kind {kind!r}, which is not registered; known: {', '.join(REGISTRY)}")
+    return REGISTRY[kind]
+
+
+def ranks_classes(adapter: Adapter) -> TypeGuard[ScoringAdapter]:
+    """Whether `adapter` scores classes (a ScoringAdapter, read by its top-k) rather than answering prompts: its
+    kind's `ranks_topk`. An adapter of no kind is told by its methods: a scorer has `score`."""
+    entry = kind_of(adapter)
+    return entry.ranks_topk if entry is not None else hasattr(adapter, "score")
+
+
+def reads_text(adapter: Adapter) -> bool:
+    """Whether text perturbations reach `adapter`: its kind's `reads_text` (a prompt for a generative model, the
+    class names for CLIP and SigLIP). An adapter of no kind reads text when it answers prompts."""
+    entry = kind_of(adapter)
+    return entry.reads_text if entry is not None else not ranks_classes(adapter)
+
+
 def load_adapter(spec: str, **options: Any) -> Adapter:
-    """Instantiate the adapter for `spec`; heavy libraries are imported here, not before."""
+    """Instantiate the adapter for `spec`, of the kind it was loaded as (`adapter.kind`); heavy libraries are
+    imported here, not before. A class that does not do what its entry declares (score classes or answer
+    prompts) is a RelabelError."""
     kind, model = parse_spec(spec)
-    module_name, _, class_name = REGISTRY[kind].target.partition(":")
+    entry = REGISTRY[kind]
+    module_name, _, class_name = entry.target.partition(":")
     cls = getattr(importlib.import_module(module_name), class_name)
-    adapter: Adapter = cls(model, **options) if model else cls(**options)
-    return adapter
+    if entry.ranks_topk != callable(getattr(cls, "score", None)):
+        does = "scores classes (ranks_topk)" if entry.ranks_topk else "answers prompts (not ranks_topk)"
+        raise RelabelError(f"model kind {kind!r} declares that it {does}, but {entry.target} does not")
+    adapter = cls(model, **options) if model else cls(**options)
+    adapter.kind = kind  # the entry this adapter was loaded as: what the capability checks read
+    result: Adapter = adapter
+    return result

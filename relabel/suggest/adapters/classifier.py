@@ -94,6 +94,7 @@ class EfficientNetLiteAdapter(BatchedImageScorer):
         self.threads = threads
         self.model: Any = None
         self.name = f"efficientnet-{self.variant}"
+        self.kind = self.name  # its registry entry: ranks top-k, reads no text
         self.weights = ""  # the weights file, once loaded
 
     @property
@@ -157,7 +158,7 @@ class EfficientNetLiteAdapter(BatchedImageScorer):
     def describe(self) -> dict[str, Any]:
         self.ensure_loaded()
         return {
-            "kind": self.name,
+            "kind": self.kind,
             "weights": f"{Path(self.weights).name} ({self.package})",
             "parameters": sum(p.numel() for p in self.model.parameters()),
             "preprocess": f"resize {self.resize} bicubic, center crop {self.crop}, mean 0.498, std 0.502",
@@ -188,6 +189,8 @@ class HFClassifierAdapter(BatchedImageScorer):
     """Any Hugging Face ImageNet-1k classifier (`AutoModelForImageClassification`), preprocessed by its own
     Pillow image processor. The model's `id2label` must list the ImageNet-1k classes by index; a 1001-label model
     whose label 0 is a background class is accepted and that label dropped."""
+
+    kind = "hf-classifier"  # its registry entry: ranks top-k, reads no text
 
     def __init__(self, model_id: str, *, batch_size: int = 32, device: str = "auto") -> None:
         super().__init__(batch_size=batch_size, device=device)
@@ -233,7 +236,7 @@ class HFClassifierAdapter(BatchedImageScorer):
     def describe(self) -> dict[str, Any]:
         self.ensure_loaded()
         return {
-            "kind": "hf-classifier",
+            "kind": self.kind,
             "model": self.model_id,
             "parameters": sum(p.numel() for p in self.model.parameters()),
             "image_processor": type(self.processor).__name__,

@@ -6,7 +6,7 @@ in memory per (model, class list, templates). An image scores softmax(logit_scal
 CLIP; SigLIP models were trained with a sigmoid loss, so each class gets sigmoid(logit_scale * cosine + bias) on
 its own and the scores do not sum to 1.
 
-The adapter reads the class names (`text_conditioned`), so robustness runs can perturb them (`typo`). Each
+The adapter reads the class names (its kind's `reads_text`), so robustness runs can perturb them (`typo`). Each
 perturbed list is a new cache key; the cache keeps the CLASS_CACHE_SIZE most recently used lists.
 """
 
@@ -73,7 +73,7 @@ def _normalize(x: torch.Tensor) -> torch.Tensor:
 class ZeroShotAdapter(BatchedImageScorer):
     """CLIP-family zero-shot classifier over any list of class names (`AutoModel` + `AutoProcessor`)."""
 
-    text_conditioned = True  # the scores depend on the class names given: robustness runs may perturb them
+    kind = "clip"  # its registry entry: ranks top-k, reads text (the scores depend on the class names given)
 
     def __init__(
         self, model_id: str, *, templates: list[str] | None = None, batch_size: int = 32, device: str = "auto"
@@ -201,7 +201,7 @@ class ZeroShotAdapter(BatchedImageScorer):
     def describe(self) -> dict[str, Any]:
         self.ensure_loaded()
         return {
-            "kind": "clip",
+            "kind": self.kind,
             "model": self.model_id,
             "model_class": type(self.model).__name__,
             "scores": "sigmoid" if self.sigmoid else "softmax",

@@ -97,6 +97,8 @@ class HFVisionLanguageAdapter(LazyModel):
     """A local chat VLM. `max_new_tokens` (when set) replaces each request's `max_tokens`; `max_image_side`
     downscales larger images before the processor sees them (None: pass them as they are)."""
 
+    kind = "hf-vlm"  # its registry entry: answers prompts, reads text
+
     def __init__(
         self,
         model_id: str,

@@ -49,6 +49,8 @@ ENCODE_AHEAD = 4  # workers beyond `concurrency` that prepare payloads while the
 class OpenAIChatAdapter:
     """`GenerativeAdapter` for any server that speaks the OpenAI chat-completions API."""
 
+    kind = "openai"  # its registry entry: answers prompts, reads text, remote
+
     def __init__(
         self,
         model: str,
@@ -108,7 +110,7 @@ class OpenAIChatAdapter:
     def describe(self) -> dict[str, Any]:
         """Settings recorded with a run; the API key is never included, only whether one is set."""
         return {
-            "kind": "openai",
+            "kind": self.kind,
             "model": self.name,
             "base_url": self.base_url,
             "api_key_set": bool(self._api_key),

@@ -1,5 +1,6 @@
-"""Text perturbations in robustness runs: typos in the class names of text-conditioned scoring models and in the
-prompts of generative models, refused for image-only classifiers; stored, reported and run through the CLI."""
+"""Text perturbations in robustness runs: typos in the class names of scoring models whose kind reads text and in
+the prompts of generative models, refused for image-only classifiers; stored, reported and run through the CLI.
+What a model reads is its adapter kind's registry entry (`AdapterKind.reads_text`)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from relabel.evaluation.passes import perturb_instructions
 from relabel.evaluation.report import write_robustness_report
 from relabel.evaluation.robustness import run_robustness
 from relabel.evaluation.storage import robustness_from_dict
-from relabel.suggest.adapters import load_adapter
+from relabel.suggest.adapters import REGISTRY, AdapterKind, load_adapter, reads_text
 from relabel.suggest.types import ChatRequest, ImageRef, ModelOutput
 from relabel.vocabulary import load_builtin
 from tests import evaluation_workspace as ws
@@ -43,11 +44,12 @@ def letter(ref: ImageRef) -> str:
 
 
 class NameReader:
-    """A text-conditioned scorer: right on an image when its true class's name reaches it as the vocabulary spells
-    it (or, with `right_per_call`, on the letters listed for that call); records the class names of every call."""
+    """A scorer of a kind that reads text: right on an image when its true class's name reaches it as the
+    vocabulary spells it (or, with `right_per_call`, on the letters listed for that call); records the class names
+    of every call."""
 
     name = "name-reader"
-    text_conditioned = True
+    kind = "name-reader"  # registered by `kinds` below
 
     def __init__(self, right_per_call: list[str] | None = None) -> None:
         self.right_per_call = right_per_call
@@ -77,7 +79,15 @@ class NameReader:
 
 class ImageOnly(NameReader):
     name = "pixels-only"
-    text_conditioned = False
+    kind = "pixels-only"
+
+
+@pytest.fixture(autouse=True)
+def kinds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kinds of the two scorers above, registered as a new adapter kind is: one reads text, one does not."""
+    here = "tests.relabel.evaluation.test_text_robustness"
+    monkeypatch.setitem(REGISTRY, NameReader.kind, AdapterKind(f"{here}:NameReader", "name-reader", True, True))
+    monkeypatch.setitem(REGISTRY, ImageOnly.kind, AdapterKind(f"{here}:ImageOnly", "pixels-only", True, False))
 
 
 def intact(name: str, severity: int, seed: int, item: int) -> bool:
@@ -164,6 +174,41 @@ class TestImageOnlyClassifiers:
     def test_a_scoring_model_takes_no_generative_protocol(self, sqlite_engine, five) -> None:
         with pytest.raises(InputError, match="--protocol cw is for generative models; 'pixels-only' is a scoring"):
             run_robustness(sqlite_engine, adapter=ImageOnly(), protocol="cw", show_progress=False)
+
+
+class TestCapabilitiesFromTheRegistry:
+    """Whether a model reads text is its kind's entry, and only that: a kind registered with reads_text takes typo."""
+
+    def register(self, monkeypatch: pytest.MonkeyPatch, reads: bool) -> None:
+        kind = AdapterKind("tests.fakes:SpecScorer", "spec-scorer:ID", ranks_topk=True, reads_text=reads)
+        monkeypatch.setitem(REGISTRY, "spec-scorer", kind)
+
+    def test_a_kind_registered_as_reading_text_takes_typo(self, sqlite_engine, five, monkeypatch) -> None:
+        self.register(monkeypatch, reads=True)
+        result = run_robustness(sqlite_engine, model="spec-scorer:m", perturbations=["typo"], severities=[1],
+                                show_progress=False, store=False)  # fmt: skip
+        assert result.perturbations == ("typo",) and result.text_perturbations == ("typo",)
+        assert result.efficiency.n_images == 10  # 5 images clean, 5 with misspelt class names
+        assert result.grid["imgt"] == [[result.clean["imgt"].accuracy]]  # class 0 always: names change nothing here
+
+    def test_the_same_class_registered_as_image_only_is_refused(self, sqlite_engine, five, monkeypatch) -> None:
+        self.register(monkeypatch, reads=False)
+        with pytest.raises(InputError, match="'spec-scorer:m' is an image-only classifier: it reads no text"):
+            run_robustness(sqlite_engine, model="spec-scorer:m", perturbations=["typo"], show_progress=False)
+        assert stored(sqlite_engine) == 0
+
+    def test_the_entry_it_was_loaded_as_wins_over_its_class(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        target = "tests.relabel.evaluation.test_text_robustness:NameReader"
+        monkeypatch.setitem(REGISTRY, "blind", AdapterKind(target, "blind", True, False))
+        adapter = load_adapter("blind")
+        assert adapter.kind == "blind" and not reads_text(adapter) and reads_text(NameReader())  # type: ignore[union-attr]
+
+    def test_a_kind_not_registered_is_named(self, sqlite_engine, five) -> None:
+        model = NameReader()
+        model.kind = "siglip"
+        with pytest.raises(InputError, match="model 'name-reader' is of kind 'siglip', which is not registered; known"):
+            run_robustness(sqlite_engine, adapter=model, perturbations=["typo"], show_progress=False)
+        assert model.names == []
 
 
 INSTRUCTION = "Classify the main object in this image into exactly one of the following categories:"
@@ -275,7 +320,7 @@ class TestTinyClip:
         from relabel.suggest.adapters import clip
 
         adapter = clip.ZeroShotAdapter(str(tiny_clip), templates=["a photo of a {}."], device="cpu")
-        assert adapter.text_conditioned
+        assert reads_text(adapter)  # built directly, not loaded: its class names its kind, clip
         seen: list[list[str]] = []
         score = adapter.score
         monkeypatch.setattr(adapter, "score", lambda refs, names: seen.append(names) or score(refs, names))
