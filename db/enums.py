@@ -47,7 +47,7 @@ class Category(str, Enum):
 
 
 class Answer(str, Enum):
-    """A worker's answer to "is this class in the image?" (a vote, see `db.models.Vote`)."""
+    """A worker's answer to "is this class in the image?" (a vote, packed in `db.models.VotePair`)."""
 
     no = "no"
     maybe = "maybe"

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import groupby
+from operator import itemgetter
 
 from sqlalchemy import inspect, select, text
 from sqlalchemy.engine import Connection, Engine
@@ -16,6 +18,7 @@ from sqlmodel import SQLModel, col
 
 from db import models
 from db.models import SchemaVersion
+from db.vote_packing import ANSWER_BYTES, pack_pair
 
 
 class SchemaError(RuntimeError):
@@ -76,7 +79,9 @@ def _evaluations(conn: Connection) -> None:
 
 
 def _votes(conn: Connection) -> None:
-    for table in ("vote_sources", "votes", "snapshot_posteriors"):
+    # the one-row-per-answer `votes` table this created is packed by migration 12, which creates the tables that
+    # replace it (`_packed_votes`): a workspace older than both goes straight to those
+    for table in ("vote_sources", "snapshot_posteriors"):
         SQLModel.metadata.tables[table].create(conn, checkfirst=True)
     if "consensus" not in {c["name"] for c in inspect(conn).get_columns("snapshots")}:
         conn.execute(text("ALTER TABLE snapshots ADD COLUMN consensus JSON"))
@@ -115,6 +120,51 @@ def _assignments(conn: Connection) -> None:
     SQLModel.metadata.tables["assignments"].create(conn, checkfirst=True)
 
 
+def _packed_votes(conn: Connection) -> None:
+    """Votes one row per (image, class) pair, the answers packed (`db.vote_packing`): every row of the older
+    one-row-per-answer `votes` table is moved over, then that table is dropped."""
+    for table in ("vote_workers", "vote_pairs"):
+        SQLModel.metadata.tables[table].create(conn, checkfirst=True)
+    if not inspect(conn).has_table("votes"):
+        return
+    sources = conn.execute(text("SELECT DISTINCT source_id FROM votes")).scalars().all()
+    for source_id in sources:
+        _pack_source(conn, source_id)
+    conn.execute(text("DROP TABLE votes"))
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("DROP TYPE IF EXISTS answer"))  # the answer column's enum, used by no other table
+
+
+def _pack_source(conn: Connection, source_id: int) -> None:
+    """Pack one source's rows of the older `votes` table; its workers are numbered in code point order (what an
+    import numbers them by), whatever order the database collates names in."""
+    names = conn.execute(text("SELECT DISTINCT worker FROM votes WHERE source_id = :s"), {"s": source_id})
+    number = {name: k for k, name in enumerate(sorted(names.scalars()))}
+    conn.execute(
+        SQLModel.metadata.tables["vote_workers"].insert(),
+        [{"source_id": source_id, "number": k, "name": name} for name, k in number.items()],
+    )
+    query = text(
+        "SELECT image_id, class_index, worker, answer FROM votes WHERE source_id = :s ORDER BY image_id, class_index"
+    )
+    insert = SQLModel.metadata.tables["vote_pairs"].insert()
+    pairs: list[dict[str, object]] = []
+    for (image_id, class_index), answers in groupby(conn.execute(query, {"s": source_id}), key=itemgetter(0, 1)):
+        ordered = sorted((number[worker], ANSWER_BYTES[str(answer)]) for _, _, worker, answer in answers)
+        workers, codes = pack_pair([w for w, _ in ordered], [a for _, a in ordered])
+        pairs.append(
+            dict(source_id=source_id, image_id=image_id, class_index=class_index, workers=workers, answers=codes)
+        )
+        if len(pairs) == _PACKED_PER_INSERT:
+            conn.execute(insert, pairs)
+            pairs = []
+    if pairs:
+        conn.execute(insert, pairs)
+
+
+_PACKED_PER_INSERT = 20_000  # pairs written at a time while the older rows are read
+
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "initial schema", _initial_schema),
     Migration(2, "response cache and prediction details for suggestions", _suggestion_support),
@@ -127,6 +177,7 @@ MIGRATIONS: list[Migration] = [
     Migration(9, "sign-in throttle counters shared by every studio process", _sign_in_failures),
     Migration(10, "labeling guidelines and comments on images", _guidelines_and_comments),
     Migration(11, "images and classes assigned to annotators", _assignments),
+    Migration(12, "votes one row per (image, class) pair, the answers packed", _packed_votes),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Protocol, cast
 
-from sqlalchemy import JSON, BigInteger, CheckConstraint, Column, Index, UniqueConstraint, true
+from sqlalchemy import JSON, BigInteger, CheckConstraint, Column, Index, LargeBinary, UniqueConstraint, true
 from sqlalchemy.orm import Mapped
 from sqlmodel import Field, SQLModel, col
 
-from db.enums import Answer, Category, ImageStatus, PredictionStatus, Role, SourceKind, SuggestionAction, Verdict
+from db.enums import Category, ImageStatus, PredictionStatus, Role, SourceKind, SuggestionAction, Verdict
 
 
 def utcnow() -> datetime:
@@ -155,15 +155,26 @@ class VoteSource(SQLModel, table=True):
     imported_at: datetime = Field(default_factory=utcnow)
 
 
-class Vote(SQLModel, table=True):
-    """One worker's answer on one (image, class) pair. Never updated; a re-import replaces the whole source."""
+class VoteWorker(SQLModel, table=True):
+    """A worker of one vote source (a rater's id, or an anonymous ballot's name), numbered 0.. in the code point
+    order of the names; only workers who answered something are stored."""
 
-    __tablename__ = "votes"
+    __tablename__ = "vote_workers"
+    source_id: int = Field(foreign_key="vote_sources.id", primary_key=True)
+    number: int = Field(primary_key=True)
+    name: str
+
+
+class VotePair(SQLModel, table=True):
+    """Every answer of one vote source on one (image, class) pair, packed (`db.vote_packing`): the workers' numbers
+    (`VoteWorker.number`, ascending) and their answers. Never updated; a re-import replaces the whole source."""
+
+    __tablename__ = "vote_pairs"
     source_id: int = Field(foreign_key="vote_sources.id", primary_key=True)
     image_id: int = Field(foreign_key="images.id", primary_key=True)
     class_index: int = Field(primary_key=True)  # index in the dataset's vocabulary
-    worker: str = Field(primary_key=True)
-    answer: Answer
+    workers: bytes = Field(sa_column=Column(LargeBinary, nullable=False))  # int32 little-endian, one per answer
+    answers: bytes = Field(sa_column=Column(LargeBinary, nullable=False))  # a byte per answer: 0 no, 1 maybe, 2 yes
 
 
 class ModelRun(SQLModel, table=True):

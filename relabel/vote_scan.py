@@ -1,69 +1,79 @@
-"""A vote source read off SQLite's votes table in bulk, as numpy columns.
+"""A vote source read off the `vote_pairs` table in bulk, as numpy columns.
 
-`relabel.votes.collect_votes` reads a source that holds most of the table by walking the table itself. Fetched
-row by row, ReaL's 924,810 votes are 3.7 million Python objects, made by the driver and then taken apart again
-into columns. Here SQLite joins each column of a stretch of the table into one text (`group_concat`: the ids
-and answer codes with commas, the worker names with a control character), numpy parses the numbers and Python
-splits the names: a third of the time. The caller puts the votes in key order, as for the rows.
+A source is stored one row per (image, class) pair with its answers packed (`db.vote_packing`): ReaL's 924,810
+answers are 184,962 rows. The rows come back from the driver as plain tuples; the packed bytes of each column are
+joined once and read by numpy, and each pair's image id and class are repeated over its answers. The votes come out
+in the table's key order: image, class, worker number (which is the workers' code point order).
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
-from sqlalchemy import ColumnClause, ColumnElement, Integer, func, literal_column, select
+from sqlalchemy import select
 from sqlalchemy.engine import Connection
 from sqlmodel import col
 
-from db.models import Vote
+from db.bulk import plain_rows
+from db.models import VotePair, VoteWorker
+from db.vote_packing import WORKER_DTYPE
+from relabel.errors import InputError
 
-SEPARATOR = "\x1f"  # between worker names: the unit separator, which no name imported from a file is expected to hold
-SPAN = 1 << 21  # rowids per query: one text of a column stays far below SQLite's limit of 10^9 bytes
-ROWID: ColumnClause[int] = literal_column("votes.rowid", Integer)
-
-IntColumn = np.ndarray | Sequence[int]
-# parts of (image ids, class indices, worker numbers, answer codes), and worker name -> its number (in order met)
-Columns = tuple[list[tuple[IntColumn, IntColumn, np.ndarray, IntColumn]], dict[str, int]]
+WORKER_BYTES = np.dtype(WORKER_DTYPE).itemsize
 
 
-def scan_votes(conn: Connection, source_id: int, code: ColumnElement[Any]) -> Columns | None:
-    """The votes of source `source_id` in table order, `code` the answer code of a vote (SQL); None when a column
-    does not come back whole (a worker name holding `SEPARATOR`, a value that is not an integer): the caller
-    then reads the rows one by one. SQLite only: it names the table's rowid."""
-    lo, hi = conn.execute(select(func.min(ROWID), func.max(ROWID)).select_from(Vote)).one()
-    parts: list[tuple[IntColumn, IntColumn, np.ndarray, IntColumn]] = []
-    seen: dict[str, int] = {}
-    for start in range(lo or 0, (hi or -1) + 1, SPAN):
-        query = select(
-            func.group_concat(col(Vote.image_id)),
-            func.group_concat(col(Vote.class_index)),
-            func.group_concat(code),
-            func.group_concat(col(Vote.worker), SEPARATOR),
-        ).where(col(Vote.source_id) + 0 == source_id, ROWID.between(start, start + SPAN - 1))
-        *numbers, names = conn.execute(query).one()
-        if names is None:
-            continue  # no vote of the source in this stretch
-        workers = names.split(SEPARATOR)
-        image, cls, answer = (_integers(text, len(workers)) for text in numbers)
-        if image is None or cls is None or answer is None:
-            return None
-        for name in dict.fromkeys(workers).keys() - seen.keys():
-            seen[name] = len(seen)
-        parts.append((image, cls, np.fromiter(map(seen.__getitem__, workers), np.int64, len(workers)), answer))
-    return parts, seen
+@dataclass(frozen=True)
+class SourceVotes:
+    """One source's answers as (N,) int64 columns in key order; `worker` numbers `names` (code point order)."""
+
+    image: np.ndarray
+    cls: np.ndarray
+    worker: np.ndarray
+    answer: np.ndarray
+    names: list[str]
 
 
-def _integers(text: str | None, n: int) -> np.ndarray | None:
-    """The `n` comma-separated integers of `text`, or None when it holds anything else or another count."""
-    if text is None:
-        return None
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", DeprecationWarning)  # numpy warns, and stops, at text it cannot parse
-        try:
-            values = np.fromstring(text, dtype=np.int64, sep=",")
-        except (ValueError, DeprecationWarning):
-            return None
-    return values if len(values) == n else None
+def scan_votes(conn: Connection, source_id: int, source: str) -> SourceVotes:
+    """Every answer of the vote source `source_id` (named `source` in errors). Raises InputError when a stored row
+    does not unpack (a worker number with no name, worker and answer bytes of different counts)."""
+    names = list(
+        conn.execute(
+            select(col(VoteWorker.name)).where(col(VoteWorker.source_id) == source_id).order_by(col(VoteWorker.number))
+        ).scalars()
+    )
+    query = (
+        select(col(VotePair.image_id), col(VotePair.class_index), col(VotePair.workers), col(VotePair.answers))
+        .where(col(VotePair.source_id) == source_id)
+        .order_by(col(VotePair.image_id), col(VotePair.class_index))
+    )
+    parts = [_unpack(rows, source) for rows in plain_rows(conn, query)]
+    columns = [np.concatenate([p[k] for p in parts]) if parts else np.zeros(0, np.int64) for k in range(4)]
+    image, cls, worker, answer = columns
+    if len(worker) and (int(worker.min()) < 0 or int(worker.max()) >= len(names)):
+        bad = int(worker[(worker < 0) | (worker >= len(names))][0])
+        raise InputError(f"vote source {source!r}: a stored answer names worker number {bad}, which it has no name for")
+    return SourceVotes(image, cls, worker, answer, names)
+
+
+def _unpack(rows: Sequence[Sequence[Any]], source: str) -> tuple[np.ndarray, ...]:
+    """(image, class, worker number, answer code) columns of a batch of (image id, class, workers, answers) rows."""
+    images, classes, workers, answers = (list(map(itemgetter(k), rows)) for k in range(4))
+    counts = np.fromiter(map(len, answers), np.int64, len(answers))
+    sizes = np.fromiter(map(len, workers), np.int64, len(workers))
+    uneven = np.flatnonzero(sizes != counts * WORKER_BYTES)
+    if len(uneven):
+        k = int(uneven[0])
+        raise InputError(
+            f"vote source {source!r}: the stored answers on image {images[k]} class {classes[k]} do not unpack "
+            f"({sizes[k]} worker bytes for {counts[k]} answers)"
+        )
+    return (
+        np.repeat(np.array(images, dtype=np.int64), counts),
+        np.repeat(np.array(classes, dtype=np.int64), counts),
+        np.frombuffer(b"".join(workers), dtype=WORKER_DTYPE).astype(np.int64),
+        np.frombuffer(b"".join(answers), dtype=np.uint8).astype(np.int64),
+    )

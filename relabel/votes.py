@@ -2,7 +2,7 @@
 
 Three kinds of worker answer (`VoteTable.worker_kinds`):
 
-* ``rater``: imported votes (`db.models.Vote`, one `VoteSource` per imported file: ReaL's raters, MTurk's five
+* ``rater``: imported votes (`db.models.VotePair`, one `VoteSource` per imported file: ReaL's raters, MTurk's five
   ballots, a team's own round), named "SOURCE:WORKER";
 * ``annotator``: the studio's standing annotator decisions (`relabel.decision_log.current_decisions`), named
   "studio:USER". An annotator saw the image's *candidate classes*: its original (ImGT) labels, the suggestions
@@ -19,21 +19,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from operator import itemgetter
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Select, String, case, cast, func, select
+from sqlalchemy import String, cast, select
 from sqlalchemy.engine import Connection
 from sqlmodel import col
 
-from db.bulk import plain_rows
-from db.enums import Answer, PredictionStatus, SourceKind, Verdict
-from db.models import Image, Label, LabelSource, ModelRun, Prediction, User, Vote, VoteSource, pk, stored_id
+from db.enums import PredictionStatus, SourceKind, Verdict
+from db.models import Image, Label, LabelSource, ModelRun, Prediction, User, VoteSource, VoteWorker, pk, stored_id
 from relabel.aggregation import NO, YES, Votes, make_votes
 from relabel.decision_log import ParsedLists, current_decisions, cyclic_gc_paused
 from relabel.errors import NotFoundError, unknown_name
-from relabel.vote_scan import Columns, IntColumn, scan_votes
+from relabel.vote_scan import SourceVotes, scan_votes
 
 STUDIO = "studio"  # the name `VoteTable.sources` gives the studio's decisions
 ANSWER_CODES = {"no": NO, "maybe": 1, "yes": YES}
@@ -152,96 +150,46 @@ def _imported_votes(conn: Connection, dataset_id: int, wanted: Sequence[str] | N
         if name not in known:
             raise unknown_name("vote source", name, list(known))
     chosen = [known[n] for n in (dict.fromkeys(wanted) if wanted is not None else known)]
-    code = case(*((col(Vote.answer) == Answer(word), number) for word, number in ANSWER_CODES.items()))
     for source in chosen:
-        scan = source.workers_identified and _reads_most_votes(conn, source.n_votes)
-        # `+ 0` keeps SQLite off the primary key's index: reading the table in order is a third faster than a
-        # lookup per vote when the source holds most of it; the votes are then put back in key order
-        of_source = col(Vote.source_id) + 0 == source.id if scan else col(Vote.source_id) == source.id
-        query = select(col(Vote.image_id), col(Vote.class_index), col(Vote.worker), code).where(of_source)
+        scanned = scan_votes(conn, stored_id(source), source.name)
         if source.workers_identified:
-            scanned = scan_votes(conn, stored_id(source), code) if scan else None
-            _identified_votes(conn, stored_id(source), source.name, query, answers, key_order=scan, scanned=scanned)
-            continue
-        for rows in plain_rows(conn, query):
-            image, cls, worker, answer = _columns(rows)
-            codes = [answers.worker(f"{source.name}:{i}/{w}", "rater") for i, w in zip(image, worker)]
-            answers.add(image, cls, codes, answer)
+            _identified_votes(conn, stored_id(source), source.name, scanned, answers)
+        else:
+            _ballot_votes(source.name, scanned, answers)
     return [s.name for s in chosen]
 
 
-def _reads_most_votes(conn: Connection, n_votes: int) -> bool:
-    """Whether a source of `n_votes` holds at least half of the votes table, on SQLite."""
-    if conn.dialect.name != "sqlite":
-        return False
-    total = conn.execute(select(func.sum(col(VoteSource.n_votes)))).scalar() or 0
-    return 2 * n_votes >= total
+def _identified_votes(conn: Connection, source_id: int, source: str, scanned: SourceVotes, answers: _Answers) -> None:
+    """Add the votes of a source whose workers are named, the workers numbered in the order the database sorts
+    their names (on SQLite the code point order they are stored in, so the votes stay in (image, class, worker)
+    order)."""
+    number = np.zeros(len(scanned.names), np.int64)
+    position = {name: k for k, name in enumerate(scanned.names)}
+    for name in _name_order(conn, source_id, scanned.names):
+        number[position[name]] = answers.worker(f"{source}:{name}", "rater")
+    answers.add(scanned.image, scanned.cls, number[scanned.worker], scanned.answer)
 
 
-def _identified_votes(
-    conn: Connection,
-    source_id: int,
-    source: str,
-    query: Select[Any],
-    answers: _Answers,
-    key_order: bool = False,
-    scanned: Columns | None = None,
-) -> None:
-    """Add the votes of a source whose workers are named, the workers numbered in name order whatever order the
-    database returns votes in. The names are gathered from the votes themselves: asking the database for them
-    (SELECT DISTINCT) was a second pass over the source, a fifth of the time on ReaL's 924,810 votes. With
-    `key_order`, the votes are sorted by (image, class, worker name), the order of the primary key's index.
-    `scanned`: the source's votes already read as columns (`relabel.vote_scan`), in place of `query`'s rows."""
-    parts, seen = _named_rows(conn, query) if scanned is None else scanned
-    number = np.zeros(len(seen), np.int64)
-    for name in _name_order(conn, source_id, seen):
-        number[seen[name]] = answers.worker(f"{source}:{name}", "rater")
-    if not key_order:
-        for image, cls, local, answer in parts:
-            answers.add(image, cls, number[local], answer)
-    elif parts:
-        merged = [np.concatenate([np.asarray(part[k], np.int64) for part in parts]) for k in range(4)]
-        merged[2] = number[merged[2]]
-        order = _key_order(merged[0], merged[1], merged[2])
-        answers.add(*(column[order] for column in merged))
+def _ballot_votes(source: str, scanned: SourceVotes, answers: _Answers) -> None:
+    """Add the votes of a source whose workers are ballots: each (image, ballot) is a worker of its own, numbered
+    in the order first met in (image, class, ballot) order."""
+    n = max(len(scanned.names), 1)
+    key = scanned.image * n + scanned.worker
+    unique, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    number = np.zeros(len(unique), np.int64)
+    for k in np.argsort(first, kind="stable").tolist():
+        image, ballot = divmod(int(unique[k]), n)
+        number[k] = answers.worker(f"{source}:{image}/{scanned.names[ballot]}", "rater")
+    answers.add(scanned.image, scanned.cls, number[inverse.ravel()], scanned.answer)
 
 
-def _named_rows(conn: Connection, query: Select[Any]) -> Columns:
-    """The (image, class, worker, answer code) rows of `query` as columns, the workers numbered in the order met."""
-    seen: dict[str, int] = {}  # name -> number in the order first met
-    parts: list[tuple[IntColumn, IntColumn, np.ndarray, IntColumn]] = []
-    for rows in plain_rows(conn, query):
-        image, cls, worker, answer = _columns(rows)
-        for name in dict.fromkeys(worker).keys() - seen.keys():
-            seen[name] = len(seen)
-        parts.append((image, cls, np.fromiter(map(seen.__getitem__, worker), np.int64, len(worker)), answer))
-    return parts, seen
-
-
-def _key_order(image: np.ndarray, cls: np.ndarray, worker: np.ndarray) -> np.ndarray:
-    """The order of (image, class, worker) triples, all different and non-negative: one argsort of a combined key
-    where it fits in 62 bits (a third of a three-key lexsort's time), else the lexsort. The keys differ, so a
-    stable sort gives the same order; numpy's (a timsort for int64) takes half the time on a table written in
-    (image, class) order, whose runs it finds."""
-    spans = [int(a.max()) + 1 for a in (cls, worker)]
-    if (int(image.max()) + 1) * spans[0] * spans[1] < 2**62:
-        return np.argsort((image * spans[0] + cls) * spans[1] + worker, kind="stable")
-    return np.lexsort((worker, cls, image))
-
-
-def _name_order(conn: Connection, source_id: int, names: Iterable[str]) -> list[str]:
+def _name_order(conn: Connection, source_id: int, names: list[str]) -> list[str]:
     """A source's worker `names` as the database orders them: SQLite compares text by its UTF-8 bytes, which is the
-    code point order Python sorts str by; another database may collate otherwise, and is asked."""
+    code point order the workers are numbered in; another database may collate otherwise, and is asked."""
     if conn.dialect.name == "sqlite":
-        return sorted(names)
-    query = select(col(Vote.worker)).where(col(Vote.source_id) == source_id).distinct().order_by(col(Vote.worker))
+        return names
+    query = select(col(VoteWorker.name)).where(col(VoteWorker.source_id) == source_id).order_by(col(VoteWorker.name))
     return list(conn.execute(query).scalars())
-
-
-def _columns(rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
-    """The four columns of (image id, class, worker, answer code) rows: a column at a time, as zip(*rows) over
-    100,000 rows took four times as long."""
-    return [list(map(itemgetter(k), rows)) for k in range(4)]
 
 
 def _studio_votes(conn: Connection, dataset_id: int, answers: _Answers) -> None:

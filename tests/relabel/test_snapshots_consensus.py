@@ -15,7 +15,7 @@ from sqlalchemy.exc import DatabaseError
 from sqlmodel import Session
 
 from db.enums import Answer, Role, Verdict
-from db.models import Image, Snapshot, SnapshotPosterior, Vote, VoteSource
+from db.models import Image, Snapshot, SnapshotPosterior, VoteSource, stored_id
 from relabel.aggregation import Aggregate
 from relabel.annotations import add_user, record_annotation
 from relabel.bulk_import import store_run
@@ -33,6 +33,7 @@ from relabel.sources import import_source
 from relabel.vote_import import import_votes as import_votes_file
 from tests import images
 from tests.conftest import shared
+from tests.relabel.test_vote_scan import store_votes
 
 NAMES = ["a_cup.jpg", "b_cat.jpg", "c_fish.jpg", "d_rocket.jpg", "e_blur.jpg", "f_dog.jpg", "g_new.jpg"]
 RATERS = ("r1", "r2", "r3", "r4", "r5")
@@ -108,15 +109,18 @@ def ws(engine, vocab, tmp_path: Path):
 
 
 def import_votes(engine, name: str, votes: dict[tuple[int, int], list[Answer | None]]) -> None:
-    """Store a vote source as an importer would: one Vote row per rater and (image, class) pair answered."""
+    """Store a vote source as an importer would (`tests.relabel.test_vote_scan.store_votes`)."""
     with Session(engine) as s:
         source = VoteSource(dataset_id=1, name=name, format="test", n_workers=len(RATERS))
         s.add(source)
         s.flush()
-        for (image_id, c), answers in votes.items():
-            for worker, answer in zip(RATERS, answers):
-                if answer is not None:
-                    s.add(Vote(source_id=source.id, image_id=image_id, class_index=c, worker=worker, answer=answer))
+        given = [
+            (image_id, c, worker, answer.value)
+            for (image_id, c), answers in votes.items()
+            for worker, answer in zip(RATERS, answers)
+            if answer is not None
+        ]
+        store_votes(s, stored_id(source), given)
         s.commit()
 
 
@@ -255,7 +259,7 @@ class TestRequests:
     def test_no_votes_to_aggregate_is_one_line(self, ws) -> None:
         engine, _ = ws
         with Session(engine) as s:  # a dataset whose only votes would be the studio's, and nobody decided
-            s.execute(text("delete from votes"))
+            s.execute(text("delete from vote_pairs"))
             s.commit()
         with pytest.raises(InputError, match="the dataset has no votes to aggregate"):
             create_snapshot(engine, "x", consensus="ds")
