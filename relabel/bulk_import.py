@@ -42,6 +42,9 @@ Row = TypeVar("Row", bound=LabelRow)  # a label row, or a prediction row with it
 def matched_rows(rows: Sequence[Row], ids: Sequence[int], file_name: str) -> Iterator[tuple[Row, int]]:
     """Each row with its image id, in file order; rows of unknown images (id < 0, skipped on request) are left
     out, and a second row for one image is an InputError naming both the row and the file."""
+    if len(rows) == len(ids) and len(set(ids)) == len(ids) and (not ids or min(ids) >= 0):
+        yield from zip(rows, ids)  # the usual file: every row an image of its own
+        return
     seen: set[int] = set()
     for row, image_id in zip(rows, ids):
         if image_id < 0:

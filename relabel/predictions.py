@@ -23,6 +23,7 @@ from db.enums import PredictionStatus
 from db.models import Annotation, Image, ModelRun, Prediction, stored_id
 from relabel import __version__
 from relabel.bulk_import import matched_rows, replace_existing, store_run
+from relabel.decision_log import cyclic_gc_paused
 from relabel.errors import ConflictError, InputError, brief, unknown_name
 from relabel.import_formats import ImportFormat
 from relabel.import_rows import PredictionRow, image_key, resolve_labels, resolve_rows
@@ -272,7 +273,9 @@ def import_predictions(
     created: str | None = None
     replaced: str | None = None
     try:
-        with session_scope(engine) as s:
+        # 50,000 rows make some 10^5 small objects, none in a reference cycle: full collections over the growing
+        # heap found nothing and took a fifth of the import's CPU time
+        with cyclic_gc_paused(), session_scope(engine) as s:
             ds = get_dataset(s, dataset)
             vocab = dataset_vocabulary(s, ds)
             with stage(f"reading {path.name}", enabled=show_progress):

