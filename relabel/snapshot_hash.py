@@ -15,6 +15,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from json.encoder import encode_basestring_ascii
+from math import isfinite
 
 _COMPACT = json.JSONEncoder(separators=(",", ":"))  # json.dumps(..., separators=(",", ":")), one encoder for all
 
@@ -45,10 +46,10 @@ def snapshot_hash(
     on the labels but not on how sure they are differ."""
     compact = ClassListText(_COMPACT.encode)
     lines = [_label_line(path, classes, category, compact) for path, classes, category in sorted(rows)]
-    for path in sorted(posteriors or {}):
-        pairs = [[c, round(p, 6)] for c, p in sorted(posteriors[path].items())]  # type: ignore[index]
-        lines.append(_COMPACT.encode([path, pairs]))
-    return hashlib.sha256("".join(f"{line}\n" for line in lines).encode()).hexdigest()
+    if posteriors:
+        lines += [_posterior_line(path, posteriors[path]) for path in sorted(posteriors)]
+    lines.append("")  # every line ends with a newline
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
 def _label_line(path: str, classes: Sequence[int], category: str, compact: ClassListText) -> str:
@@ -56,3 +57,18 @@ def _label_line(path: str, classes: Sequence[int], category: str, compact: Class
     if type(path) is not str or type(category) is not str:
         return _COMPACT.encode([path, classes, category])
     return f"[{encode_basestring_ascii(path)},{compact(classes)},{encode_basestring_ascii(category)}]"
+
+
+def _posterior_line(path: str, posteriors: Mapping[int, float]) -> str:
+    """``json.dumps([path, [[class, round(P, 6)], ...]], separators=(",", ":"))``, classes ascending. A plain int
+    and a finite float are written as json writes them (their repr); anything else goes through the encoder."""
+    classes = sorted(posteriors)
+    rounded = [round(posteriors[c], 6) for c in classes]
+    if (
+        type(path) is str
+        and all(type(c) is int for c in classes)
+        and all(type(p) is float for p in rounded)
+        and isfinite(sum(rounded))  # finite when every term is; a sum that overflows takes the long way
+    ):
+        return f"[{encode_basestring_ascii(path)},[{','.join([f'[{c},{p!r}]' for c, p in zip(classes, rounded)])}]]"
+    return _COMPACT.encode([path, [[c, p] for c, p in zip(classes, rounded)]])

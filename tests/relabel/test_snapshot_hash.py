@@ -6,6 +6,8 @@ import hashlib
 import json
 import random
 
+import numpy as np
+
 from relabel.snapshot_hash import ClassListText, snapshot_hash
 
 
@@ -38,6 +40,9 @@ def test_the_hash_is_the_json_lines_hash() -> None:
     ]
     posteriors = {p: {c: rng.random() for c in rng.sample(range(1000), 3)} for p, _, _ in rows[:50]}
     posteriors["edge.png"] = {1: 1.0, 2: 0.0, 3: 1e-7, 4: 0.9999995, 5: 1}
+    # what json writes otherwise than repr: a NaN, an infinity, a bool class; a numpy float, an int posterior
+    posteriors["odd.png"] = {3: float("nan"), 1: float("inf"), False: 0.5, 7: np.float64(0.25), 8: 2}
+    posteriors[AWKWARD_PATHS[0]] = {2: 1e308, 1: 1e308}  # finite, with a sum that is not
     assert snapshot_hash(rows) == reference_hash(rows)
     assert snapshot_hash(rows, posteriors) == reference_hash(rows, posteriors)
     assert snapshot_hash([]) == hashlib.sha256().hexdigest()
