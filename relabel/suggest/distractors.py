@@ -25,7 +25,7 @@ import numpy as np
 from relabel.arrays import load_array
 from relabel.errors import InputError
 from relabel.suggest.class_texts import class_descriptions
-from relabel.suggest.textmap import TextEncoder, encode_cached
+from relabel.suggest.embedding_cache import TextEncoder, encode_cached
 from relabel.textfiles import read_json
 from relabel.vocabulary import Vocabulary
 
@@ -166,7 +166,7 @@ def text_neighbours(
     encoder: TextEncoder, vocab: Vocabulary, cache_dir: Path | None, k: int = TEXT_NEIGHBOURS
 ) -> Neighbours:
     """Each class's `k` nearest classes by cosine similarity of "display name: gloss" embeddings (cached on disk)."""
-    emb = encode_cached(encoder, class_descriptions(vocab), cache_dir, "class-descriptions")
+    emb = encode_cached(encoder, class_descriptions(vocab), cache_dir, "class descriptions")
     sims = emb @ emb.T
     np.fill_diagonal(sims, -np.inf)
     k = min(k, len(vocab) - 1)

@@ -25,8 +25,9 @@ How an answer is read (`ClassNameIndex.map`):
    `PLAIN_NAME_BONUS`, and one named only in the scene ("on a quilt") or after its "with" loses `AROUND_PENALTY`, so
    that other classes' descriptions sharing the answer's other words do not outweigh a name the answer says.
 
-Class-side embeddings are computed once per (encoder, vocabulary) and cached on disk; those of the built-in
-ImageNet-1k vocabulary with the default MiniLM encoder ship with the package. Of the answers, only what
+Class-side embeddings are computed once per encoder and text and kept on disk (`relabel.suggest.embedding_cache`:
+the workspace's cache, else the user's; the built-in vocabulary's ~32,000 texts take about 80 s with MiniLM the
+first time, with a progress bar). Of the answers, only what
 step 3 needs meets the encoder, each distinct text once: a phrase settled by step 2 embeds only its core (for the
 similarity reported with it), and a phrase or core that is itself a class name reuses that name's embedding; most
 answers name their class, so most cost no encoder time.
@@ -41,20 +42,14 @@ written apart from the mapper only when named (`--test`).
 
 from __future__ import annotations
 
-import hashlib
-import json
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
-from relabel.atomic import atomic_writer
 from relabel.errors import InputError, RelabelError
-from relabel.progress import progress_bar
 from relabel.suggest.class_texts import (
     class_descriptions,
     class_descriptors,
@@ -63,6 +58,7 @@ from relabel.suggest.class_texts import (
     normalize_answer,
     wordnet_glosses,
 )
+from relabel.suggest.embedding_cache import TextEncoder, encode_cached
 from relabel.suggest.lexical import Bm25Index, name_key, words
 from relabel.suggest.phrases import core_phrase, head_phrase, object_phrase
 from relabel.suggest.plain_names import PlainNames
@@ -80,17 +76,9 @@ HEAD_PENALTY = 0.3
 # object, after its "with" ("a lamp"), loses AROUND_PENALTY
 PLAIN_NAME_BONUS = 6.0
 AROUND_PENALTY = 6.0
-PACKAGED_EMBEDDINGS = "embeddings"  # class-side embeddings shipped for the default encoder and vocabulary
 # MAPPER_VERSION is recorded with each run: a change of method is a change of setting
 MAPPER_VERSION = "phrase+names+other-names+kinds+gloss+bm25+wordnet-definitions+descriptors+plain-names/8"
 _BATCH = 1024  # phrases scored at once: bounds the (batch, descriptions) similarity matrix, ~100 MB for ImageNet
-_ENCODE_PART = 2048  # class texts encoded at once when they are not cached: a progress bar counts the parts
-
-
-class TextEncoder(Protocol):
-    id: str  # stable name: part of the embedding cache key
-
-    def encode(self, texts: list[str]) -> np.ndarray: ...  # (N, D) float32, L2-normalised rows
 
 
 class SentenceTransformerEncoder:
@@ -161,60 +149,6 @@ def load_encoder(spec: str = DEFAULT_ENCODER) -> TextEncoder:
     return ENCODERS[kind](name)
 
 
-def encode_cached(encoder: TextEncoder, texts: list[str], cache_dir: Path | None, kind: str) -> np.ndarray:
-    """`encoder.encode(texts)`, kept in `cache_dir/KIND-DIGEST.npy` (digest of the encoder id and the texts). The
-    package ships the class-side embeddings of the built-in vocabulary with the default encoder
-    (`relabel/resources/embeddings`, scripts/build_class_embeddings.py), so a first run does not wait for them."""
-    digest = embedding_digest(encoder.id, texts)
-    path = cache_dir / f"{kind}-{digest}.npy" if cache_dir else None
-    if path is not None and path.exists():
-        try:
-            return np.load(path, allow_pickle=False)
-        except (OSError, ValueError, EOFError):  # a cache file cut short: encode again and rewrite it
-            path.unlink(missing_ok=True)
-    emb = packaged_embeddings(kind, digest, len(texts))
-    if emb is None:
-        emb = _encode_with_progress(encoder, texts, kind)
-    if path is not None:
-        with atomic_writer(path, private=True) as f:  # two runs writing at once never mix bytes
-            np.save(f, emb)
-    return emb
-
-
-def _encode_with_progress(encoder: TextEncoder, texts: list[str], kind: str) -> np.ndarray:
-    """`encoder.encode(texts)` in parts, with a progress bar on a terminal: the ~25,000 class descriptions take
-    about 80 s on two CPU cores, once per encoder."""
-    if len(texts) <= _ENCODE_PART:
-        return encoder.encode(texts)
-    bar = progress_bar(
-        len(texts), f"embedding {kind} with {encoder.id} (once)", enabled=sys.stderr.isatty(), unit="text"
-    )
-    parts = []
-    try:
-        for start in range(0, len(texts), _ENCODE_PART):
-            parts.append(encoder.encode(texts[start : start + _ENCODE_PART]))
-            bar.update(len(parts[-1]))
-    finally:
-        bar.close()
-    return np.concatenate(parts)
-
-
-def embedding_digest(encoder_id: str, texts: list[str]) -> str:
-    return hashlib.sha256(json.dumps([encoder_id, texts]).encode()).hexdigest()[:20]
-
-
-def packaged_embeddings(kind: str, digest: str, rows: int) -> np.ndarray | None:
-    """(rows, D) float32 unit rows from the package's `embeddings/KIND-DIGEST.npy` (stored as float16), or None."""
-    resource = resources.files("relabel.resources").joinpath(PACKAGED_EMBEDDINGS).joinpath(f"{kind}-{digest}.npy")
-    if not resource.is_file():
-        return None
-    with resource.open("rb") as f:
-        emb = np.load(f, allow_pickle=False).astype(np.float32)
-    if emb.ndim != 2 or len(emb) != rows:
-        return None
-    return emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
-
-
 @dataclass
 class Mapping:
     classes: np.ndarray  # (N,) int class index per answer
@@ -223,7 +157,8 @@ class Mapping:
 
 
 class ClassNameIndex:
-    """Nearest-class look-up for free answers; class-side embeddings cached in `cache_dir`."""
+    """Nearest-class look-up for free answers; class-side embeddings cached in `cache_dir` (a workspace's cache
+    folder; None: the user's, `relabel.suggest.embedding_cache.user_cache_dir`)."""
 
     def __init__(
         self,
@@ -243,21 +178,21 @@ class ClassNameIndex:
         self.first_name = np.searchsorted(self.owners, np.arange(len(vocab)))  # (C,) each class's first column
         self.name_rows = {t: j for j, t in reversed(list(enumerate(texts)))}  # a name's text -> its first row
         self.n_classes = len(vocab)
-        self.embeddings = encode_cached(encoder, texts, cache_dir, "class-embeddings")
+        self.embeddings = encode_cached(encoder, texts, cache_dir, "class names")
         definitions = wordnet_glosses() if hyponyms else {}
         self.bm25 = Bm25Index(vocab, [definitions.get(c.wnid or "", "") for c in vocab.classes])
         self.descriptors: np.ndarray | None = None  # (R, D), grouped by class; None when no class has any
         descriptor_texts, descriptor_owners = class_descriptors(vocab, hyponyms=hyponyms and descriptors)
         if len(descriptor_texts) > len(vocab):  # every class has short descriptions
             self.descriptor_first = np.searchsorted(np.asarray(descriptor_owners), np.arange(len(vocab)))
-            self.descriptors = encode_cached(encoder, descriptor_texts, cache_dir, "class-descriptors")
+            self.descriptors = encode_cached(encoder, descriptor_texts, cache_dir, "class descriptors")
             ends = [*self.descriptor_first[1:], len(descriptor_texts)]
             by_class = [" ".join(descriptor_texts[a:b]) for a, b in zip(self.descriptor_first, ends)]
             self.descriptor_bm25 = Bm25Index(vocab, by_class, names=False)
         self.weights = WEIGHTS if self.descriptors is not None else WEIGHTS_WITHOUT_DESCRIPTORS
         self.descriptions: np.ndarray | None = None  # (C, D) "name: gloss", where the weights use it
         if "description" in self.weights:
-            self.descriptions = encode_cached(encoder, class_descriptions(vocab), cache_dir, "class-descriptions")
+            self.descriptions = encode_cached(encoder, class_descriptions(vocab), cache_dir, "class descriptions")
         self.exact: dict[str, list[int]] = {}  # by name_key, then by the unstemmed key ("mop" is not "moped")
         self.exact_as_written: dict[str, list[int]] = {}
         self.name_words = [set(words(t)) for t in texts]

@@ -4,7 +4,6 @@ asides, a comma after colours, a person wearing the object, "X with a Y") and th
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -92,10 +91,10 @@ def test_plain_names_take_the_head_and_leave_the_scene() -> None:
 
 
 @pytest.fixture(scope="module")
-def minilm_index(vocab, tmp_path_factory) -> ClassNameIndex:
+def minilm_index(vocab) -> ClassNameIndex:
     from relabel.suggest.textmap import load_encoder
 
-    return ClassNameIndex(load_encoder("minilm"), vocab, cache_dir=Path(tmp_path_factory.mktemp("emb")))
+    return ClassNameIndex(load_encoder("minilm"), vocab)  # the session's user cache: built once, read after
 
 
 @pytest.mark.slow

@@ -235,10 +235,10 @@ def test_answer_normalisation_and_distinct_answers_embedded_once(vocab) -> None:
 
 
 @pytest.mark.slow
-def test_minilm_maps_common_answers(vocab, tmp_path: Path) -> None:
+def test_minilm_maps_common_answers(vocab, user_cache: Path) -> None:
     from relabel.suggest.textmap import load_encoder
 
-    index = ClassNameIndex(load_encoder("minilm"), vocab, cache_dir=tmp_path)
+    index = ClassNameIndex(load_encoder("minilm"), vocab)  # the session's user cache: built once, read after
     m = index.map(["a tabby cat", "golden retriever dog", "espresso", "a bowl of guacamole"])
     assert [vocab.classes[c].name for c in m.classes] == ["tabby", "golden retriever", "espresso", "guacamole"]
-    assert list(tmp_path.glob("class-embeddings-*.npy"))
+    assert list(user_cache.glob("text-embeddings/st_sentence-transformers_all-MiniLM-L6-v2-*/*.npz"))

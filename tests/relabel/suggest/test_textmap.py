@@ -9,18 +9,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from relabel.suggest.class_texts import class_descriptions, class_descriptors, class_names, normalize_answer
+from relabel.suggest.class_texts import class_descriptors, class_names, normalize_answer
 from relabel.suggest.lexical import Bm25Index, name_key, stem
 from relabel.suggest.phrases import core_phrase, head_phrase, object_phrase
 from relabel.suggest.textmap import (
     DEFAULT_ENCODER,
     MAPPER_VERSION,
-    MINILM_HUB_ID,
     WEIGHTS,
     WEIGHTS_WITHOUT_DESCRIPTORS,
     ClassNameIndex,
-    embedding_digest,
-    packaged_embeddings,
 )
 from relabel.vocabulary import ClassInfo, UnknownClassError, Vocabulary
 from tests.conftest import REPO
@@ -207,28 +204,67 @@ def test_other_names_and_sole_groups_map_to_their_class_but_not_a_generic_word(t
     assert "grizzly" in {name_key(t) for t in other} and "grizzly" in trigram_index.exact  # a kind's name is
 
 
-class ShippedMiniLM:
-    """Stands in for MiniLM by id; the class-side texts must come from the package, and any other text is refused."""
+class RefusingEncoder:
+    """Stands in for an encoder whose class-side texts are all cached: any text asked for is refused."""
 
-    id = f"st:{MINILM_HUB_ID}"
+    def __init__(self, id: str) -> None:
+        self.id = id
 
     def encode(self, texts: list[str]) -> np.ndarray:
         raise AssertionError(f"asked to encode {len(texts)} texts: {texts[:3]}")
 
 
-def test_the_default_encoder_reads_the_shipped_class_embeddings(vocab, tmp_path: Path) -> None:
-    assert DEFAULT_ENCODER == "minilm"
-    index = ClassNameIndex(ShippedMiniLM(), vocab, cache_dir=tmp_path)  # no encoder call: the package has them
-    assert index.embeddings.dtype == np.float32 and index.embeddings.shape == (len(index.owners), 384)
-    assert index.descriptors is not None and np.allclose(np.linalg.norm(index.descriptors, axis=1), 1.0, atol=1e-3)
-    assert index.descriptions is None  # the gloss embedded whole is scored only without short descriptions
-    assert sorted(p.name.split("-")[1] for p in tmp_path.iterdir()) == ["descriptors", "embeddings"]
-    m = index.map(["A tabby cat.", "It looks like a bullock cart"])  # names: their embeddings serve as the cores'
-    assert [vocab.classes[c].name for c in m.classes] == ["tabby", "oxcart"]
-    # another encoder, or other texts, never read them
-    assert packaged_embeddings("class-embeddings", embedding_digest("st:other", class_names(vocab)[0]), 1) is None
+def four_classes(vocab: Vocabulary) -> Vocabulary:
+    """Four built-in classes (so with their other names and short descriptions) as a vocabulary of their own."""
+    return Vocabulary("four", [replace(vocab.classes[vocab.resolve(n)], index=i) for i, n in enumerate(NAMED)])
+
+
+NAMED = ("tabby", "oxcart", "porcupine", "llama")
+
+
+def test_a_second_index_reads_every_class_text_from_the_cache(vocab, tmp_path: Path) -> None:
+    four = four_classes(vocab)
+    first = ClassNameIndex(TrigramEncoder(), four, cache_dir=tmp_path)
+    again = ClassNameIndex(RefusingEncoder(TrigramEncoder.id), four, cache_dir=tmp_path)  # no encoder call
+    assert again.embeddings.dtype == np.float32 and again.embeddings.shape == (len(again.owners), 512)
+    assert np.array_equal(again.embeddings, first.embeddings) and again.descriptors is not None
+    assert first.descriptors is not None and np.array_equal(again.descriptors, first.descriptors)
+    assert again.descriptions is None  # the gloss embedded whole is scored only without short descriptions
+    assert [p.name for p in tmp_path.iterdir()] == ["text-embeddings"]  # the workspace's cache, nothing else
+    # another encoder never reads them, nor does a vocabulary with texts the cache lacks ("name: gloss")
     with pytest.raises(AssertionError, match="asked to encode"):
-        ClassNameIndex(ShippedMiniLM(), vocab, hyponyms=False)
+        ClassNameIndex(RefusingEncoder("test:other"), four, cache_dir=tmp_path)
+    with pytest.raises(AssertionError, match=r"asked to encode \d texts: \['tabby: "):
+        ClassNameIndex(RefusingEncoder(TrigramEncoder.id), four, cache_dir=tmp_path, hyponyms=False)
+
+
+def test_minilm_class_embeddings_are_a_fresh_encode_in_float16(vocab, tmp_path: Path) -> None:
+    from relabel.suggest.textmap import load_encoder
+
+    four = four_classes(vocab)
+    encoder = CountingEncoder(load_encoder(DEFAULT_ENCODER))
+    index = ClassNameIndex(encoder, four, cache_dir=tmp_path)
+    descriptors = class_descriptors(four)[0]
+    # the texts these four classes need, each once; not the built-in vocabulary's ~32,000
+    assert encoder.texts == len(set(class_names(four)[0]) | set(descriptors)) < 400
+    assert index.descriptors is not None and index.descriptors.shape == (len(descriptors), 384)
+    sample = list(range(0, len(descriptors), 9))
+    fresh = encoder.inner.encode([descriptors[i] for i in sample])
+    np.testing.assert_allclose(index.descriptors[sample], fresh, atol=2e-3)  # float16 storage, the same vectors
+    assert np.min(np.sum(fresh * index.descriptors[sample], axis=1)) > 0.9999
+    m = index.map(["A tabby cat.", "It looks like a bullock cart", "a prickly rodent", "a woolly pack animal"])
+    assert [four.classes[c].name for c in m.classes] == ["tabby", "oxcart", "porcupine", "llama"]
+
+
+class CountingEncoder:
+    """Counts the texts that reach the encoder it wraps."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.id, self.texts = inner, inner.id, 0
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        self.texts += len(texts)
+        return self.inner.encode(texts)
 
 
 def test_settling_by_name_and_reusing_name_embeddings_change_no_result(trigram_index) -> None:
@@ -250,16 +286,6 @@ def read_answers(name: str) -> list[dict]:
 
 def truths(row: dict) -> list[str]:
     return row["truth"] if isinstance(row["truth"], list) else [row["truth"]]
-
-
-def test_class_texts_encoded_in_parts_equal_one_call(monkeypatch, tmp_path: Path) -> None:
-    from relabel.suggest import textmap
-
-    texts = [f"text number {i}" for i in range(25)]
-    monkeypatch.setattr(textmap, "_ENCODE_PART", 4)
-    parts = textmap.encode_cached(TrigramEncoder(), texts, tmp_path, "class-descriptors")
-    assert np.array_equal(parts, TrigramEncoder().encode(texts))
-    assert np.array_equal(np.load(next(tmp_path.glob("class-descriptors-*.npy"))), parts)  # and cached
 
 
 def test_every_class_has_short_descriptions_that_avoid_its_names(vocab) -> None:
@@ -326,28 +352,10 @@ def test_the_paraphrase_answers_cover_every_class_and_mostly_avoid_its_names(voc
 
 
 @pytest.mark.slow
-def test_the_shipped_class_embeddings_are_minilms_own(vocab) -> None:
+def test_minilm_maps_the_paraphrase_answers(vocab) -> None:
     from relabel.suggest.textmap import load_encoder
 
-    encoder = load_encoder("minilm")
-    kinds = (
-        ("class-embeddings", class_names(vocab)[0]),
-        ("class-descriptions", class_descriptions(vocab)),
-        ("class-descriptors", class_descriptors(vocab)[0]),
-    )
-    for kind, texts in kinds:
-        shipped = packaged_embeddings(kind, embedding_digest(encoder.id, texts), len(texts))
-        assert shipped is not None, f"{kind}: run scripts/build_class_embeddings.py"
-        sample = list(range(0, len(texts), max(1, len(texts) // 40)))
-        fresh = encoder.encode([texts[i] for i in sample])
-        assert np.min(np.sum(fresh * shipped[sample], axis=1)) > 0.9999  # float16 storage, the same vectors
-
-
-@pytest.mark.slow
-def test_minilm_maps_the_paraphrase_answers(vocab, tmp_path: Path) -> None:
-    from relabel.suggest.textmap import load_encoder
-
-    index = ClassNameIndex(load_encoder("minilm"), vocab, cache_dir=tmp_path)
+    index = ClassNameIndex(load_encoder("minilm"), vocab)  # the session's user cache: built once, read after
     cited = ["It looks like a slip-on shoe in the picture.", "This photo shows a mountain.", "A tabby cat."]
     assert [vocab.classes[c].name for c in index.map(cited).classes] == ["Loafer", "alp", "tabby"]
     rows = read_answers("mapping_paraphrases.jsonl")[::5]  # 404 answers, both kinds of each class alternately
