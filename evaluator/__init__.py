@@ -35,7 +35,20 @@ Modules, in the order a result is built:
 Every public function validates its input and raises `EvaluationError` (a `ValueError`) naming the bad value.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from evaluator.errors import EvaluationError
-from evaluator.references import LabelSets
+
+if TYPE_CHECKING:
+    from evaluator.references import LabelSets
 
 __all__ = ["EvaluationError", "LabelSets"]
+
+
+def __getattr__(name: str) -> Any:
+    """`LabelSets` imported when first asked for: a module without numpy (`reliability_parts`) stays light."""
+    if name == "LabelSets":
+        from evaluator.references import LabelSets
+
+        return LabelSets
+    raise AttributeError(f"module 'evaluator' has no attribute {name!r}")

@@ -26,25 +26,21 @@ efficiency (E)
     the measures known for the model; a measure nobody could take (the memory or FLOPs of a model behind an API)
     is unknown and enters no term. No measure known: E is unknown.
 overall
-    Σ w_j · part_j / Σ w_j over the parts in `RELIABILITY_PARTS`; equal weights by default. Weights name every
+    Σ w_j · part_j / Σ w_j over the registered parts; equal weights by default. Weights name every
     part (0 leaves one out), are non-negative, finite and not all 0; they are normalised to sum to 1. Weights
     that leave a part out are refused, naming it: here no default is safe to assume (the CLI's `--weights` fills
     the parts it does not name with 1, and says so). `overall_of_resamples` takes each part's resamples (or one
     fixed value per model, as E: a measurement, not a sample of images) and gives the overall score of each
     resample, whose ranks `evaluator.ranking.rank_intervals` reads.
 
-The parts are a registry, `RELIABILITY_PARTS` (name -> `ReliabilityPart`): its short symbol (the weight's key on
-the command line, the table's column, the plot's label), its help line, how its value and its resamples are read
-from a table row, and whether its interval comes from resampled images or it is held fixed. Everything that lists
-the parts (the overall score, its interval, the ranks, the CLI's help, the tables, the plots) reads the registry,
-so a part is added by registering it (`register_part`).
+The parts are a registry, `evaluator.reliability_parts.RELIABILITY_PARTS`; the overall score and its resamples
+are over the parts registered there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -53,80 +49,14 @@ from evaluator.errors import EvaluationError
 from evaluator.paired import JointBootstrap
 from evaluator.ranking import ranking_shift
 from evaluator.references import check_mask
+from evaluator.reliability_parts import CAPABILITY, part_names
+from evaluator.reliability_parts import RELIABILITY_PARTS as RELIABILITY_PARTS  # the registry, also read from here
+from evaluator.reliability_parts import ReliabilityPart as ReliabilityPart
+from evaluator.reliability_parts import parts as parts
+from evaluator.reliability_parts import register_part as register_part
+from evaluator.reliability_parts import weight_entries as weight_entries
 
 MIN_DATASETS = 2  # CDC needs a spread: two datasets at least
-CAPABILITY = "capability"  # the part the overall ranking is compared against (rank by P vs rank by overall)
-Interval = Literal["resampled", "fixed"]
-
-
-@dataclass(frozen=True)
-class ReliabilityPart:
-    """One part of the overall score, as the registry holds it.
-
-    name: its key in weights, values and resamples, and by default the attribute of a table row it is read from.
-    symbol: short name: the weight's key on the command line (`P=1`), the table's column and the plot's label.
-    help: one line saying what it is (the CLI's `--weights` help and the definitions printed with a table).
-    interval: "resampled": a sample of images, whose resamples (n_boot,) a row keeps under `resampled[name]` and
-        which enter the overall score's and the ranks' intervals; "fixed": a measurement, held fixed in every
-        resample (as E).
-    read: how a row gives its value in [0, 1] (None: unknown); default the row's attribute `name`.
-    resample: how a row gives its resamples (None: none); default `row.resampled.get(name)` for "resampled".
-    """
-
-    name: str
-    symbol: str
-    help: str
-    interval: Interval
-    read: Callable[[Any], float | None] | None = None
-    resample: Callable[[Any], np.ndarray | None] | None = None
-
-    def value(self, row: object) -> float | None:
-        """The part's value on `row`, or None when it is unknown."""
-        return self.read(row) if self.read is not None else getattr(row, self.name)
-
-    def resamples(self, row: object) -> np.ndarray | None:
-        """The part's resamples on `row` (n_boot,), or None: always None for a fixed part."""
-        if self.interval == "fixed":
-            return None
-        if self.resample is not None:
-            return self.resample(row)
-        found: Mapping[str, np.ndarray] = getattr(row, "resampled", {})
-        return found.get(self.name)
-
-
-RELIABILITY_PARTS: dict[str, ReliabilityPart] = {}
-
-
-def register_part(part: ReliabilityPart) -> ReliabilityPart:
-    """Add `part` to `RELIABILITY_PARTS`; its name and its symbol (case-insensitive) must be new."""
-    for other in RELIABILITY_PARTS.values():
-        if part.name == other.name or part.symbol.upper() == other.symbol.upper():
-            raise EvaluationError(f"reliability part {part.name!r} ({part.symbol}) is taken by {other.name!r}")
-    if part.interval not in ("resampled", "fixed"):
-        raise EvaluationError(f"reliability part {part.name!r}: interval {part.interval!r}; use resampled or fixed")
-    RELIABILITY_PARTS[part.name] = part
-    return part
-
-
-def parts() -> tuple[ReliabilityPart, ...]:
-    """The registered parts, in registry order."""
-    return tuple(RELIABILITY_PARTS.values())
-
-
-def part_names() -> tuple[str, ...]:
-    """The registered parts' names, in registry order."""
-    return tuple(RELIABILITY_PARTS)
-
-
-def weight_entries() -> dict[str, str]:
-    """symbol -> help line of each part, for the CLI's `--weights` help."""
-    return {p.symbol: p.help for p in RELIABILITY_PARTS.values()}
-
-
-register_part(ReliabilityPart("capability", "P", "capability, top-1 on the evaluated dataset", "resampled"))
-register_part(ReliabilityPart("consistency", "CDC", "cross-dataset consistency (the ARGUS formula)", "resampled"))
-register_part(ReliabilityPart("robustness", "RR", "robustness retention under perturbations", "resampled"))
-register_part(ReliabilityPart("efficiency", "E", "efficiency against fixed budgets (held fixed)", "fixed"))
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ OUT_DIR = click.Path(file_okay=False, path_type=Path)
 )
 @registry_option(
     "--weights",
-    entries="evaluator.model_reliability:weight_entries",
+    entries="evaluator.reliability_parts:weight_entries",
     choose=False,
     default="",
     help="Weights of the reliability overall score, NAME=NUMBER separated by commas (e.g. P=2,E=0); a part not "

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 import numpy as np
 
-from evaluator.model_reliability import parts
+from evaluator.reliability_parts import parts
 from relabel.evaluation.results import Evaluation, ReliabilityRow, ReliabilityTable, RobustnessResult
 
 if TYPE_CHECKING:

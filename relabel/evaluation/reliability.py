@@ -42,8 +42,9 @@ from sqlmodel import Session
 
 from db.models import Dataset
 from evaluator.intervals import wilson_interval
-from evaluator.model_reliability import BUDGETS, consistency_of_resamples, cross_dataset_consistency, parts
+from evaluator.model_reliability import BUDGETS, consistency_of_resamples, cross_dataset_consistency
 from evaluator.paired import paired_many
+from evaluator.reliability_parts import parts
 from relabel.errors import InputError
 from relabel.evaluation.dataset_scores import (
     CLASSES,
@@ -111,7 +112,7 @@ def definitions() -> dict[str, str]:
 
 
 def parse_weights(text: str | None) -> dict[str, float]:
-    """`P=1,CDC=1,RR=0.5,E=0` as a dict keyed by the parts' symbols (`evaluator.model_reliability.RELIABILITY_PARTS`);
+    """`P=1,CDC=1,RR=0.5,E=0` as a dict keyed by the parts' symbols (`evaluator.reliability_parts.RELIABILITY_PARTS`);
     parts not named keep weight 1. Raises InputError for a bad entry."""
     names = weight_names()
     weights = default_weights()

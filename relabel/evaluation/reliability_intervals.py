@@ -14,7 +14,7 @@ Every part that is a sample of images is resampled, and every row of a task sees
 - E is held fixed: it is a measurement (latency, memory, FLOPs, cost), not a sample of images.
 
 Which parts are resampled and which held fixed is read from the registry of parts
-(`evaluator.model_reliability.RELIABILITY_PARTS`, each part's `interval`), as is how a row gives its value and its
+(`evaluator.reliability_parts.RELIABILITY_PARTS`, each part's `interval`), as is how a row gives its value and its
 resamples. `retention_of` gives a robustness run's RR with its interval for the robustness report, computed here
 so that the text only prints it.
 
@@ -35,9 +35,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from evaluator.model_reliability import CAPABILITY, ReliabilityPart, overall_of_resamples, parts, resampled_retention
+from evaluator.model_reliability import overall_of_resamples, resampled_retention
 from evaluator.paired import percentile_interval
 from evaluator.ranking import rank_intervals
+from evaluator.reliability_parts import CAPABILITY, ReliabilityPart, parts
 from relabel.evaluation.results import ReliabilityRow, RobustnessResult
 from relabel.evaluation.robustness_outcomes import RobustnessOutcomes
 

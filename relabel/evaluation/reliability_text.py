@@ -2,7 +2,7 @@
 and the reliability table as terminal lines; cells as `relabel.evaluation.cells` writes them.
 
 These functions print numbers computed elsewhere (the table, a robustness run, a `Retention`); the parts' columns
-are those of the registry (`evaluator.model_reliability.RELIABILITY_PARTS`).
+are those of the registry (`evaluator.reliability_parts.RELIABILITY_PARTS`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from evaluator.model_reliability import MEASURE_LABELS, parts, robustness_retention
+from evaluator.model_reliability import MEASURE_LABELS, robustness_retention
+from evaluator.reliability_parts import parts
 from relabel.evaluation.cells import NA, Table, columns, num, pct, rank_span
 from relabel.evaluation.reliability_intervals import Retention
 from relabel.evaluation.results import CommonImages, ReliabilityTable, RobustnessResult

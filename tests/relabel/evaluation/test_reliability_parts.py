@@ -19,8 +19,9 @@ import pytest
 from click.testing import CliRunner
 
 from evaluator import EvaluationError
-from evaluator import model_reliability as mr
-from evaluator.model_reliability import ReliabilityPart, ReliabilityParts, overall, overall_of_resamples
+from evaluator import reliability_parts as rp
+from evaluator.model_reliability import ReliabilityParts, overall, overall_of_resamples
+from evaluator.reliability_parts import ReliabilityPart
 from relabel.cli import cli
 from relabel.errors import InputError
 from relabel.evaluation import evaluate, plots
@@ -65,7 +66,7 @@ def five(sqlite_engine, tmp_path: Path) -> dict[str, int]:
 
 @pytest.fixture
 def worst(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setitem(mr.RELIABILITY_PARTS, WORST.name, WORST)
+    monkeypatch.setitem(rp.RELIABILITY_PARTS, WORST.name, WORST)
     yield
 
 
@@ -121,7 +122,7 @@ class TestARegisteredPart:
     ) -> None:
         only_r = ReliabilityPart("worst", "W", "worst-case retention", "resampled", read=WORST.read,
                                  resample=lambda row: WORST.resamples(row) if row.run == "r" else None)  # fmt: skip
-        monkeypatch.setitem(mr.RELIABILITY_PARTS, "worst", only_r)
+        monkeypatch.setitem(rp.RELIABILITY_PARTS, "worst", only_r)
         store_pair(sqlite_engine)
 
         ev = evaluate(sqlite_engine, "five", references=TEAM, runs=["r", "s"], weights=parse_weights("CDC=0"),
@@ -141,10 +142,10 @@ class TestARegisteredPart:
 
     def test_a_name_or_symbol_in_use_is_refused(self, worst: None) -> None:
         with pytest.raises(EvaluationError, match="reliability part 'speed' \\(w\\) is taken by 'worst'"):
-            mr.register_part(ReliabilityPart("speed", "w", "speed", "fixed"))
+            rp.register_part(ReliabilityPart("speed", "w", "speed", "fixed"))
         with pytest.raises(EvaluationError, match="interval 'sometimes'; use resampled or fixed"):
-            mr.register_part(ReliabilityPart("speed", "S", "speed", "sometimes"))  # type: ignore[arg-type]
-        assert "speed" not in mr.RELIABILITY_PARTS
+            rp.register_part(ReliabilityPart("speed", "S", "speed", "sometimes"))  # type: ignore[arg-type]
+        assert "speed" not in rp.RELIABILITY_PARTS
 
 
 class TestPartialWeights:
