@@ -96,10 +96,10 @@ def draw_accuracies(runs: Sequence[Coins], sampled: np.ndarray, n_draws: int, se
     fixed = [_fixed(c, sampled) for c in runs]
     q = [c.q[cols].astype(np.float32) for c in runs]
     r = [c.r[cols].astype(np.float32) for c in runs]
-    work = _Blocks(min(step, boot.chunk), len(cols))
+    work = _Blocks(min(step, boot.chunk), len(cols), 0 if every else min(boot.chunk, n_draws))
     parts: list[list[list[np.ndarray]]] = [[[], [], []] for _ in runs]
     for counts, (u, v) in zip(boot.counts(), _uniforms(len(cols), boot.chunk, n_draws, seed)):
-        picked = counts if every else counts[:, cols]
+        picked = counts if every else np.take(counts, cols, axis=1, out=work.picked[: len(counts)])
         for (right, scored, n_fixed_right, n_fixed_seen), q_run, r_run, part in zip(fixed, q, r, parts):
             drawn_right, drawn_seen, n_right, n_seen = work.counts(picked, u, v, q_run, r_run)
             n_seen += n_fixed_seen
@@ -132,9 +132,11 @@ def _drawn(counts: np.ndarray, images: np.ndarray | None) -> np.ndarray:
 
 
 class _Blocks:
-    """Buffers for `counts`, allocated once for a pass: `step` draws × `n_cols` sampled images."""
+    """Buffers allocated once for a pass: the resample counts of the sampled images (`chunk` draws × `n_cols`) and
+    the coins of a block of `step` draws."""
 
-    def __init__(self, step: int, n_cols: int) -> None:
+    def __init__(self, step: int, n_cols: int, chunk: int) -> None:
+        self.picked = np.empty((chunk, n_cols), np.float32)
         self.step = step
         self.right = np.empty((step, n_cols), np.float32)
         self.seen = np.empty((step, n_cols), np.float32)
@@ -160,9 +162,12 @@ class _Blocks:
 
 
 def _uniforms(n_cols: int, chunk: int, n_draws: int, seed: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """(U, V), float32 (size, n_cols) per chunk of draws. The stream is a child of `seed` apart from the image
-    resamples', so sampling labels leaves those unchanged."""
+    """(U, V), float32 (size, n_cols) per chunk of draws, valid until the next chunk: they are drawn into the same
+    two buffers each time (the operating system then maps and clears their pages once per pass, not once per
+    chunk). The stream is a child of `seed` apart from the image resamples', so sampling labels leaves those
+    unchanged."""
     rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0])
+    u, v = np.empty((min(chunk, n_draws), n_cols), np.float32), np.empty((min(chunk, n_draws), n_cols), np.float32)
     for start in range(0, n_draws, chunk):
         size = min(chunk, n_draws - start)
-        yield rng.random((size, n_cols), dtype=np.float32), rng.random((size, n_cols), dtype=np.float32)
+        yield rng.random(dtype=np.float32, out=u[:size]), rng.random(dtype=np.float32, out=v[:size])
