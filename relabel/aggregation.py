@@ -4,9 +4,10 @@ Pure maths on arrays (numpy only; no database). An *item* is one (image, class) 
 about; its truth is binary (the class is in the image or not), each answer is one of no / maybe / yes. Shapes:
 N answers, I items, W workers.
 
-Methods, in `METHODS` (the only place that knows their names):
+Methods, in `METHODS` (the only place that knows their names; the CLI's choices and help and the studio read it):
 
-* ``unanimous``: every answer on the item is yes.
+* ``all-yes``: every answer on the item is yes (called ``unanimous`` before; `RENAMED` reads the old name, which
+  is now only the studio's consensus rule, `relabel.consensus`).
 * ``majority``: yes from more than half of the item's answers (maybe and no count against).
 * ``set-majority``: an image's label set is the set of classes that more than half of its workers gave, whole
   (each worker's yes answers on the image are one ballot); no such set leaves the image undecided. This is how
@@ -37,7 +38,7 @@ DawidSkene and OneCoinDawidSkene on yes/no answers, on MTurk's published majorit
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -132,7 +133,7 @@ class Aggregate:
     """The outcome of one method on one set of votes.
 
     `posterior` (I,): P(class present) for a probabilistic method; for a counting method the share of yes
-    answers (unanimous, majority) or of ballots holding the class (set-majority). `accepted` (I,) bool: a counting
+    answers (all-yes, majority) or of ballots holding the class (set-majority). `accepted` (I,) bool: a counting
     method's own decision (None: the decision is a threshold on the posterior, see `decide`). `undecided` (I,)
     bool: items of images that a method leaves open (set-majority without a majority), or None.
     """
@@ -168,6 +169,8 @@ class FitOptions:
 
 @dataclass(frozen=True)
 class Method:
+    """An aggregation method: its name, a few words for the CLI's help and the studio, and how it is fitted."""
+
     name: str
     summary: str
     fit: Callable[[Votes, FitOptions], Aggregate]
@@ -180,10 +183,10 @@ def _answer_counts(votes: Votes) -> np.ndarray:
     return flat.reshape(votes.n_items, 3)
 
 
-def _fit_unanimous(votes: Votes, options: FitOptions) -> Aggregate:
+def _fit_all_yes(votes: Votes, options: FitOptions) -> Aggregate:
     counts = _answer_counts(votes)
     share = counts[:, YES] / counts.sum(axis=1)
-    return Aggregate("unanimous", share, accepted=counts[:, YES] == counts.sum(axis=1))
+    return Aggregate("all-yes", share, accepted=counts[:, YES] == counts.sum(axis=1))
 
 
 def _fit_majority(votes: Votes, options: FitOptions) -> Aggregate:
@@ -311,7 +314,7 @@ def _fit_one_coin(votes: Votes, options: FitOptions) -> Aggregate:
 METHODS: dict[str, Method] = {
     m.name: m
     for m in (
-        Method("unanimous", "every answer is yes", _fit_unanimous, probabilistic=False),
+        Method("all-yes", "every answer is yes", _fit_all_yes, probabilistic=False),
         Method("majority", "yes from more than half of the answers", _fit_majority, probabilistic=False),
         Method(
             "set-majority",
@@ -325,11 +328,25 @@ METHODS: dict[str, Method] = {
 }
 
 
+RENAMED = {"unanimous": "all-yes"}  # old name -> the method's name now, for `relabel votes aggregate --method`
+
+
+def method_summaries() -> dict[str, str]:
+    """Each method's summary, in the registry's order: what the CLI's help and the studio list."""
+    return {name: m.summary for name, m in METHODS.items()}
+
+
+def get_method(name: str) -> Method:
+    """The registered method `name`; InputError listing the known ones."""
+    if name not in METHODS:
+        raise InputError(f"unknown aggregation method {name!r}; known: {', '.join(METHODS)}")
+    return METHODS[name]
+
+
 def aggregate(votes: Votes, method: str, options: FitOptions | None = None) -> Aggregate:
-    """Run the aggregation `method` (a name of `METHODS`) on `votes`."""
-    if method not in METHODS:
-        raise InputError(f"unknown aggregation method {method!r}; known: {', '.join(METHODS)}")
-    return METHODS[method].fit(votes, options or FitOptions())
+    """Run the aggregation `method` (a name of `METHODS`) on `votes`; the result carries the name it was run as."""
+    result = get_method(method).fit(votes, options or FitOptions())
+    return result if result.method == method else replace(result, method=method)
 
 
 def check_threshold(value: float, what: str) -> float:

@@ -13,7 +13,9 @@ it was undone; undoing it (a `retract` event naming it) brings back the one befo
 
 1. a lead's adjudication wins; with several leads, the newest standing adjudication;
 2. otherwise a consensus rule (`RULES`; `DEFAULT_RULE`) reads the annotators' decisions. The one rule today,
-   ``unanimous``, takes their decision when they all agree and at least ``min_votes`` of them decided;
+   ``unanimous``, takes their decision when they all agree and at least ``min_votes`` of them decided. `RULES` is
+   what `relabel snapshot create --consensus` and the studio's Snapshots tab offer besides the vote aggregation
+   methods (`relabel.aggregation.METHODS`, whose every-answer-yes method is ``all-yes``: no name means two rules);
 3. otherwise the image is *disputed* or *undecided* (`Outcome`).
 
 Two decisions agree when their `DecisionKey`s are equal: the same verdict and the same set of classes, in any order.
@@ -211,7 +213,7 @@ def register_rule(rule: R) -> R:
 @register_rule
 class Unanimous(ConsensusRule):
     name = "unanimous"
-    description = "every annotator's standing decision agrees, and at least min_votes annotators decided"
+    description = "the studio's decisions, where every annotator's standing decision agrees and at least min_votes did"
 
     def agree(self, votes: Sequence[Vote], min_votes: int) -> tuple[Outcome, DecisionKey | None]:
         keys = {key for _, key in votes}
@@ -223,6 +225,11 @@ class Unanimous(ConsensusRule):
 
 
 DEFAULT_RULE = Unanimous.name
+
+
+def rule_descriptions() -> dict[str, str]:
+    """Each registered rule's description, in the registry's order: what the CLI's help and the studio list."""
+    return {name: rule.description for name, rule in RULES.items()}
 
 
 def get_rule(rule: str | ConsensusRule) -> ConsensusRule:

@@ -26,9 +26,9 @@ from typing import Protocol
 
 import numpy as np
 
-from relabel.aggregation import METHODS, Aggregate, Votes, check_threshold, decide, uncertain
-from relabel.errors import InputError, unknown_name
-from relabel.snapshot_reader import UNANIMOUS
+from relabel.aggregation import Aggregate, Votes, check_threshold, decide, method_summaries, uncertain
+from relabel.consensus import DEFAULT_RULE, RULES, rule_descriptions
+from relabel.errors import InputError, RelabelError, unknown_name
 from relabel.snapshot_reader import reads_votes as reads_votes  # where readers of posteriors look for it
 
 UNCERTAIN = "uncertain"  # a snapshot's origin for an image whose votes settle nothing (category U)
@@ -63,12 +63,25 @@ class VotedImage:
         return not self.classes and not self.uncertain
 
 
+def consensus_choices() -> dict[str, str]:
+    """What a snapshot's consensus can be, name -> what it does: the rules on the studio's decisions
+    (`relabel.consensus.RULES`, the default first), then the methods that aggregate votes
+    (`relabel.aggregation.METHODS`). The CLI's `--consensus` and the studio's Snapshots tab offer these; one name
+    means one rule."""
+    rules, methods = rule_descriptions(), method_summaries()
+    rules = {DEFAULT_RULE: rules[DEFAULT_RULE], **rules}
+    shared = sorted(set(rules) & set(methods))
+    if shared:
+        raise RelabelError(f"{', '.join(shared)}: registered both as a consensus rule and as an aggregation method")
+    return {**rules, **methods}
+
+
 def check_rule(rule: str, threshold: float, keep_original: float | None = None) -> bool:
-    """Validate a snapshot's consensus `rule` (unanimous or a name of `METHODS`), its `threshold` and its
-    `keep_original` (None: off); returns whether the rule reads votes. Raises NotFoundError for an unknown rule,
-    InputError for a bad threshold."""
-    if rule != UNANIMOUS and rule not in METHODS:
-        raise unknown_name("consensus rule", rule, list(METHODS))
+    """Validate a snapshot's consensus `rule` (a name of `consensus_choices`), its `threshold` and its
+    `keep_original` (None: off); returns whether the rule reads votes (an aggregation method). Raises NotFoundError
+    for an unknown rule, InputError for a bad threshold."""
+    if rule not in consensus_choices():
+        raise unknown_name("consensus rule", rule, list(consensus_choices()))
     check_threshold(threshold, "--threshold")
     if threshold < LOWEST_THRESHOLD:
         raise InputError(
@@ -77,7 +90,7 @@ def check_rule(rule: str, threshold: float, keep_original: float | None = None) 
         )
     if keep_original is not None:
         check_threshold(keep_original, "--keep-original")
-    return rule != UNANIMOUS
+    return rule not in RULES
 
 
 def voted_images(

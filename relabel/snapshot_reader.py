@@ -21,18 +21,19 @@ from sqlmodel import Session, col
 from db.bulk import plain_rows
 from db.enums import Category
 from db.models import Dataset, Image, Label, Snapshot, SnapshotLabel, SnapshotPosterior, pk
+from relabel.consensus import DEFAULT_RULE, RULES
 from relabel.decision_log import ParsedLists, cyclic_gc_paused
 from relabel.errors import InputError, examples, unknown_name
 from relabel.storable import storable_text
 
-UNANIMOUS = "unanimous"  # the rule on studio decisions alone (relabel.consensus); every other name reads votes
 _CATEGORY_VALUES = {c.name: c.value for c in Category}  # the column stores a category's name
 
 
 def reads_votes(consensus: Mapping[str, Any] | None) -> bool:
-    """Whether a snapshot's consensus settings (`Snapshot.consensus`; None for older snapshots, all unanimous)
-    name a rule that aggregates votes, and so store posteriors."""
-    return bool(consensus) and consensus.get("rule", UNANIMOUS) != UNANIMOUS  # type: ignore[union-attr]
+    """Whether a snapshot's consensus settings (`Snapshot.consensus`; None for older snapshots, all settled by the
+    default rule) name a rule that aggregates votes, and so store posteriors: any name but a rule on the studio's
+    decisions (`relabel.consensus.RULES`, as stored: ``unanimous``)."""
+    return bool(consensus) and consensus.get("rule", DEFAULT_RULE) not in RULES  # type: ignore[union-attr]
 
 
 @dataclass

@@ -17,13 +17,12 @@ from db.enums import Category, Verdict
 from db.models import Dataset, Image, Snapshot, SnapshotLabel, SnapshotPosterior, pk, stored_id
 from relabel import __version__
 from relabel.aggregation import METHODS
-from relabel.consensus import Consensus, Outcome, categorize, decision_key, settle_images
+from relabel.consensus import DEFAULT_RULE, RULES, Consensus, Outcome, categorize, decision_key, settle_images
 from relabel.consensus import consensus as image_consensus
 from relabel.decision_log import current_decisions, cyclic_gc_paused
 from relabel.errors import ConflictError, InputError
 from relabel.posteriors import (
     POSTERIOR_COLUMNS,
-    UNANIMOUS,
     UNCERTAIN,
     VotedImage,
     check_rule,
@@ -50,7 +49,8 @@ UNDECIDED_POLICIES = {
     "keep": "undecided images keep the base source's labels (ImGT unless --base names a prior); an uncertain "
     "voted image takes its best estimate",
     "exclude": "undecided images get an empty label set and drop out of multi-label scoring",
-}
+}  # what `relabel snapshot create --undecided` and the studio's Snapshots tab offer
+DEFAULT_UNDECIDED = "keep"
 LABEL_COLUMNS = ("snapshot_id", "image_id", "classes", "category", "origin")  # of `snapshot_labels`, as stored
 # an enum's .value and .name are properties, slow 50,000 times over; the column stores the name
 _CATEGORY_TEXT, _CATEGORY_NAME = {c: c.value for c in Category}, {c: c.name for c in Category}
@@ -68,7 +68,7 @@ class SnapshotSummary:
     n_images: int
     counts: dict[str, int]
     origins: dict[str, int] = field(default_factory=dict)  # adjudication / consensus / base, disputed, uncertain
-    consensus: dict[str, Any] = field(default_factory=lambda: {"rule": UNANIMOUS})  # as `Snapshot.consensus`
+    consensus: dict[str, Any] = field(default_factory=lambda: {"rule": DEFAULT_RULE})  # as `Snapshot.consensus`
     n_posteriors: int = 0  # (image, class) posteriors stored
 
     @property
@@ -93,10 +93,10 @@ def create_snapshot(
     *,
     dataset: str | None = None,
     base: str = IMGT,
-    undecided: str = "keep",
+    undecided: str = DEFAULT_UNDECIDED,
     min_votes: int = 1,
     created_by: str = "",
-    consensus: str = UNANIMOUS,
+    consensus: str = DEFAULT_RULE,
     threshold: float = 0.9,
     keep_original: float | None = KEEP_ORIGINAL,
     vote_sources: Sequence[str] | None = None,
@@ -108,21 +108,20 @@ def create_snapshot(
 ) -> SnapshotSummary:
     """Freeze the consensus of every image of the dataset as snapshot `name`.
 
-    `consensus` ``unanimous`` (the default): the decision and category that `relabel.consensus` settles on (the
-    `unanimous` rule with `min_votes`), else the base source's labels under the `undecided` policy, category U.
-    Any other name of `relabel.aggregation.METHODS` aggregates the dataset's votes (`relabel.votes.collect_votes`:
-    the imported `vote_sources`, None all, the studio's decisions when `studio_votes`, the run `with_model` as one
-    more worker): a lead's adjudication still settles an image outright; a voted image takes the classes whose
-    posterior reaches `threshold` (`keep_original` for a class of its ImGT labels, None: `threshold` too; see
-    `relabel.posteriors`), is U with origin "uncertain" when a pair is neither accepted nor confidently absent
-    (posterior above 1 - threshold; `relabel.aggregation.uncertain`) and then takes its best estimate (the classes
-    at posterior >= 0.5, an original class at >= `keep_original`; the `undecided` policy "exclude" gives it none),
-    Z when every pair is confidently absent; images without votes follow the unanimous rule. With `calibrate` (a
-    label source, or "adjudications") the posteriors are first calibrated against it
-    (`relabel.snapshot_votes.calibrate_posteriors`); with `reference`, how many voted images the votes settle and
-    how often those agree with it, at `threshold` and along a curve (`relabel.risk_coverage`), are recorded. The
-    posteriors of the voted images are stored per (image, class) in `snapshot_posteriors`; an adjudicated image
-    stores none (an adjudication is certain).
+    `consensus` a rule of `relabel.consensus.RULES` (the default ``unanimous``): the decision and category that
+    `relabel.consensus` settles on (that rule with `min_votes`), else the base source's labels under the `undecided`
+    policy, category U. A name of `relabel.aggregation.METHODS` aggregates the dataset's votes
+    (`relabel.votes.collect_votes`: the imported `vote_sources`, None all, the studio's decisions when `studio_votes`,
+    the run `with_model` as one more worker): a lead's adjudication still settles an image outright; a voted image takes
+    the classes whose posterior reaches `threshold` (`keep_original` for a class of its ImGT labels, None: `threshold`
+    too; see `relabel.posteriors`), is U with origin "uncertain" when a pair is neither accepted nor confidently absent
+    (posterior above 1 - threshold; `relabel.aggregation.uncertain`) and then takes its best estimate (the classes at
+    posterior >= 0.5, an original class at >= `keep_original`; the `undecided` policy "exclude" gives it none), Z when
+    every pair is confidently absent; images without votes follow the default rule. With `calibrate` (a label source, or
+    "adjudications") the posteriors are first calibrated against it (`relabel.snapshot_votes.calibrate_posteriors`);
+    with `reference`, how many voted images the votes settle and how often those agree with it, at `threshold` and along
+    a curve (`relabel.risk_coverage`), are recorded. The posteriors of the voted images are stored per (image, class) in
+    `snapshot_posteriors`; an adjudicated image stores none (an adjudication is certain).
     """
     sources = None if vote_sources is None else tuple(vote_sources)
     request = ConsensusRequest(
@@ -208,10 +207,11 @@ def _freeze(
         raise InputError(f"dataset {ds.name!r} has no images; nothing to freeze")
     decisions = current_decisions(conn, stored_id(ds))
     # Most images have no standing decision, and all of those are settled alike: the rule runs once for them.
-    settled = settle_images(decisions, decisions.keys(), min_votes=request.min_votes)
-    nobody = image_consensus((), request.min_votes)
+    rule = request.rule if request.rule in RULES else DEFAULT_RULE  # a vote method: the studio's default rule
+    settled = settle_images(decisions, decisions.keys(), min_votes=request.min_votes, rule=rule)
+    nobody = image_consensus((), request.min_votes, rule)
     fit = None
-    if request.rule != UNANIMOUS:
+    if request.rule not in RULES:
         fit = fit_votes(
             conn,
             stored_id(ds),

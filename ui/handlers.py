@@ -55,21 +55,21 @@ def create_snapshot(
     threshold: Any = None,
     calibrate: str | None = None,
 ) -> str:
-    """A lead freezes a snapshot: `consensus` a rule of `relabel.aggregation.METHODS` (default unanimous); a
-    vote-based one aggregates every vote source with the studio's decisions, at `threshold` (None: 0.9, calibrated
-    0.75), its posteriors first calibrated against `calibrate` (a label source or "adjudications"; None or
-    `NOT_CALIBRATED`: not) with the original rule off, as `relabel snapshot create --calibrate` does. Returns the
-    one-line result, with the calibration as the command prints it."""
+    """A lead freezes a snapshot: `consensus` a name of `relabel.posteriors.consensus_choices` (None: the studio's
+    `relabel.consensus.DEFAULT_RULE`); a vote-based one aggregates every vote source with the studio's decisions, at
+    `threshold` (None: 0.9, calibrated 0.75), its posteriors first calibrated against `calibrate` (a label source
+    or "adjudications"; None or `NOT_CALIBRATED`: not) with the original rule off, as `relabel snapshot create
+    --calibrate` does. Returns the one-line result, with the calibration as the command prints it."""
     from relabel.aggregation import METHODS
-    from relabel.posteriors import UNANIMOUS
+    from relabel.consensus import DEFAULT_RULE
     from relabel.snapshot_votes import calibration_line
-    from relabel.snapshots import consensus_defaults
+    from relabel.snapshots import DEFAULT_UNDECIDED, consensus_defaults
     from relabel.snapshots import create_snapshot as create
 
     studio.require_lead(user)
     if not (name or "").strip():
         raise InputError("give the snapshot a name")
-    rule = consensus or UNANIMOUS
+    rule = consensus or DEFAULT_RULE
     against = None if calibrate in (None, "", NOT_CALIBRATED) else calibrate
     if against is not None and (rule not in METHODS or not METHODS[rule].probabilistic):
         raise InputError(f"calibration needs a probabilistic consensus (ds, one-coin), not {rule!r}")
@@ -78,7 +78,7 @@ def create_snapshot(
         studio.engine,
         name.strip(),
         dataset=studio.dataset_name,
-        undecided=undecided or "keep",
+        undecided=undecided or DEFAULT_UNDECIDED,
         min_votes=int(min_votes or 1),
         created_by=user,
         consensus=rule,

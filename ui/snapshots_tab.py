@@ -27,14 +27,14 @@ from typing import Any
 
 import gradio as gr
 
-from relabel.aggregation import METHODS
+from relabel.consensus import DEFAULT_RULE
 from relabel.errors import InputError
 from relabel.exports import EXPORT_FORMATS
-from relabel.posteriors import UNANIMOUS
+from relabel.posteriors import consensus_choices
 from relabel.review.studio import Studio
 from relabel.snapshot_diff import SnapshotDiff, diff_snapshots
 from relabel.snapshot_votes import calibration_references
-from relabel.snapshots import consensus_defaults, list_snapshots
+from relabel.snapshots import DEFAULT_UNDECIDED, UNDECIDED_POLICIES, consensus_defaults, list_snapshots
 from ui import handlers
 from ui.files import served_copy
 
@@ -51,7 +51,6 @@ SNAPSHOT_HEADERS = ["name", "created (UTC)", "created by", "images", "categories
 TRANSITION_HEADERS = ["category change", "images"]
 CHANGED_HEADERS = ["image", "classes before", "classes after", "category before", "category after"]
 POSTERIOR_HEADERS = ["image", "class", "posterior before", "posterior after"]
-CONSENSUS_CHOICES = [UNANIMOUS, *(m for m in METHODS if m != UNANIMOUS)]  # unanimous: decisions; others: votes
 POSTERIOR_FLOOR = 0.01  # classes under it in both snapshots are left out of the posterior table
 DIFF_ROW_LIMIT = 500  # changed images listed in the table; a Dataframe of 50,000 rows would stall the page
 HASH_PREFIX = 12  # as `relabel snapshot list` prints it
@@ -242,9 +241,10 @@ def build(studio: Studio, guarded: Guard, exports_dir: Path, tab: gr.Tab) -> Non
     gr.Markdown("Freeze the current consensus as an immutable snapshot, then export it or compare two snapshots.")
     with gr.Row():
         name = gr.Textbox(label="snapshot name", lines=1)
-        undecided = gr.Radio(["keep", "exclude"], value="keep", label="undecided images")
+        undecided = gr.Radio(list(UNDECIDED_POLICIES), value=DEFAULT_UNDECIDED, label="undecided images")
         min_votes = gr.Number(value=max(studio.overlap, 1), precision=0, label="minimum agreeing votes")
-        consensus = gr.Dropdown(CONSENSUS_CHOICES, value=UNANIMOUS, label="consensus")
+        # the rules on the studio's decisions, then the vote aggregation methods: read when the tab is built
+        consensus = gr.Dropdown(list(consensus_choices()), value=DEFAULT_RULE, label="consensus")
         calibrate = gr.Dropdown(
             [NOT_CALIBRATED], value=NOT_CALIBRATED, label="calibrate against (ds, one-coin)", filterable=False
         )

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from relabel.cli.choices import RegistryChoice, lazy_entries, registry_option
+from relabel.cli.choices import registry_option
 from relabel.cli.options import dataset_option, pass_settings
 from relabel.cli.render import counts
 from relabel.settings import Settings
@@ -34,24 +34,15 @@ def snapshot() -> None:
     show_default=True,
     help="Label source that undecided images keep: imgt, or an imported prior such as real.",
 )
-@click.option(
-    "--undecided",
-    type=click.Choice(["keep", "exclude"]),
-    default="keep",
-    show_default=True,
-    help="keep: undecided images keep the base labels (an uncertain voted image: its best estimate); exclude: "
-    "they get an empty set.",
-)
+@registry_option("--undecided", entries="relabel.snapshots:UNDECIDED_POLICIES", help="{entries}. Default: the first.")
 @click.option(
     "--min-votes", type=int, default=1, show_default=True, help="Agreeing annotators needed when no lead adjudicated."
 )
-@click.option(
+@registry_option(
     "--consensus",
-    type=RegistryChoice(lazy_entries("relabel.aggregation:METHODS")),
-    default="unanimous",
-    show_default=True,
-    help="unanimous: the studio's decisions, as always; any other aggregates the votes (imported and the "
-    "studio's) and stores a posterior per (image, class).",
+    entries="relabel.posteriors:consensus_choices",
+    help="{entries}. Default: the first. A rule on the studio's decisions stores no posterior; an aggregation "
+    "method reads the votes (imported and the studio's) and stores a posterior per (image, class).",
 )
 @click.option(
     "--threshold",
@@ -91,9 +82,9 @@ def snapshot_create(
     name: str,
     dataset: str | None,
     base: str,
-    undecided: str,
+    undecided: str | None,
     min_votes: int,
-    consensus: str,
+    consensus: str | None,
     threshold: float | None,
     keep_original: float | None,
     calibrate: str | None,
@@ -122,7 +113,9 @@ def snapshot_create(
       relabel snapshot create raters-ds --consensus ds --votes real-raters --no-studio-votes
       relabel snapshot create round-2 --consensus ds --calibrate adjudications
     """
-    from relabel.snapshots import consensus_defaults, create_snapshot
+    from relabel.consensus import DEFAULT_RULE
+    from relabel.snapshot_reader import reads_votes
+    from relabel.snapshots import DEFAULT_UNDECIDED, consensus_defaults, create_snapshot
 
     default_threshold, default_keep = consensus_defaults(calibrate)
 
@@ -131,9 +124,9 @@ def snapshot_create(
         name,
         dataset=dataset,
         base=base,
-        undecided=undecided,
+        undecided=undecided or DEFAULT_UNDECIDED,
         min_votes=min_votes,
-        consensus=consensus,
+        consensus=consensus or DEFAULT_RULE,
         threshold=default_threshold if threshold is None else threshold,
         keep_original=default_keep if keep_original is None else keep_original or None,
         calibrate=calibrate,
@@ -151,7 +144,7 @@ def snapshot_create(
         click.echo(f"  {calibration_line(s.consensus['calibration'])}")
     click.echo(f"  categories: {counts(s.counts)}")
     click.echo(f"  labels from: {counts(s.origins)}")
-    if s.consensus.get("rule", "unanimous") != "unanimous":
+    if reads_votes(s.consensus):
         click.echo(f"  uncertain images (U, review first): {s.uncertain}; posteriors stored: {s.n_posteriors}")
     if s.consensus.get("risk_coverage"):
         from relabel.risk_coverage import coverage_lines
@@ -162,13 +155,15 @@ def snapshot_create(
 
 def consensus_line(c: dict[str, Any] | None) -> str:
     """ "ds, threshold 0.9, votes real-raters + studio, model resnet50 voted, 37 EM steps": how a snapshot's
-    consensus was reached, from `Snapshot.consensus` (None: an older snapshot, unanimous)."""
+    consensus was reached, from `Snapshot.consensus` (None: an older snapshot, settled by the default rule)."""
     from relabel.aggregation import METHODS
+    from relabel.consensus import DEFAULT_RULE
+    from relabel.snapshot_reader import reads_votes
 
-    c = c or {"rule": "unanimous"}
-    rule = c.get("rule", "unanimous")
-    if rule == "unanimous":
-        return f"unanimous, min votes {c.get('min_votes', 1)}"
+    c = c or {}
+    rule = c.get("rule", DEFAULT_RULE)
+    if not reads_votes(c):  # a rule on the studio's decisions
+        return f"{rule}, min votes {c.get('min_votes', 1)}"
     voters = [*c.get("vote_sources", []), *(["studio"] if c.get("studio") else [])]
     parts = [rule]
     if rule in METHODS and METHODS[rule].probabilistic:  # a counting method decides by its own rule

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from relabel.cli.choices import RegistryChoice, lazy_entries, registry_option
+from relabel.cli.choices import ListingOption, RegistryChoice, lazy_entries, registry_option
 from relabel.cli.options import EXISTING_FILE, dataset_option, pass_settings
 from relabel.cli.render import counts
 from relabel.settings import Settings
@@ -113,13 +113,28 @@ def vote_options(command: Command) -> Command:
     return command
 
 
+class MethodChoice(RegistryChoice):
+    """The aggregation methods' names (`relabel.aggregation.METHODS`); an old name (`RENAMED`) is taken as the
+    method's name now, with a one-line note on stderr."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from relabel.aggregation import RENAMED
+
+        if value in RENAMED:
+            click.echo(f"note: --method {value} is now called {RENAMED[value]}; the old name will go", err=True)
+            value = RENAMED[value]
+        return super().convert(value, param, ctx)
+
+
 @votes.command("aggregate")
 @click.option(
     "--method",
-    type=RegistryChoice(lazy_entries("relabel.aggregation:METHODS")),
+    cls=ListingOption,
+    entries=lazy_entries("relabel.aggregation:method_summaries"),
+    type=MethodChoice(lazy_entries("relabel.aggregation:METHODS")),
     default="ds",
     show_default=True,
-    help="ds: Dawid-Skene; one-coin; majority; unanimous; set-majority (whole label sets, as MTurk's votes).",
+    help="{entries}.",
 )
 @click.option(
     "--threshold",

@@ -12,13 +12,16 @@ from relabel.aggregation import (
     MAYBE,
     METHODS,
     NO,
+    RENAMED,
     YES,
     FitOptions,
+    Method,
     Votes,
     aggregate,
     check_threshold,
     decide,
     make_votes,
+    method_summaries,
     uncertain,
 )
 from relabel.errors import InputError
@@ -187,12 +190,12 @@ class TestOneCoin:
 
 
 class TestCounting:
-    def test_unanimous_and_majority(self):
+    def test_all_yes_and_majority(self):
         # item 0: yes yes yes; item 1: yes yes no; item 2: yes maybe no; item 3: yes no
         rows = [(0, 0, YES), (0, 1, YES), (0, 2, YES), (1, 0, YES), (1, 1, YES), (1, 2, NO)]
         rows += [(2, 0, YES), (2, 1, MAYBE), (2, 2, NO), (3, 0, YES), (3, 1, NO)]
         votes = _votes(rows, [0, 0, 0, 0])
-        assert decide(aggregate(votes, "unanimous")).tolist() == [True, False, False, False]
+        assert decide(aggregate(votes, "all-yes")).tolist() == [True, False, False, False]
         assert decide(aggregate(votes, "majority")).tolist() == [True, True, False, False]
         assert aggregate(votes, "majority").posterior.tolist() == pytest.approx([1, 2 / 3, 1 / 3, 1 / 2])
         assert not uncertain(aggregate(votes, "majority")).any()
@@ -258,9 +261,20 @@ class TestInput:
 
     def test_unknown_method_lists_the_known_ones(self):
         votes = _votes([(0, 0, YES)], [0])
-        with pytest.raises(InputError, match="unknown aggregation method 'em'; known: unanimous, majority"):
+        with pytest.raises(InputError, match=f"unknown aggregation method 'em'; known: {', '.join(METHODS)}$"):
             aggregate(votes, "em")
-        assert {"unanimous", "majority", "set-majority", "ds", "one-coin"} <= set(METHODS)
+        # "unanimous" is the studio's consensus rule alone: the every-answer-yes method was renamed
+        with pytest.raises(InputError, match="unknown aggregation method 'unanimous'"):
+            aggregate(votes, "unanimous")
+        assert RENAMED == {"unanimous": "all-yes"} and set(RENAMED.values()) <= set(METHODS)
+
+    def test_a_method_registered_alone_is_run_under_its_name(self, monkeypatch: pytest.MonkeyPatch):
+        # a method whose fit names itself otherwise (a copy of majority) still reports the name it was run as
+        monkeypatch.setitem(METHODS, "any-yes", Method("any-yes", "some answer is yes", METHODS["majority"].fit, False))
+        votes = _votes([(0, 0, YES), (0, 1, NO), (0, 2, NO)], [0])
+        result = aggregate(votes, "any-yes")
+        assert result.method == "any-yes" and result.posterior.tolist() == pytest.approx([1 / 3])
+        assert method_summaries()["any-yes"] == "some answer is yes" and list(method_summaries()) == list(METHODS)
 
     def test_thresholds(self):
         with pytest.raises(InputError, match="threshold 1.5 is outside"):

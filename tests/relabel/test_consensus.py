@@ -13,6 +13,8 @@ from db.enums import Category, Verdict
 from db.models import Image, Label, LabelSource, Snapshot, SnapshotLabel
 from relabel.annotations import record_annotation
 from relabel.consensus import (
+    DEFAULT_RULE,
+    RULES,
     Decision,
     Outcome,
     categorize,
@@ -20,6 +22,7 @@ from relabel.consensus import (
     decision_key,
     get_rule,
     replay,
+    rule_descriptions,
     settle,
     standing,
 )
@@ -85,8 +88,12 @@ class TestSettle:
         assert consensus([newer, older]) == (older, Outcome.consensus)
 
     def test_an_unknown_rule_names_the_known_ones(self) -> None:
-        with pytest.raises(InputError, match="unknown consensus rule 'nope'; known: .*unanimous"):
+        with pytest.raises(InputError, match=f"unknown consensus rule 'nope'; known: {', '.join(sorted(RULES))}$"):
             get_rule("nope")
+
+    def test_the_rules_offered_are_what_the_registry_holds(self) -> None:
+        assert rule_descriptions() == {name: rule.description for name, rule in RULES.items()}
+        assert DEFAULT_RULE in RULES and "studio's decisions" in rule_descriptions()[DEFAULT_RULE]
 
 
 @pytest.mark.parametrize(

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from relabel.posteriors import items_held, original_items
+from relabel.aggregation import METHODS
+from relabel.consensus import DEFAULT_RULE, RULES
+from relabel.errors import NotFoundError, RelabelError
+from relabel.posteriors import check_rule, consensus_choices, items_held, original_items, reads_votes
 
 
 def naive(pairs: np.ndarray, sets) -> np.ndarray:
@@ -23,3 +27,26 @@ def test_items_held_is_the_membership_test() -> None:
     assert items_held(np.zeros((0, 2), np.int64), sets).shape == (0,)
     negative = np.array([[1, -2], [1, 3]])
     assert items_held(negative, {1: {-2}}).tolist() == [True, False]
+
+
+class TestConsensusChoices:
+    """What a snapshot's consensus can be: the rules on the studio's decisions, then the aggregation methods."""
+
+    def test_every_rule_and_method_is_offered_once_with_what_it_does(self) -> None:
+        choices = consensus_choices()
+        assert list(choices) == [*RULES, *METHODS] and next(iter(choices)) == DEFAULT_RULE
+        assert all(choices[n] == RULES[n].description for n in RULES)
+        assert all(choices[n] == METHODS[n].summary for n in METHODS)
+
+    def test_a_name_registered_as_both_is_refused(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setitem(METHODS, DEFAULT_RULE, METHODS["majority"])
+        with pytest.raises(RelabelError, match=f"{DEFAULT_RULE}: registered both as a consensus rule and as an"):
+            consensus_choices()
+
+    def test_a_rule_reads_no_votes_and_a_method_does(self) -> None:
+        assert not check_rule(DEFAULT_RULE, 0.9) and check_rule("all-yes", 0.9)
+        with pytest.raises(NotFoundError, match="unknown consensus rule 'bayes'; known: all-yes, ds, "):
+            check_rule("bayes", 0.9)
+        # a stored snapshot's settings: the studio's rule under its stored name, or a method (None: an old one)
+        assert not reads_votes(None) and not reads_votes({"rule": "unanimous", "min_votes": 1})
+        assert reads_votes({"rule": "ds", "threshold": 0.9})

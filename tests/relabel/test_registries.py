@@ -1,8 +1,9 @@
 """Every registry is the single source of its names: a protocol, an export format and a card flag added to their
-registries alone appear in the CLI's choices and help and in the studio, and an adapter kind's capabilities are
-read from its entry.
+registries alone appear in the CLI's choices and help and in the studio, an adapter kind's capabilities are read
+from its entry, and a consensus rule or a vote aggregation method is offered by the studio (their CLI runs are in
+tests/relabel/test_snapshots_consensus.py).
 
-Files a developer touches for each of the five extensions (counted on this code, by what the tests below add):
+Files a developer touches for each of the seven extensions (counted on this code, by what the tests add):
 
 | change                   | files | where                                                                        |
 |--------------------------|-------|------------------------------------------------------------------------------|
@@ -15,11 +16,14 @@ Files a developer touches for each of the five extensions (counted on this code,
 | a new model-adapter kind | 2     | its module in relabel/suggest/adapters/ and its AdapterKind entry in         |
 |                          |       | relabel/suggest/adapters/__init__.py (ranks top-k, reads text, remote)       |
 | a new ingest layout      | 1     | relabel/ingest/layouts.py (the Layout function and its LAYOUTS entry)        |
+| a new consensus rule     | 1     | relabel/consensus.py (a ConsensusRule: name, description, agree)             |
+| a new aggregation method | 1     | relabel/aggregation.py (its fit and its Method entry: name, summary,         |
+|                          |       | probabilistic)                                                               |
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -29,17 +33,21 @@ import gradio as gr
 import pytest
 from click.testing import CliRunner
 from sqlalchemy import select
+from sqlmodel import Session
 
-from db.models import Annotation
+from db.models import Annotation, Snapshot
+from relabel.aggregation import METHODS, Method
 from relabel.card_flags import CARD_FLAGS, CardFlag, register_flag
 from relabel.cli import cli
-from relabel.errors import InputError, NotFoundError
+from relabel.consensus import DEFAULT_RULE, RULES, ConsensusRule, DecisionKey, Outcome, Vote
+from relabel.errors import InputError, NotFoundError, RelabelError
 from relabel.exports import EXPORT_FORMATS, ExportFormat, export_snapshot, render_snapshot
 from relabel.ingest.layouts import LAYOUTS
+from relabel.posteriors import consensus_choices
 from relabel.review.studio import Studio
-from relabel.snapshots import SnapshotRow, create_snapshot
+from relabel.snapshots import DEFAULT_UNDECIDED, UNDECIDED_POLICIES, SnapshotRow, create_snapshot
 from relabel.suggest import protocols
-from relabel.suggest.adapters import REGISTRY, AdapterKind, adapter_kind
+from relabel.suggest.adapters import REGISTRY, AdapterKind, adapter_kind, load_adapter, ranks_classes, reads_text
 from relabel.suggest.setup import default_protocol
 from relabel.vocabulary import Vocabulary
 from tests.conftest import REPO
@@ -188,7 +196,48 @@ class TestAdapterKinds:
         assert (default_protocol("scorer:x"), default_protocol("talker:y")) == ("topk", "ow")
         assert "scorer:ID, talker:ID" in help_text(["suggest"]) and "talker:ID" in help_text(["evaluate", "robustness"])
         assert adapter_kind("openai:gpt-4o").remote and not adapter_kind("clip:x").remote
-        assert [k for k, v in REGISTRY.items() if v.reads_text and v.ranks_topk] == ["clip"]
+        for name, kind in REGISTRY.items():  # what the runtime checks is the entry of the adapter's kind
+            adapter = SimpleNamespace(kind=name, name=name)
+            assert (ranks_classes(adapter), reads_text(adapter)) == (kind.ranks_topk, kind.reads_text)  # type: ignore[arg-type]
+
+    def test_a_class_that_does_not_do_what_its_kind_declares_is_refused(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setitem(REGISTRY, "chatty", AdapterKind("tests.fakes:ScriptedChatModel", "chatty:ID", True, True))
+        with pytest.raises(RelabelError, match="kind 'chatty' declares that it scores classes .* does not"):
+            load_adapter("chatty:x")
+
+
+class FirstSays(ConsensusRule):
+    """A dummy consensus rule: the oldest annotator decision stands."""
+
+    name, description = "first-says", "the oldest annotator decision stands"
+
+    def agree(self, votes: Sequence[Vote], min_votes: int) -> tuple[Outcome, DecisionKey | None]:
+        return (Outcome.consensus, votes[0][1]) if votes else (Outcome.undecided, None)
+
+
+class TestConsensusChoices:
+    """The studio's Snapshots tab offers what `relabel.posteriors.consensus_choices` and
+    `relabel.snapshots.UNDECIDED_POLICIES` hold, as `relabel snapshot create` does (tests/relabel/
+    test_snapshots_consensus.py runs a registered method and rule through the CLI)."""
+
+    def test_a_registered_rule_and_method_are_offered_by_the_studio_and_the_rule_is_stored(
+        self, studio: Studio, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setitem(RULES, FirstSays.name, FirstSays())
+        monkeypatch.setitem(METHODS, "any-yes", Method("any-yes", "some answer is yes", METHODS["majority"].fit, False))
+        with gr.Blocks() as app, gr.Tab("Snapshots") as tab:
+            snapshots_tab.build(studio, guarded, tmp_path / "exports", tab)
+        [fn] = [f for f in app.fns.values() if f.api_name == "create_snapshot"]
+        [consensus] = [c for c in fn.inputs if isinstance(c, gr.Dropdown) and c.label == "consensus"]
+        [undecided] = [c for c in fn.inputs if isinstance(c, gr.Radio)]
+        offered = [v for _, v in consensus.choices]
+        assert offered == list(consensus_choices()) and offered[0] == consensus.value == DEFAULT_RULE
+        assert {"first-says", "any-yes", "all-yes"} <= set(offered) and offered.count("unanimous") == 1
+        assert [v for _, v in undecided.choices] == list(UNDECIDED_POLICIES) and undecided.value == DEFAULT_UNDECIDED
+        assert "snapshot 'r2'" in fn.fn("r2", "keep", 1, "first-says", 0.9, "off", LEAD)
+        with Session(studio.engine) as s:
+            stored = s.scalars(select(Snapshot.consensus).where(Snapshot.name == "r2")).one()
+        assert stored == {"rule": "first-says", "min_votes": 1}
 
 
 def test_a_registered_ingest_layout_is_named_in_the_help(monkeypatch: pytest.MonkeyPatch) -> None:

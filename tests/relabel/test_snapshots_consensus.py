@@ -4,26 +4,29 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 from sqlalchemy import select, text
 from sqlalchemy.exc import DatabaseError
 from sqlmodel import Session
 
 from db.enums import Answer, Role, Verdict
 from db.models import Image, Snapshot, SnapshotPosterior, VoteSource, stored_id
-from relabel.aggregation import Aggregate
+from relabel.aggregation import METHODS, YES, Aggregate, FitOptions, Method, Votes
 from relabel.annotations import add_user, record_annotation
 from relabel.bulk_import import store_run
+from relabel.consensus import RULES, ConsensusRule, DecisionKey, Outcome
+from relabel.consensus import Vote as Ballot
 from relabel.errors import InputError, NotFoundError
 from relabel.exports import export_snapshot, format_posteriors
 from relabel.ingest import ingest_dataset, plan_ingest
 from relabel.ingest.layouts import LayoutOptions
-from relabel.posteriors import VotedImage, voted_images
+from relabel.posteriors import VotedImage, consensus_choices, voted_images
 from relabel.review.cards import RunChoice
 from relabel.review.evidence import load_evidence, uncertain_images
 from relabel.review.queue import UNCERTAIN_WEIGHT, WEIGHTS, Evidence, QueueFilter, ReviewQueue, priority
@@ -242,8 +245,7 @@ class TestRequests:
     def test_bad_requests_are_refused_and_store_nothing(self, ws) -> None:
         engine, _ = ws
         with pytest.raises(
-            NotFoundError,
-            match="unknown consensus rule 'bayes'; known: ds, majority, one-coin, set-majority, unanimous",
+            NotFoundError, match=f"unknown consensus rule 'bayes'; known: {', '.join(sorted(consensus_choices()))}$"
         ):
             create_snapshot(engine, "x", consensus="bayes")
         with pytest.raises(InputError, match=r"--threshold 0.3 is below 0.5"):
@@ -407,13 +409,91 @@ class TestCommandLine:
         assert "c_fish.jpg\tU [0] -> B [1]\tposteriors 0: none -> 0.0" in diff.output
         assert "d_rocket.jpg\tU [657] -> Z []\tposteriors 1 class(es), all under 0.01\n" in diff.output
 
-    def test_help_shows_the_consensus_choices_from_the_aggregation_methods(self) -> None:
-        from relabel.aggregation import METHODS
+    def test_help_shows_the_consensus_choices_from_the_rules_and_the_aggregation_methods(self) -> None:
         from relabel.cli import cli
 
         shown = CliRunner().invoke(cli, ["snapshot", "create", "--help"]).output
-        assert f"[{'|'.join(METHODS)}]" in shown.replace("\n", "").replace(" ", "")
+        assert f"[{'|'.join(consensus_choices())}]" in shown.replace("\n", "").replace(" ", "")
+        assert list(consensus_choices()) == [*RULES, *METHODS]  # one name, one rule: none is both
         assert "relabel snapshot create round-1-ds --consensus ds --threshold 0.9" in shown
+
+
+def fit_any_yes(votes: Votes, options: FitOptions) -> Aggregate:
+    """A counting method the tool does not have: a class is in the image when any answer on it is yes."""
+    yes = np.bincount(votes.item[votes.answer == YES], minlength=votes.n_items)
+    return Aggregate("any-yes", yes / np.bincount(votes.item, minlength=votes.n_items), accepted=yes > 0)
+
+
+class FirstSays(ConsensusRule):
+    """A consensus rule the tool does not have: the oldest annotator decision stands, whatever the others say."""
+
+    name, description = "first-says", "the oldest annotator decision stands"
+
+    def agree(self, votes: Sequence[Ballot], min_votes: int) -> tuple[Outcome, DecisionKey | None]:
+        return (Outcome.consensus, votes[0][1]) if votes else (Outcome.undecided, None)
+
+
+class TestRegisteredConsensus:
+    """A vote aggregation method or a consensus rule added to its registry alone is listed with its summary by
+    `votes aggregate --help` and `snapshot create --help`, accepted as a choice, and used."""
+
+    @pytest.fixture
+    def run(self, ws, tmp_path: Path):
+        from relabel.cli import cli
+
+        engine, _ = ws
+        if engine.url.get_backend_name() != "sqlite":
+            pytest.skip("the command line opens the workspace's SQLite file")
+
+        def run(*args: str, ok: bool = True) -> Result:
+            result = CliRunner().invoke(cli, ["--workspace", str(tmp_path / "ws"), *args], terminal_width=200)
+            assert (result.exit_code == 0) == ok, result.output
+            return result
+
+        return run
+
+    def help_of(self, run, *command: str) -> str:
+        return " ".join(run(*command, "--help").output.split())
+
+    def test_an_aggregation_method(self, ws, run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setitem(METHODS, "any-yes", Method("any-yes", "some answer is yes", fit_any_yes, False))
+        for command in (("votes", "aggregate"), ("snapshot", "create")):
+            shown = self.help_of(run, *command)
+            assert "any-yes: some answer is yes" in shown and "|one-coin|any-yes]" in shown
+
+        aggregated = run("votes", "aggregate", "--method", "any-yes", "--no-studio").output
+        assert "method any-yes (its own rule) on sources raters" in aggregated
+        # 11 pairs got a yes: the 5 present ones, the 5 absent ones that one rater took, the split one
+        assert "labels: 11 pairs accepted" in aggregated
+        assert "labels: 5 pairs accepted" in run("votes", "aggregate", "--method", "majority", "--no-studio").output
+
+        created = run("snapshot", "create", "any", "--consensus", "any-yes", "--no-studio-votes", "--quiet").output
+        assert "consensus: any-yes, votes raters" in created and "posteriors stored: 15" in created  # f_dog adjudicated
+        run("snapshot", "export", "any", "--format", "jsonl", "--out", str(tmp_path / "any.jsonl"))
+        labels = {k: r["labels"] for k, r in jsonl_rows(tmp_path / "any.jsonl").items()}
+        assert labels["a_cup.jpg"] == [504, 967, 968]  # 504 took one rater's yes: any-yes, not the majority
+        assert run("votes", "aggregate", "--method", "all-yes-or-no", ok=False).exit_code == 2
+
+    def test_the_old_name_of_all_yes_is_read_with_a_note(self, run) -> None:
+        result = run("votes", "aggregate", "--method", "unanimous", "--no-studio")
+        assert "note: --method unanimous is now called all-yes" in result.stderr
+        assert "method all-yes (its own rule) on sources raters" in result.stdout
+        assert "labels: 0 pairs accepted" in result.stdout  # each rater said no to one present class
+
+    def test_a_consensus_rule(self, ws, run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setitem(RULES, FirstSays.name, FirstSays())
+        assert "first-says: the oldest annotator decision stands" in self.help_of(run, "snapshot", "create")
+        engine, ids = ws
+        decide(engine, ids["g_new.jpg"], "ann", Verdict.labels, [1])
+        decide(engine, ids["g_new.jpg"], "bob", Verdict.labels, [2])  # disputed under unanimous
+
+        created = run("snapshot", "create", "first", "--consensus", "first-says").output
+        assert "consensus: first-says, min votes 1" in created and "posteriors stored" not in created
+        run("snapshot", "create", "plain")
+        for name, expected in (("first", ([1], "B", "consensus")), ("plain", ([], "U", "disputed"))):
+            run("snapshot", "export", name, "--format", "jsonl", "--out", str(tmp_path / f"{name}.jsonl"))
+            row = jsonl_rows(tmp_path / f"{name}.jsonl")["g_new.jpg"]
+            assert (row["labels"], row["category"], row["origin"]) == expected
 
 
 class TestSnapshotsTab:
