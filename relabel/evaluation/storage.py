@@ -147,7 +147,7 @@ def _float(value: float | None) -> float:
 
 
 @dataclass(frozen=True)
-class HistoryEntry:
+class EvaluationHistoryEntry:
     """One stored evaluation as the history shows it: top-1 by (run or model, reference name)."""
 
     id: int
@@ -159,7 +159,7 @@ class HistoryEntry:
     retention: dict[str, float | None]  # robustness entries: RR by reference
 
 
-def evaluation_history(engine: Engine, dataset: str | None = None) -> list[HistoryEntry]:
+def evaluation_history(engine: Engine, dataset: str | None = None) -> list[EvaluationHistoryEntry]:
     """Every stored evaluation of the dataset, oldest first."""
     with session_scope(engine) as s:
         ds = get_dataset(s, dataset)
@@ -171,7 +171,7 @@ def evaluation_history(engine: Engine, dataset: str | None = None) -> list[Histo
         return [_history_entry(r) for r in rows]
 
 
-def _history_entry(row: EvaluationRecord) -> HistoryEntry:
+def _history_entry(row: EvaluationRecord) -> EvaluationHistoryEntry:
     result = row.result
     if row.kind == ROBUSTNESS:
         top1 = {(result["model"], ref): score["accuracy"] for ref, score in result["clean"].items()}
@@ -180,4 +180,12 @@ def _history_entry(row: EvaluationRecord) -> HistoryEntry:
         top1 = {(s["run"], s["reference"]): s["top1"]["accuracy"] for s in result["scores"]}
         retention = {}
     created = row.created_at if row.created_at.tzinfo else row.created_at.replace(tzinfo=timezone.utc)
-    return HistoryEntry(row.id, row.kind, created, row.tool_version, dict(row.reference_hashes), top1, retention)  # type: ignore[arg-type]
+    return EvaluationHistoryEntry(
+        row.id,  # type: ignore[arg-type]
+        row.kind,
+        created,
+        row.tool_version,
+        dict(row.reference_hashes),
+        top1,
+        retention,
+    )

@@ -23,7 +23,7 @@ from relabel.evaluation.reliability_text import (
     robustness_table,
 )
 from relabel.evaluation.results import Evaluation, RobustnessResult, RunScore
-from relabel.evaluation.storage import HistoryEntry
+from relabel.evaluation.storage import EvaluationHistoryEntry
 from relabel.evaluation.tasks_text import render_tasks
 from relabel.suggest.distractor_sources import distractors_line
 
@@ -198,7 +198,7 @@ def oop_table(ev: Evaluation) -> Table | None:
     return ["run", "protocol", "answered", "out of prompt", "OOP %", "errors"], rows
 
 
-def history_table(entries: Sequence[HistoryEntry]) -> Table:
+def history_table(entries: Sequence[EvaluationHistoryEntry]) -> Table:
     """Top-1 % of each run (rows) under each reference version (columns: name@hash, oldest first); a later
     evaluation against the same version overwrites an earlier one."""
     versions: list[tuple[str, str]] = []
@@ -217,7 +217,7 @@ def history_table(entries: Sequence[HistoryEntry]) -> Table:
     return header, rows
 
 
-def history_list(entries: Sequence[HistoryEntry]) -> Table:
+def history_list(entries: Sequence[EvaluationHistoryEntry]) -> Table:
     header = ["#", "kind", "created (UTC)", "tool", "references"]
     rows = [
         [str(e.id), e.kind, f"{e.created_at:%Y-%m-%d %H:%M:%S}", e.tool_version,
@@ -292,7 +292,7 @@ def protocol_name(r: RobustnessResult) -> str:
     return str(r.protocol.get("protocol", "topk"))
 
 
-def render_history(entries: Sequence[HistoryEntry]) -> str:
+def render_history(entries: Sequence[EvaluationHistoryEntry]) -> str:
     """Stored evaluations, oldest first, then each run's top-1 under each reference version."""
     if not entries:
         return "no stored evaluation yet; run `relabel evaluate`"

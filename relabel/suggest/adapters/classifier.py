@@ -19,7 +19,7 @@ from PIL import Image
 
 from relabel.errors import InputError
 from relabel.imaging import load_rgb
-from relabel.suggest.adapters.imaging import (
+from relabel.suggest.adapters.local_models import (
     BatchedImageScorer,
     check_positive,
     dtype_options,

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from relabel.errors import InputError
-from relabel.suggest.adapters.imaging import (
+from relabel.suggest.adapters.local_models import (
     BatchedImageScorer,
     dtype_options,
     load_error,

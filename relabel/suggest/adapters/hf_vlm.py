@@ -22,7 +22,7 @@ from PIL import Image
 
 from relabel.errors import InputError, RelabelError
 from relabel.imaging import load_rgb
-from relabel.suggest.adapters.imaging import (
+from relabel.suggest.adapters.local_models import (
     LazyModel,
     check_positive,
     dtype_options,

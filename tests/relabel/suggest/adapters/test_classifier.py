@@ -16,7 +16,7 @@ from relabel.errors import InputError, RelabelError
 from relabel.imaging import load_rgb
 from relabel.suggest.adapters import load_adapter
 from relabel.suggest.adapters.classifier import EfficientNetLite0Adapter, HFClassifierAdapter
-from relabel.suggest.adapters.imaging import BatchedImageScorer, pick_device, resize_and_crop
+from relabel.suggest.adapters.local_models import BatchedImageScorer, pick_device, resize_and_crop
 from relabel.suggest.types import ImageRef, ScoringAdapter
 from relabel.vocabulary import load_builtin
 from tests.conftest import shared
