@@ -24,6 +24,7 @@ from db.engine import session_scope
 from db.enums import Category, PredictionStatus
 from db.models import Dataset, Prediction, Snapshot, SnapshotLabel, SnapshotPosterior, stored_id
 from relabel.active_review import NO_RUN
+from relabel.consensus import DEFAULT_RULE
 from relabel.errors import InputError
 from relabel.evaluation.failure_causes import failure_cause
 from relabel.evaluation.runs import select_runs
@@ -123,8 +124,9 @@ def _vote_snapshot(session: Session, dataset: Dataset, name: str | None) -> Snap
     if name is not None:
         snap = get_snapshot(session, dataset, name)
         if not reads_votes(snap.consensus):
+            rule = (snap.consensus or {}).get("rule", DEFAULT_RULE)
             raise InputError(
-                f"snapshot {name!r} was made by the unanimous rule and stores no posteriors; name one made with "
+                f"snapshot {name!r} was made by the {rule} rule and stores no posteriors; name one made with "
                 "--consensus ds (or another rule that reads votes)"
             )
         return snap

@@ -184,12 +184,12 @@ def _check_request(name: str, undecided: str, request: ConsensusRequest) -> None
     voting = check_rule(request.rule, request.threshold, request.keep_original)
     if not voting and (request.vote_sources or request.with_model):
         raise InputError(
-            "--votes and --with-model need a consensus that reads votes (ds, majority, ...), not unanimous"
+            f"--votes and --with-model need a consensus that reads votes (ds, majority, ...), not {request.rule!r}"
         )
     if request.calibrate is not None and (not voting or not METHODS[request.rule].probabilistic):
         raise InputError(f"--calibrate needs a probabilistic consensus (ds, one-coin), not {request.rule!r}")
     if request.reference is not None and not voting:
-        raise InputError("--reference needs a consensus that reads votes (ds, majority, ...), not unanimous")
+        raise InputError(f"--reference needs a consensus that reads votes (ds, majority, ...), not {request.rule!r}")
 
 
 def _freeze(
