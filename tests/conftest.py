@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import warnings
 from pathlib import Path
@@ -113,6 +114,33 @@ def engine(db_url: str, sqlite_template: SqliteTemplate):
     init_db(eng)  # today's schema is in place already: this only reads its version
     yield eng
     eng.dispose()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def scrypt_once_per_password():
+    """Each password is put through scrypt about once per run. scrypt is slow on purpose (about 60 ms of CPU and
+    16 MB a call, 0.3 s on a busy machine) and tests add many users with the same few passwords and sign them in
+    again and again, which cost a studio test a quarter of its time. Here the first hash of a password is handed
+    out again (one salt per password per run: a draw `os.urandom` could make) and each (password, salt) key is derived
+    once; the key is the one scrypt gives, a wrong password or another salt is derived afresh, and processes a test
+    starts hash and check as the product does."""
+    import relabel.annotations as annotations
+    import relabel.users as users
+
+    hashes: dict[str, str] = {}
+    hash_password = annotations.hash_password
+
+    def hash_once(password: str) -> str:
+        if password not in hashes:
+            hashes[password] = hash_password(password)
+        return hashes[password]
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(annotations, "_derive", functools.lru_cache(maxsize=None)(annotations._derive))
+    patch.setattr(annotations, "hash_password", hash_once)
+    patch.setattr(users, "hash_password", hash_once)
+    yield
+    patch.undo()
 
 
 @pytest.fixture(scope="session")
