@@ -50,12 +50,15 @@ the commit messages, each taken on one machine state):
 - **Writing:** ingest, labels, predictions and votes insert with one statement compiled once and the driver's
   executemany (`db.bulk.insert_plain`); whole-file formats are checked as arrays; JSON Lines are read by Python's
   C reader whenever a scan shows nothing the strict reader would refuse (the strict reader still names the line).
-- **Still over 3 s:** `votes import` writes 924,810 rows: a bare sqlite3 executemany of the same sorted rows into
-  the `votes` table costs 2.9 CPU s on its own (2.0 s with foreign keys off, 1.4 s without indexes), plus start-up
-  and 0.8 s to inflate the 377 MB rater tensor; meeting 3 s needs fewer rows (one per pair, answers packed), a
-  schema change not made here. `predictions import` of scores spends about 0.5 s reading the zip member and 0.5 s
+- **Still over 3 s:** `votes import` writes 184,962 rows, one per (image, class) pair with its answers packed
+  (`db.models.VotePair`; 924,810 rows of one answer each before, whose bare executemany alone was 2.9 CPU s): 5.1 s
+  against 8.0 s for the one-row-per-answer table, run in turn at load 10-15 (median of 3). What is left: about 1 s
+  writing the rows, 1.4 s reading the rater file (inflating the 377 MB tensor about 1 s, its CRC 0.2 s), start-up
+  0.9 s and the image index 0.3 s; 3 s needs fewer rows still (one per image or per source).
+  `predictions import` of scores spends about 0.5 s reading the zip member and 0.5 s
   writing and hashing the sorted score file, top-5 JSONL about 0.5 s in SQLite and 0.25 s matching image keys.
-  `snapshot create --consensus ds` (its goal of 5 s: met) is start-up 0.8 s, the vote scan 0.55 s, the fit
+  `snapshot create --consensus ds` (its goal of 5 s: met) is start-up 0.8 s, collecting the votes
+  0.6 s (1.2 s before they were packed; the command 3.9 s against 4.4 s, in turn at load 10-15), the fit
   0.3 s, 235,000 rows written 0.7 s and the hash 0.4 s. `evaluate` draws label sets from the posteriors 7 times
   (about 4.5 s at load; one pass for every aggregation method would need an evaluator API change) and reads the
   924,810 votes for the sensitivity (1.2 s).

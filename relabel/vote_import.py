@@ -119,7 +119,7 @@ def match_images(parsed: ParsedVotes, index: ImageIndex, path: Path) -> np.ndarr
 
 
 def storage_order(parsed: ParsedVotes, image_ids: np.ndarray, path: Path) -> np.ndarray:
-    """(N,) the answers in the order of the votes table's primary key: image, class, worker name (as SQLite and
+    """(N,) the answers in the order they are stored in: image, class, worker name (as SQLite and
     Python compare text). One sort of one int64 key serves the write and the check that no worker answers a pair
     twice; a repeat is refused by `refuse_duplicates`, which names the records."""
     names = parsed.worker_names
