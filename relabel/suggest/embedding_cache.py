@@ -84,12 +84,7 @@ def encode_cached(encoder: TextEncoder, texts: list[str], cache_dir: Path | None
     missing = missing[np.argsort(first[missing], kind="stable")]  # embedded in the order the texts come
     if len(missing):
         todo = [texts[i] for i in first[missing]]
-        fresh = _embed(encoder, todo, unique[missing], folder, what)
-        if len(keys) and fresh.shape[1] != vectors.shape[1]:
-            raise RelabelError(
-                f"the cached embeddings of text encoder {encoder.id!r} in {folder} have {vectors.shape[1]} "
-                f"dimensions, the encoder now gives {fresh.shape[1]}; remove that folder to embed them again"
-            )
+        fresh = _embed(encoder, todo, unique[missing], folder, what, vectors.shape[1] if len(keys) else None)
         keys = np.concatenate([keys, unique[missing]])
         vectors = np.concatenate([vectors, fresh]) if len(vectors) else fresh
         at = _positions(keys, unique)
@@ -150,9 +145,12 @@ def _positions(keys: np.ndarray, want: np.ndarray) -> np.ndarray:
     return np.where(ordered[at] == want, order[at], -1)
 
 
-def _embed(encoder: TextEncoder, texts: list[str], keys: np.ndarray, folder: Path, what: str) -> np.ndarray:
+def _embed(
+    encoder: TextEncoder, texts: list[str], keys: np.ndarray, folder: Path, what: str, dim: int | None
+) -> np.ndarray:
     """(n, D) float16 embeddings of `texts` (distinct), encoded in parts of ENCODE_PART, each kept as a shard as soon
-    as it is done; a progress bar on a terminal when there is more than one part (a few seconds of work or more)."""
+    as it is done; a progress bar on a terminal when there is more than one part (a few seconds of work or more).
+    Rows of another size than the `dim` already kept are refused before anything is written."""
     bar = progress_bar(
         len(texts), f"embedding {what} with {encoder.id} (once)", enabled=len(texts) > ENCODE_PART and _tty()
     )
@@ -161,6 +159,12 @@ def _embed(encoder: TextEncoder, texts: list[str], keys: np.ndarray, folder: Pat
         for start in range(0, len(texts), ENCODE_PART):
             chunk = texts[start : start + ENCODE_PART]
             vectors = np.asarray(encoder.encode(chunk), dtype=np.float32).reshape(len(chunk), -1)
+            if dim is not None and vectors.shape[1] != dim:
+                raise RelabelError(
+                    f"the cached embeddings of text encoder {encoder.id!r} in {folder} have {dim} dimensions, the "
+                    f"encoder now gives {vectors.shape[1]}; remove that folder to embed them again"
+                )
+            dim = vectors.shape[1]
             parts.append(unit_rows(vectors).astype(np.float16))
             write_shard(folder, keys[start : start + ENCODE_PART], parts[-1])
             bar.update(len(chunk))

@@ -121,6 +121,7 @@ def test_vectors_of_another_size_under_the_same_id_are_refused(tmp_path: Path) -
 
     with pytest.raises(RelabelError, match=r"'test:trigram' in .* have 512 dimensions, the encoder now gives 516"):
         encode_cached(Wider(), ["a text the cache lacks"], tmp_path, "class texts")
+    assert len(shards(tmp_path)) == 1  # nothing of the other size was kept
 
 
 def test_an_unwritable_cache_is_one_line_naming_it(tmp_path: Path) -> None:
