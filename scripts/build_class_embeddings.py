@@ -2,10 +2,11 @@
 
 Answer mapping (`relabel.suggest.textmap`) compares answers with every class's names, its description and its short
 descriptions, embedded once per encoder and text and kept in a cache (`relabel.suggest.embedding_cache`): the
-workspace's cache folder, else the user's. A first run embeds what the cache lacks (about 80 s for the ~32,000 texts
-with MiniLM on two CPU cores). This script does it beforehand, for a machine image, a CI cache or a shared folder
-(`--cache`, default the user cache folder: $RELABEL_CACHE, else ~/.cache/relabel); texts already there are not
-embedded again, so running it after an edit of the names or descriptions embeds only what changed.
+workspace's cache folder, else the user's. A first run embeds what the cache lacks (minutes of CPU for the ~32,000
+texts with MiniLM: 407 CPU s measured on two busy cores). This script does it beforehand, for a machine image, a CI
+cache or a shared folder (`--cache`, default the user cache folder: $RELABEL_CACHE, else ~/.cache/relabel); texts
+already there are not embedded again, so running it after an edit of the names or descriptions embeds only what
+changed.
 
 Example:
     HF_HUB_OFFLINE=1 python scripts/build_class_embeddings.py

@@ -4,8 +4,8 @@ the text-neighbour distractors compare answers with (a vocabulary's names, descr
 Content addressed: a row is found by its encoder's id and the hash of its text, so a run that needs 20 class texts
 embeds those 20 and no more, a vocabulary that gains a class embeds that class's texts alone, and vocabularies
 share the texts they have in common. Nothing is shipped with the package: the first run with an encoder embeds what
-it lacks (the built-in vocabulary's ~32,000 class texts with MiniLM: about 80 s on two CPU cores, with a progress
-bar on a terminal) and keeps it; later runs read it back in well under a second.
+it lacks (the built-in vocabulary's ~32,000 class texts with MiniLM: minutes of CPU, 407 CPU s once measured on two
+busy cores, with a progress bar on a terminal) and keeps it; later runs read it back in under a second of CPU.
 
 Where: `CACHE/text-embeddings/ENCODER/`, CACHE being the workspace's cache folder when a workspace is at hand, else
 the user's (`user_cache_dir`: `$RELABEL_CACHE`, else `$XDG_CACHE_HOME/relabel`, else `~/.cache/relabel`). An

@@ -26,8 +26,8 @@ How an answer is read (`ClassNameIndex.map`):
    that other classes' descriptions sharing the answer's other words do not outweigh a name the answer says.
 
 Class-side embeddings are computed once per encoder and text and kept on disk (`relabel.suggest.embedding_cache`:
-the workspace's cache, else the user's; the built-in vocabulary's ~32,000 texts take about 80 s with MiniLM the
-first time, with a progress bar). Of the answers, only what
+the workspace's cache, else the user's; the built-in vocabulary's ~32,000 texts take minutes of CPU with MiniLM
+the first time, with a progress bar). Of the answers, only what
 step 3 needs meets the encoder, each distinct text once: a phrase settled by step 2 embeds only its core (for the
 similarity reported with it), and a phrase or core that is itself a class name reuses that name's embedding; most
 answers name their class, so most cost no encoder time.
