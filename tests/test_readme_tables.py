@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from evaluator.model_reliability import RELIABILITY_PARTS
+from evaluator.reliability_parts import RELIABILITY_PARTS
 from relabel.aggregation import METHODS
 from relabel.card_flags import CARD_FLAGS
 from relabel.cli.doc_tables import TABLES, render_readme, stale_tables

@@ -149,7 +149,7 @@ def aggregation_methods_table() -> str:
 
 
 def reliability_parts_table() -> str:
-    from evaluator.model_reliability import RELIABILITY_PARTS
+    from evaluator.reliability_parts import RELIABILITY_PARTS
 
     return markdown_table(
         ("part", "symbol (`--weights`)", "what", "interval"),
