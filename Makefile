@@ -31,6 +31,7 @@ test-all: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check relabel db evaluator ui tests bench scripts
+	$(BIN)/ruff format --check relabel db evaluator ui tests bench scripts
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/mypy
 

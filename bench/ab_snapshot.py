@@ -24,7 +24,7 @@ from bench_consensus import VAL, build_workspace
 HERE = Path(__file__).resolve().parent.parent
 CODE = """import sys, time
 from db import create_db_engine
-from relabel.snapshots import consensus_defaults, create_snapshot
+from relabel.snapshots.freeze import consensus_defaults, create_snapshot
 url, name, calibrate = sys.argv[1:4]
 options = {"calibrate": calibrate, "reference": calibrate} if calibrate else {}
 threshold, keep = consensus_defaults(calibrate or None)
@@ -53,7 +53,7 @@ def main() -> None:
     parser.add_argument("other", type=Path, help="another checkout of the project (its root)")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    from relabel.vote_import import import_votes
+    from relabel.votes.importing import import_votes
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)

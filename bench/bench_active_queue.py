@@ -6,7 +6,7 @@ snapshot with posteriors on 25,000 images, 7 pairs each (175,000, about ReaL's 1
 of 0 or 1, one pair in (0.1, 0.9) on 37 % of the voted images (the share of ReaL's rated images a ds snapshot leaves
 uncertain). Timed, median of --repeats:
 
-(a) `load_benefit`: the snapshot's posteriors and every run's top-1 read, `relabel.active_review.review_benefit`;
+(a) `load_benefit`: the snapshot's posteriors and every run's top-1 read, `relabel.review.active.review_benefit`;
 (b) the queue as the studio builds it at start and on refresh (`load_benefit`, `load_evidence`, `ReviewQueue`),
     beside the evidence order alone (no vote-based snapshot read);
 (c) `relabel queue --limit 20` (`relabel.review.upcoming.list_queue`).
@@ -48,12 +48,12 @@ from db.models import (  # noqa: E402
     SnapshotLabel,
     SnapshotPosterior,
 )
+from relabel.common.vocabulary import ensure_vocabulary, load_builtin  # noqa: E402
 from relabel.review.benefit import load_benefit  # noqa: E402
 from relabel.review.cards import pick_runs  # noqa: E402
 from relabel.review.evidence import load_evidence  # noqa: E402
 from relabel.review.queue import ReviewQueue  # noqa: E402
 from relabel.review.upcoming import list_queue  # noqa: E402
-from relabel.vocabulary import ensure_vocabulary, load_builtin  # noqa: E402
 
 TITLE = "## Studio: the active review queue on 50,000 images"
 N_IMAGES, N_VOTED, PAIRS, UNCERTAIN_SHARE = 50_000, 25_000, 7, 0.37

@@ -42,18 +42,18 @@ sys.path.insert(0, str(REPO))
 from sqlalchemy import select  # noqa: E402
 
 from db.models import Image  # noqa: E402
-from relabel.aggregation import Aggregate, aggregate, decide, uncertain  # noqa: E402
-from relabel.calibration import (  # noqa: E402
+from relabel.exports.formats import export_snapshot  # noqa: E402
+from relabel.snapshots.freeze import CALIBRATED_DEFAULTS  # noqa: E402
+from relabel.sources.labels import import_source  # noqa: E402
+from relabel.votes.aggregation import Aggregate, aggregate, decide, uncertain  # noqa: E402
+from relabel.votes.calibration import (  # noqa: E402
     cross_fit,
     expected_calibration_error,
     image_folds,
     reliability,
 )
-from relabel.exports import export_snapshot  # noqa: E402
-from relabel.snapshots import CALIBRATED_DEFAULTS  # noqa: E402
-from relabel.sources import import_source  # noqa: E402
-from relabel.vote_import import import_votes  # noqa: E402
-from relabel.votes import VoteTable, collect_votes  # noqa: E402
+from relabel.votes.importing import import_votes  # noqa: E402
+from relabel.votes.table import VoteTable, collect_votes  # noqa: E402
 
 TITLE = "## Consensus: calibrated posteriors, chosen out of sample"
 SEED = 0
@@ -89,7 +89,7 @@ def scores(accepted: np.ndarray, truth: np.ndarray, image: np.ndarray) -> tuple[
 
 
 def settled(q: np.ndarray, p: Pairs, threshold: float, keep: float | None) -> np.ndarray:
-    """(I,) bool: the pair's image has no uncertain pair (`relabel.aggregation.uncertain`, as a snapshot asks)."""
+    """(I,) bool: the pair's image has no uncertain pair (`relabel.votes.aggregation.uncertain`, as a snapshot asks)."""
     open_ = uncertain(Aggregate("ds", q), threshold, original=p.original, keep_original=keep)
     images, inverse = np.unique(p.image, return_inverse=True)
     return np.bincount(inverse, weights=open_, minlength=len(images))[inverse] == 0
@@ -178,7 +178,7 @@ def through_snapshot(  # noqa: ANN201
 ):
     """Create, export (real and jsonl) and read back one snapshot: (real-format labels, JSONL records by path,
     seconds to create, the risk-coverage points recorded against `reference`)."""
-    from relabel.snapshots import create_snapshot
+    from relabel.snapshots.freeze import create_snapshot
 
     started = time.perf_counter()
     summary = create_snapshot(
@@ -318,7 +318,7 @@ def timing_lines(engine, folder: Path, repeats: int) -> list[str]:  # noqa: ANN0
     import subprocess
     from statistics import median
 
-    from relabel.snapshots import consensus_defaults, create_snapshot
+    from relabel.snapshots.freeze import consensus_defaults, create_snapshot
 
     cells = []
     for k, (flags, options) in enumerate(TIMED.items()):

@@ -33,9 +33,9 @@ import PIL
 import torch
 from benchlib import MET, command_line, write_section
 
+from relabel.common.vocabulary import load_builtin
 from relabel.suggest.adapters.classifier import EfficientNetLite0Adapter
 from relabel.suggest.types import ImageRef
-from relabel.vocabulary import load_builtin
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(__file__).resolve().parents[2] / "shared/data"

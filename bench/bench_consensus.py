@@ -31,13 +31,13 @@ from benchlib import MET, REPO, SHARED, command_line, machine_line, write_sectio
 sys.path.insert(0, str(REPO))
 
 from db import create_db_engine, init_db  # noqa: E402
-from relabel.aggregation import aggregate  # noqa: E402
+from relabel.common.vocabulary import load_builtin  # noqa: E402
 from relabel.ingest import ingest_dataset, plan_ingest  # noqa: E402
-from relabel.sources import import_source  # noqa: E402
-from relabel.vocabulary import load_builtin  # noqa: E402
-from relabel.vote_import import import_votes  # noqa: E402
-from relabel.vote_report import AggregationReport, VoteChoice, aggregate_dataset  # noqa: E402
-from relabel.votes import VoteTable, collect_votes  # noqa: E402
+from relabel.sources.labels import import_source  # noqa: E402
+from relabel.votes.aggregation import aggregate  # noqa: E402
+from relabel.votes.importing import import_votes  # noqa: E402
+from relabel.votes.report import AggregationReport, VoteChoice, aggregate_dataset  # noqa: E402
+from relabel.votes.table import VoteTable, collect_votes  # noqa: E402
 
 TITLE = "## Consensus: ReaL raters"
 VAL = SHARED / "imagenet-val"

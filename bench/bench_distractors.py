@@ -41,7 +41,9 @@ from sqlmodel import Session
 
 from db import create_db_engine, init_db
 from db.models import Image, ModelRun, Prediction
-from relabel.errors import InputError
+from relabel.common.errors import InputError
+from relabel.common.vocabulary import Vocabulary, load_builtin
+from relabel.common.workspace import get_dataset
 from relabel.ingest import ingest_dataset, plan_ingest
 from relabel.suggest.adapters import load_adapter
 from relabel.suggest.distractor_sources import DEFAULT_HARD, SourceInputs, build_distractors, wordnet_parents
@@ -49,8 +51,6 @@ from relabel.suggest.protocols import LETTERS, ProtocolContext, get_protocol
 from relabel.suggest.runner import SuggestJob, reference_labels, run_suggestions
 from relabel.suggest.textmap import load_encoder
 from relabel.suggest.types import ChatRequest, ImageRef, ModelOutput
-from relabel.vocabulary import Vocabulary, load_builtin
-from relabel.workspace import get_dataset
 
 SECTION = "## Suggestions: hard distractors for multiple choice"
 PHOTOS = SHARED / "imagenet-sample"

@@ -23,13 +23,13 @@ from pathlib import Path
 
 from benchlib import REPO, SHARED, command_line, machine_line, write_section
 
+from relabel.common.settings import Settings
+from relabel.common.vocabulary import load_builtin
 from relabel.evaluation.cells import NA, num, pct
 from relabel.evaluation.report import write_robustness_report
 from relabel.evaluation.results import RobustnessResult
 from relabel.evaluation.robustness import parse_perturbations, parse_severities, run_robustness
 from relabel.ingest import ingest_dataset, plan_ingest
-from relabel.settings import Settings
-from relabel.vocabulary import load_builtin
 
 SECTION = "## Evaluation: robustness grid of EfficientNet-Lite0"
 

@@ -25,15 +25,15 @@ from benchlib import MET, REPO, SHARED, command_line, machine_line, write_sectio
 from sqlalchemy.engine import Engine
 
 from db.enums import ImageStatus
-from relabel.exports import export_snapshot
-from relabel.imagecheck import check_image
+from relabel.common.imagecheck import check_image
+from relabel.common.settings import Settings
+from relabel.common.vocabulary import Vocabulary, load_builtin
+from relabel.exports.formats import export_snapshot
 from relabel.ingest import ingest_dataset, plan_ingest
 from relabel.ingest.layouts import IMAGE_EXTENSIONS, LayoutOptions, builtin_val_labels
 from relabel.ingest.service import IngestReport
-from relabel.settings import Settings
-from relabel.snapshots import create_snapshot
-from relabel.sources import import_source
-from relabel.vocabulary import Vocabulary, load_builtin
+from relabel.snapshots.freeze import create_snapshot
+from relabel.sources.labels import import_source
 
 T = TypeVar("T")
 SECTION = "## Foundation: ingest and export"

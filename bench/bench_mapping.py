@@ -39,9 +39,9 @@ from pathlib import Path
 import numpy as np
 from benchlib import MET, command_line, machine_line, write_section
 
+from relabel.common.vocabulary import Vocabulary, load_builtin
 from relabel.suggest.class_texts import class_descriptors, class_names, normalize_answer
 from relabel.suggest.textmap import ClassNameIndex, TextEncoder, load_encoder
-from relabel.vocabulary import Vocabulary, load_builtin
 
 SECTION = "## Suggestions: mapping answers to classes"
 TARGET_S = 15.0

@@ -36,7 +36,7 @@ sys.path.insert(0, str(REPO))  # the stub server lives in tests/, which is not a
 
 from benchlib import MET, command_line, write_section  # noqa: E402
 
-from relabel.settings import Settings  # noqa: E402
+from relabel.common.settings import Settings  # noqa: E402
 from relabel.suggest.adapters.openai_api import OpenAIChatAdapter, encode_image  # noqa: E402
 from relabel.suggest.cache import DbResponseCache  # noqa: E402
 from relabel.suggest.types import ChatRequest, ImageRef, ModelOutput  # noqa: E402

@@ -1,15 +1,15 @@
 """Review-budget planner benchmark: `relabel plan`'s forecast against the review simulator on ReaL's raters, and
 the command's time on 50,000 images.
 
-(a) The pool (`relabel.review_simulation.Pool`): ReaL's 24,889 rated images, their 184,962 (image, class) items and
+(a) The pool (`relabel.planning.simulation.Pool`): ReaL's 24,889 rated images, their 184,962 (image, class) items and
     924,810 answers (`real_raters.npz`), ImGT as the original labels, ReaL (`real.json`) as the reference. Stored
     runs: `cv` (cleanlab's cross-validated predictions), `imgt` (the original labels read as a run) and
     `cv-near`, a synthetic near-copy of cv: ImGT's label in place of cv's top-1 on a seeded 0.2 % of the images,
     made so that the ranking question is not settled from the start. The simulator replays the active order
     (`simulate(pool, "active", step=250)`) from one answer per item to every image reviewed; at every step the
-    criteria are computed on the step's state with `relabel.review_plan` (each run's half-width within ±0.25
+    criteria are computed on the step's state with `relabel.planning.plan` (each run's half-width within ±0.25
     points; the ranking holds with 95 %). From the state at 0 reviews, and at every 1,000 reviews, the planner
-    (`relabel.review_plan.forecast`, the same functions `relabel plan` calls) forecasts the reviews still needed;
+    (`relabel.planning.plan.forecast`, the same functions `relabel plan` calls) forecasts the reviews still needed;
     the simulator's answer is the first step from there at which the criterion holds (so a multiple of 250).
     Ratio = forecast / needed; goal within ±25 %.
     The planner's one free choice, the share of an image's variance a review leaves (`residual`, 0: a review
@@ -46,13 +46,13 @@ from benchlib import MET, REPO, command_line, machine_line, write_section
 
 sys.path.insert(0, str(REPO))
 
-from relabel.active_review import correct_probability  # noqa: E402
-from relabel.aggregation import make_votes  # noqa: E402
 from relabel.cli import main as relabel  # noqa: E402
-from relabel.review_plan import REVIEW_RESIDUAL, forecast, halfwidths, ranking_stability  # noqa: E402
-from relabel.review_simulation import Pool, State, Step, make_pool, simulate  # noqa: E402
-from relabel.vocabulary import load_builtin  # noqa: E402
-from relabel.vote_formats import parse_real_raters  # noqa: E402
+from relabel.common.vocabulary import load_builtin  # noqa: E402
+from relabel.planning.plan import REVIEW_RESIDUAL, forecast, halfwidths, ranking_stability  # noqa: E402
+from relabel.planning.simulation import Pool, State, Step, make_pool, simulate  # noqa: E402
+from relabel.review.active import correct_probability  # noqa: E402
+from relabel.votes.aggregation import make_votes  # noqa: E402
+from relabel.votes.formats import parse_real_raters  # noqa: E402
 
 TITLE = "## Review: the budget planner against the simulator"
 STEP, EVERY = 250, 1000  # the simulator refits every STEP reviews; the planner forecasts every EVERY
@@ -266,8 +266,8 @@ def forecast_alone(tmp: Path, repeats: int) -> list[float]:
     """Seconds of `forecast` alone on the arrays `relabel plan` reads from the workspace."""
     from unittest import mock
 
-    import relabel.review_budget as budget
-    from relabel.settings import Settings
+    import relabel.planning.budget as budget
+    from relabel.common.settings import Settings
 
     with mock.patch.object(budget, "forecast", wraps=forecast) as spy:
         budget.plan_reviews(Settings(workspace=tmp, db_url=None).engine)
@@ -316,12 +316,12 @@ def main() -> None:
         f"label on a seeded {100 * NEAR_SHARE:g} % of the images: synthetic, a near-copy so that the ranking is in "
         f"question). The simulator replays the active order from one answer per item, refitting Dawid-Skene every "
         f"{STEP} reviews (median step {statistics.median(step_s):.2f} s); at every step both criteria are computed "
-        f"on its state with `relabel.review_plan` (half-width ≤ ±{TARGET} points for every run; ranking stability "
+        f"on its state with `relabel.planning.plan` (half-width ≤ ±{TARGET} points for every run; ranking stability "
         f'≥ {100 * STABILITY:g} %). "Needs" is the first step at which a criterion holds (a multiple of {STEP}).',
         "",
         f"Residual chosen on seed {CALIBRATION_SEED} alone: {rho:g} (share of an image's variance a review leaves; "
         f"its forecasts from {EVERY:,} reviews on: {calibration_fit}); `relabel plan`'s default "
-        f"(`relabel.review_plan.REVIEW_RESIDUAL`) is {REVIEW_RESIDUAL:g}: the same: {MET[rho == REVIEW_RESIDUAL]}. "
+        f"(`relabel.planning.plan.REVIEW_RESIDUAL`) is {REVIEW_RESIDUAL:g}: the same: {MET[rho == REVIEW_RESIDUAL]}. "
         f"Seeds {', '.join(map(str, REPORT_SEEDS))} below never took part in the choice.",
         "",
     ]

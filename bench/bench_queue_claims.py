@@ -31,9 +31,9 @@ from sqlmodel import Session
 from db import create_db_engine, init_db
 from db.enums import ImageStatus, Role, SuggestionAction, Verdict
 from db.models import Annotation, Dataset, Image, User, stored_id
+from relabel.common.vocabulary import ensure_vocabulary, load_builtin
 from relabel.review.leases import DbLeases
 from relabel.review.queue import Evidence, ReviewQueue
-from relabel.vocabulary import ensure_vocabulary, load_builtin
 
 SECTION = "## Review queue: leases shared by several studio processes"
 PG_URL = os.environ.get("RELABEL_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")

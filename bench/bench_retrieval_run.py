@@ -31,12 +31,12 @@ from benchlib import MET, SHARED, command_line, machine_line, write_section  # n
 from db import create_db_engine, init_db  # noqa: E402
 from db.models import ModelRun  # noqa: E402
 from relabel.cli import main as relabel  # noqa: E402
+from relabel.common.vocabulary import load_builtin  # noqa: E402
 from relabel.evaluation import evaluate  # noqa: E402
 from relabel.evaluation.tasks_retrieval import load_run_embeddings, retrieval_rows  # noqa: E402
 from relabel.ingest import ingest_dataset, plan_ingest  # noqa: E402
 from relabel.suggest.retrieval_run import CHUNK  # noqa: E402
 from relabel.suggest.retrieval_store import write_part, write_texts  # noqa: E402
-from relabel.vocabulary import load_builtin  # noqa: E402
 from tests.tiny_models import save_tiny_clip  # noqa: E402
 
 TITLE = "## A retrieval run: embeddings stored, then scored"

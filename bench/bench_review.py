@@ -1,6 +1,6 @@
 """Review simulation benchmark: the learned and active orders against random and disputed-first on ReaL's raters.
 
-`relabel.review_simulation` on ReaL's published rater answers (`real_raters.npz`: 85 raters, 924,810 answers on
+`relabel.planning.simulation` on ReaL's published rater answers (`real_raters.npz`: 85 raters, 924,810 answers on
 184,962 (image, class) pairs of 24,889 images, read by the product's own `real-raters` parser), measured against
 ReaL (`real.json`), with the cleanlab cross-validated predictions as a stored run (`cleanlab-cv`) and ImGT as a
 second one (`imgt`: how often the original label is in the exported label set). Start: one answer per pair drawn
@@ -41,8 +41,8 @@ from benchlib import MET, REPO, SHARED, command_line, machine_line, write_sectio
 
 sys.path.insert(0, str(REPO))
 
-from relabel.aggregation import Votes, make_votes  # noqa: E402
-from relabel.review_simulation import (  # noqa: E402
+from relabel.common.vocabulary import load_builtin  # noqa: E402
+from relabel.planning.simulation import (  # noqa: E402
     ORDERS,
     Pool,
     State,
@@ -53,8 +53,8 @@ from relabel.review_simulation import (  # noqa: E402
     simulate,
     steps_as_dicts,
 )
-from relabel.vocabulary import load_builtin  # noqa: E402
-from relabel.vote_formats import parse_real_raters  # noqa: E402
+from relabel.votes.aggregation import Votes, make_votes  # noqa: E402
+from relabel.votes.formats import parse_real_raters  # noqa: E402
 
 TITLE = "## Review: active order against random on ReaL's raters"
 VAL = SHARED / "imagenet-val"
@@ -341,7 +341,7 @@ def write_doc(stamp: str, lines: list[str], step: int) -> None:
         "warm-started from the last step's posteriors) and exported as a snapshot would export it (an uncertain "
         "image carries its best estimate). Four orders: random; disputed-first (the studio queue's priority: "
         "images the current fit leaves uncertain, then those where the suggestion's top-1 is not ImGT); active "
-        "(the expected benefit of one more review from the posteriors, `relabel.active_review.review_benefit`); "
+        "(the expected benefit of one more review from the posteriors, `relabel.review.active.review_benefit`); "
         "learned (a flip model fitted after each refit on the images reviewed so far: which items' exported "
         "decisions a review changed, from what they looked like before it; an image's gain is P(its label set "
         "changes) times the chance a reviewed set is right, as the reviewed images' own fit puts it; the first "

@@ -1,6 +1,6 @@
 """How far can any review order get on ReaL's raters? An oracle bound and a learnable bound for the review simulator.
 
-The simulator (`relabel.review_simulation`) starts from one rater's answer per (image, class) pair plus ImGT and a
+The simulator (`relabel.planning.simulation`) starts from one rater's answer per (image, class) pair plus ImGT and a
 review reveals an image's other answers. Here, on one half of the rated images (a seeded hash of the image's
 position in val order; the other half stays held out for reporting), the fit at the start and the fit on every
 answer are compared with ReaL per image: a review gains +1 where the label set is wrong at the start and right
@@ -32,8 +32,8 @@ from benchlib import REPO
 
 sys.path.insert(0, str(REPO))
 
-from relabel.aggregation import Aggregate, FitOptions, Votes  # noqa: E402
-from relabel.review_simulation import KEEP_ORIGINAL, THRESHOLD, Pool, _exported, _fit, _starting_answers  # noqa: E402
+from relabel.planning.simulation import KEEP_ORIGINAL, THRESHOLD, Pool, _exported, _fit, _starting_answers  # noqa: E402
+from relabel.votes.aggregation import Aggregate, FitOptions, Votes  # noqa: E402
 
 
 def half(pool: Pool, seed: int, side: int) -> Pool:

@@ -24,9 +24,9 @@ from sqlalchemy.engine import Engine
 from db import create_db_engine, init_db
 from db.enums import ImageStatus, PredictionStatus, Role, SourceKind, SuggestionAction, Verdict
 from db.models import Annotation, Dataset, Image, Label, LabelSource, ModelRun, Prediction, User
-from relabel.annotations import hash_password
+from relabel.common.vocabulary import ensure_vocabulary, load_builtin
+from relabel.decisions.annotations import hash_password
 from relabel.ingest.layouts import builtin_val_labels
-from relabel.vocabulary import ensure_vocabulary, load_builtin
 
 N_IMAGES = 50_000
 PAST_ANNOTATORS = 10

@@ -3,8 +3,8 @@
 A pair's row holds two byte strings of equal count: `workers`, the answering workers' numbers in the source
 (`db.models.VoteWorker.number`, ascending) as little-endian int32, and `answers`, one byte per answer (0 no,
 1 maybe, 2 yes, `ANSWER_BYTES`). One row per pair instead of one per answer: ReaL's 924,810 answers are 184,962
-rows. Pure Python here (the migration that packs older workspaces' rows); `relabel.vote_import` packs and
-`relabel.vote_scan` unpacks whole sources with numpy, in this same layout.
+rows. Pure Python here (the migration that packs older workspaces' rows); `relabel.votes.importing` packs and
+`relabel.votes.scan` unpacks whole sources with numpy, in this same layout.
 """
 
 from __future__ import annotations

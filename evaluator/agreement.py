@@ -1,5 +1,5 @@
 """Inter-annotator agreement on set-valued labels: annotator reliability, beside the model reliability of
-`model_reliability`. `relabel.agreement` turns a dataset's decisions into ratings for the leads' dashboard.
+`model_reliability`. `relabel.review.agreement` turns a dataset's decisions into ratings for the leads' dashboard.
 
 Every function takes plain data, ``ratings = {image: {annotator: label}}``, where a label is a non-empty set: the
 classes of a `labels` decision, ``{"Z"}`` for `none_fit`, ``{"X"}`` for `unclear` (two special values that differ

@@ -17,10 +17,10 @@ from pathlib import Path
 from sqlalchemy.engine import Engine
 from sqlmodel import col
 
-from relabel.errors import RelabelError
+from relabel.common.errors import RelabelError
+from relabel.common.vocabulary import load_builtin
 from relabel.ingest import IngestReport, ingest_dataset, plan_ingest
 from relabel.ingest.layouts import LayoutOptions
-from relabel.vocabulary import load_builtin
 
 DEMO_DATASET = "demo"
 
@@ -138,7 +138,7 @@ def ensure_demo_users(engine: Engine) -> list[tuple[str, str]]:
 
     from db.enums import Role
     from db.models import User
-    from relabel.annotations import add_user
+    from relabel.decisions.annotations import add_user
 
     with engine.connect() as conn:
         existing = set(conn.execute(select(col(User.name))).scalars())

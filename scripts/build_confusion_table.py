@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from relabel.vocabulary import load_builtin
+from relabel.common.vocabulary import load_builtin
 
 OUT = Path(__file__).resolve().parent.parent / "relabel" / "resources" / "imagenet1k_cv_confusions.json"
 PREDICTED = "cleanlab_cv_predicted_labels_by_index.npy"

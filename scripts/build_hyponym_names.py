@@ -36,7 +36,7 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
-from relabel.vocabulary import load_builtin
+from relabel.common.vocabulary import load_builtin
 
 OUT = Path(__file__).resolve().parent.parent / "relabel" / "resources" / "imagenet1k_hyponym_names.json"
 LICENSE = (

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from relabel.vocabulary import load_builtin
+from relabel.common.vocabulary import load_builtin
 
 OUT = Path(__file__).resolve().parent.parent / "relabel" / "resources" / "imagenet1k_real_proposals.json"
 RATERS = "real_raters.npz"

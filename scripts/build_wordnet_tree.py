@@ -19,7 +19,7 @@ from pathlib import Path
 
 from build_hyponym_names import LICENSE  # scripts/ is on the path when a script runs
 
-from relabel.vocabulary import load_builtin
+from relabel.common.vocabulary import load_builtin
 
 OUT = Path(__file__).resolve().parent.parent / "relabel" / "resources" / "imagenet1k_wordnet_tree.json"
 HYPERNYM_POINTERS = ("@", "@i")

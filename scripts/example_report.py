@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from relabel.cli import main as relabel
-from relabel.vocabulary import load_builtin
+from relabel.common.vocabulary import load_builtin
 
 VAL = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "imagenet-val"
 SNAPSHOT = "raters-ds"  # ReaL's raters aggregated by Dawid-Skene

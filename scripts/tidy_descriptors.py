@@ -39,9 +39,9 @@ from pathlib import Path
 
 from build_hyponym_names import read_nouns
 
+from relabel.common.vocabulary import load_builtin
 from relabel.suggest.class_texts import normalize_answer
 from relabel.suggest.phrases import object_phrase
-from relabel.vocabulary import load_builtin
 
 RESOURCES = Path(__file__).resolve().parent.parent / "relabel" / "resources"
 OUT = RESOURCES / "imagenet1k_descriptors.json"

@@ -14,7 +14,7 @@ import pytest  # noqa: E402
 from sqlalchemy import create_engine, text  # noqa: E402
 
 from db import create_db_engine, init_db  # noqa: E402
-from relabel.vocabulary import load_builtin  # noqa: E402
+from relabel.common.vocabulary import load_builtin  # noqa: E402
 from tests.databases import PostgresSchemas, SqliteTemplate  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -124,8 +124,8 @@ def scrypt_once_per_password():
     out again (one salt per password per run: a draw `os.urandom` could make) and each (password, salt) key is derived
     once; the key is the one scrypt gives, a wrong password or another salt is derived afresh, and processes a test
     starts hash and check as the product does."""
-    import relabel.annotations as annotations
-    import relabel.users as users
+    import relabel.decisions.annotations as annotations
+    import relabel.review.users as users
 
     hashes: dict[str, str] = {}
     hash_password = annotations.hash_password

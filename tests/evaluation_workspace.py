@@ -11,12 +11,12 @@ from sqlmodel import Session
 
 from db.enums import PredictionStatus, Role, Verdict
 from db.models import EvaluationRecord
-from relabel.annotations import add_user, record_annotation
-from relabel.bulk_import import store_run
+from relabel.common.vocabulary import load_builtin
+from relabel.common.workspace import get_dataset, image_index
+from relabel.decisions.annotations import add_user, record_annotation
 from relabel.ingest import ingest_dataset, plan_ingest
-from relabel.sources import import_source
-from relabel.vocabulary import load_builtin
-from relabel.workspace import get_dataset, image_index
+from relabel.sources.bulk import store_run
+from relabel.sources.labels import import_source
 from tests import images
 
 TENCH, GOLDFISH, TABBY, TIGER_CAT = 0, 1, 281, 282

@@ -20,13 +20,13 @@ from sqlmodel import Session, col
 from db import create_db_engine, init_db
 from db.enums import Role
 from db.models import Annotation, Dataset, User
-from relabel.annotations import add_user
-from relabel.bulk_import import store_run
+from relabel.common.vocabulary import load_builtin
+from relabel.common.workspace import get_dataset, image_index
+from relabel.decisions.annotations import add_user
 from relabel.ingest import ingest_dataset, plan_ingest
 from relabel.review.studio import Studio
-from relabel.sources import import_source
-from relabel.vocabulary import load_builtin
-from relabel.workspace import get_dataset, image_index
+from relabel.sources.bulk import store_run
+from relabel.sources.labels import import_source
 from tests import images
 from tests.databases import copy_rows, schema_of
 

@@ -33,7 +33,7 @@ from sqlalchemy import create_engine, text
 
 from db import create_db_engine
 from db.enums import Role
-from relabel.annotations import add_user
+from relabel.decisions.annotations import add_user
 from tests.studio_workspace import FILES, PASSWORD, build_workspace, free_port
 
 PG_URL = os.environ.get("RELABEL_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")

@@ -12,8 +12,8 @@ from db import SCHEMA_VERSION, create_db_engine, init_db, session_scope
 from db.enums import Role
 from db.migrations import current_version
 from db.models import Dataset, Snapshot, Vocabulary
-from relabel.annotations import add_user
-from relabel.users import list_users
+from relabel.decisions.annotations import add_user
+from relabel.review.users import list_users
 from tests.conftest import PG_URL
 from tests.databases import PostgresSchemas, SqliteTemplate, copy_rows, schema_of
 

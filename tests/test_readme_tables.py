@@ -14,16 +14,16 @@ from typing import Any
 import pytest
 
 from evaluator.reliability_parts import RELIABILITY_PARTS
-from relabel.aggregation import METHODS
-from relabel.card_flags import CARD_FLAGS
 from relabel.cli.doc_tables import TABLES, render_readme, stale_tables
-from relabel.errors import InputError
-from relabel.exports import EXPORT_FORMATS
-from relabel.import_formats import ImportFormat
+from relabel.common.errors import InputError
+from relabel.common.import_formats import ImportFormat
+from relabel.decisions.card_flags import CARD_FLAGS
+from relabel.exports.formats import EXPORT_FORMATS
 from relabel.ingest.layouts import LAYOUTS
 from relabel.interop.decisions import DECISION_FORMATS
 from relabel.suggest.adapters import REGISTRY
 from relabel.suggest.protocols import PROTOCOLS
+from relabel.votes.aggregation import METHODS
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"

@@ -33,7 +33,7 @@ from transformers import (
     ViTImageProcessorPil,
 )
 
-from relabel.vocabulary import load_builtin
+from relabel.common.vocabulary import load_builtin
 
 SIDE, PATCH = 32, 8  # image side and patch size of every tiny vision tower: 16 patches
 TINY = {"hidden_size": 32, "intermediate_size": 37, "num_hidden_layers": 2, "num_attention_heads": 4}

@@ -15,15 +15,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from db.enums import Role, Verdict
-from relabel.card_flags import CARD_FLAGS
-from relabel.consensus import Outcome
-from relabel.errors import InputError, NotFoundError, StaleCardError
+from relabel.common.errors import InputError, NotFoundError, StaleCardError
+from relabel.common.storable import storable_text
+from relabel.common.vocabulary import Vocabulary
+from relabel.decisions.card_flags import CARD_FLAGS
+from relabel.decisions.rules import Outcome
 from relabel.review.cards import Card
 from relabel.review.class_search import ClassSearch
 from relabel.review.queue import QueueFilter
 from relabel.review.studio import ACTIONS, MAX_NOTE, Disputed, Studio
-from relabel.storable import storable_text
-from relabel.vocabulary import Vocabulary
 from ui import views
 from ui.card_payload import card_payload, class_ref, file_url
 

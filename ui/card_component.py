@@ -15,7 +15,7 @@ from typing import Any
 
 import gradio as gr
 
-from relabel.errors import InputError, RelabelError
+from relabel.common.errors import InputError, RelabelError
 from relabel.review.class_search import ClassSearch
 from relabel.review.queue import one_look
 from relabel.review.studio import Studio

@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import Any, NamedTuple
 
-from relabel.errors import InputError, RelabelError
+from relabel.common.errors import InputError, RelabelError
 from relabel.review.examples import pick_example
 from relabel.review.queue import QueueFilter
 from relabel.review.recent import decided_today, recent_decisions

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from db.enums import Role
-from relabel.errors import NotFoundError
+from relabel.common.errors import NotFoundError
 from relabel.review.comments import Comment, add_comment, image_comments, visible_comments
 from relabel.review.guidelines import current_guidelines, guideline_blocks, save_guidelines
 from relabel.review.studio import Studio

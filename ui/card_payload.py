@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from relabel.common.vocabulary import Vocabulary
 from relabel.review.cards import Card, HistoryEntry, Suggestion
 from relabel.review.display import StoredImage
 from relabel.review.examples import pick_example
 from relabel.review.studio import Studio
-from relabel.vocabulary import Vocabulary
 from ui import views
 
 EXAMPLE_SIDE = 256  # longer side of a reference photo, in pixels

@@ -8,7 +8,7 @@ import os
 import click
 
 from relabel.cli.options import dataset_option, pass_settings
-from relabel.settings import Settings
+from relabel.common.settings import Settings
 
 
 @click.command()
@@ -67,7 +67,7 @@ def serve(
       relabel serve --suggestion-run gpt-4o@cwplus --port 8080
       relabel serve --allowed-host studio.lab.example --trusted-proxy 127.0.0.1   # behind nginx on this machine
     """
-    from relabel.stages import stage
+    from relabel.common.stages import stage
     from ui.security import WILDCARD_BINDS, check_allowed_host, check_trusted_proxy
 
     names = [check_allowed_host(h) for h in allowed_hosts]
@@ -120,7 +120,7 @@ def check_port_free(host: str, port: int) -> None:
     program listens on is still refused."""
     import socket
 
-    from relabel.errors import InputError
+    from relabel.common.errors import InputError
 
     try:
         with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from sqlalchemy.engine import Engine
 
+from relabel.common.vocabulary import Vocabulary
 from relabel.review.studio import Studio
-from relabel.vocabulary import Vocabulary
 
 
 @dataclass(frozen=True)

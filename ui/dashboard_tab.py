@@ -18,8 +18,8 @@ import gradio as gr
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from relabel.agreement import agreement_report
-from relabel.dashboard import (
+from relabel.review.agreement import agreement_report
+from relabel.review.dashboard import (
     RATE_MIN_ACTIVE_S,
     AnnotatorThroughput,
     Dashboard,
@@ -27,7 +27,7 @@ from relabel.dashboard import (
     dashboard,
     worker_reliability_table,
 )
-from relabel.snapshots import vote_snapshot_lines
+from relabel.snapshots.freeze import vote_snapshot_lines
 from ui import handlers
 from ui.context import WorkspaceContext
 
@@ -229,9 +229,10 @@ TRUST_HEADERS = [
 
 
 def trust_values(ws: WorkspaceContext, user: str) -> tuple[str, list[list[Any]]]:
-    """Suggestion trust (`relabel.suggestion_trust`) as a line and table rows; leads only. Run, model and protocol
+    """Suggestion trust (`relabel.review.suggestion_trust`) as a line and table rows; leads only. Run, model and
+    protocol
     names are cells of text, never markup."""
-    from relabel.suggestion_trust import share_text, suggestion_trust
+    from relabel.review.suggestion_trust import share_text, suggestion_trust
 
     ws.require_lead(user)
     rows = suggestion_trust(ws.engine, ws.dataset_name)

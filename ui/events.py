@@ -13,7 +13,7 @@ from typing import Any
 
 import gradio as gr
 
-from relabel.errors import RelabelError
+from relabel.common.errors import RelabelError
 
 
 def user_of(request: gr.Request | None) -> str:

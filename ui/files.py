@@ -13,7 +13,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from relabel.atomic import atomic_writer
+from relabel.common.atomic import atomic_writer
 
 SERVE_DIR = Path(tempfile.gettempdir()) / "relabel-studio-files"
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import gradio as gr
 
-from relabel.errors import NotFoundError, RelabelError
+from relabel.common.errors import NotFoundError, RelabelError
 from relabel.review.assignments import add_assignments
 from relabel.review.grid import (
     PAGE_SIZE,

@@ -11,9 +11,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from relabel.errors import InputError
+from relabel.common.errors import InputError
+from relabel.common.storable import storable_text
 from relabel.review.studio import Studio
-from relabel.storable import storable_text
 from ui import views
 from ui.context import WorkspaceContext
 
@@ -55,16 +55,17 @@ def create_snapshot(
     threshold: Any = None,
     calibrate: str | None = None,
 ) -> str:
-    """A lead freezes a snapshot: `consensus` a name of `relabel.posteriors.consensus_choices` (None: the studio's
-    `relabel.consensus.DEFAULT_RULE`); a vote-based one aggregates every vote source with the studio's decisions, at
+    """A lead freezes a snapshot: `consensus` a name of `relabel.votes.posteriors.consensus_choices` (None: the studio's
+    `relabel.decisions.rules.DEFAULT_RULE`); a vote-based one aggregates every vote source with the studio's decisions,
+    at
     `threshold` (None: 0.9, calibrated 0.75), its posteriors first calibrated against `calibrate` (a label source
     or "adjudications"; None or `NOT_CALIBRATED`: not) with the original rule off, as `relabel snapshot create
     --calibrate` does. Returns the one-line result, with the calibration as the command prints it."""
-    from relabel.aggregation import METHODS
-    from relabel.consensus import DEFAULT_RULE
-    from relabel.snapshot_votes import calibration_line
-    from relabel.snapshots import DEFAULT_UNDECIDED, consensus_defaults
-    from relabel.snapshots import create_snapshot as create
+    from relabel.decisions.rules import DEFAULT_RULE
+    from relabel.snapshots.freeze import DEFAULT_UNDECIDED, consensus_defaults
+    from relabel.snapshots.freeze import create_snapshot as create
+    from relabel.votes.aggregation import METHODS
+    from relabel.votes.fit import calibration_line
 
     studio.require_lead(user)
     if not (name or "").strip():
@@ -94,8 +95,8 @@ def create_snapshot(
 
 
 def export_snapshot(studio: Studio, user: str, name: str, fmt: str, folder: Path) -> str:
-    from relabel.exports import export_format
-    from relabel.exports import export_snapshot as export
+    from relabel.exports.formats import export_format
+    from relabel.exports.formats import export_snapshot as export
 
     studio.require_lead(user)
     if not (name or "").strip():

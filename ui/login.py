@@ -9,7 +9,8 @@ password, even when it is the right one, with the wait in the message and a Retr
 400, like a wrong password: Gradio's login page shows "incorrect credentials" for a 400 and nothing at all for any
 other refusal, and the page's sign-in message states the lockout rule (`ui.app.AUTH_MESSAGE`). Unknown names count
 the same as real ones, and the password check does the same scrypt work for them
-(`relabel.annotations.verify_password`), so neither the answer nor its timing tells which names exist. The address
+(`relabel.decisions.annotations.verify_password`), so neither the answer nor its timing tells which names exist. The
+address
 is the one the request comes from; `X-Forwarded-For` replaces it only for a proxy named with `relabel serve
 --trusted-proxy` (`ui.security`), so a client that rotates the header still counts as one address.
 

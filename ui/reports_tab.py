@@ -23,7 +23,7 @@ from typing import Any
 
 import gradio as gr
 
-from relabel.errors import InputError
+from relabel.common.errors import InputError
 from relabel.evaluation import evaluation_history, text
 from relabel.evaluation.report import EVALUATION_JSON, REPORT_MD, REPORTS_DIR, ROBUSTNESS_JSON
 from ui.context import WorkspaceContext

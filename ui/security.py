@@ -46,7 +46,7 @@ from starlette.datastructures import Headers, MutableHeaders
 from starlette.responses import HTMLResponse, PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from relabel.errors import InputError, brief
+from relabel.common.errors import InputError, brief
 
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 HIDDEN_PATHS = (

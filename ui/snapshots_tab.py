@@ -27,14 +27,14 @@ from typing import Any
 
 import gradio as gr
 
-from relabel.consensus import DEFAULT_RULE
-from relabel.errors import InputError
-from relabel.exports import EXPORT_FORMATS
-from relabel.posteriors import consensus_choices
+from relabel.common.errors import InputError
+from relabel.decisions.rules import DEFAULT_RULE
+from relabel.exports.formats import EXPORT_FORMATS
 from relabel.review.studio import Studio
-from relabel.snapshot_diff import SnapshotDiff, diff_snapshots
-from relabel.snapshot_votes import calibration_references
-from relabel.snapshots import DEFAULT_UNDECIDED, UNDECIDED_POLICIES, consensus_defaults, list_snapshots
+from relabel.snapshots.diff import SnapshotDiff, diff_snapshots
+from relabel.snapshots.freeze import DEFAULT_UNDECIDED, UNDECIDED_POLICIES, consensus_defaults, list_snapshots
+from relabel.votes.fit import calibration_references
+from relabel.votes.posteriors import consensus_choices
 from ui import handlers
 from ui.files import served_copy
 

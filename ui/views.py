@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from relabel.consensus import replay
+from relabel.common.vocabulary import Vocabulary
+from relabel.decisions.rules import replay
 from relabel.review.cards import Card, HistoryEntry, slot
-from relabel.vocabulary import Vocabulary
 
 VERDICT_TEXT = {"labels": "", "none_fit": "no class fits (Z)", "unclear": "unclear (X)", "retract": "undo"}
 
@@ -48,7 +48,7 @@ def event_summary(vocab: Vocabulary, e: HistoryEntry) -> str:
 def history_rows(vocab: Vocabulary, events: tuple[HistoryEntry, ...] | list[HistoryEntry]) -> list[list[Any]]:
     """The audit trail of one image, oldest first: who, when, what, what it replaced (for an undo, the decision
     undone), how the suggestion fared, the note and the seconds on the item. An undo is its own row; the decision
-    before the one undone stands again (`relabel.consensus.replay`)."""
+    before the one undone stands again (`relabel.decisions.rules.replay`)."""
     rows = []
     for e, before in replay(events, slot):
         what = f"undo of #{e.retracts_id}" if e.retracts_id else event_summary(vocab, e)

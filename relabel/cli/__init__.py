@@ -12,8 +12,8 @@ import click
 
 from relabel import __version__
 from relabel.cli.commands import COMMANDS, ENTRY_POINT_GROUP, LazyCommands
-from relabel.errors import RelabelError
-from relabel.settings import Settings
+from relabel.common.errors import RelabelError
+from relabel.common.settings import Settings
 
 
 class RelabelGroup(click.Group):

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from relabel.cli.options import EXISTING_FILE, dataset_option, pass_settings
-from relabel.settings import Settings
+from relabel.common.settings import Settings
 
 
 @click.group()
@@ -30,9 +30,9 @@ def _target(settings: Settings, dataset: str | None, class_name: str | None, ima
     from sqlmodel import Session
 
     from db.models import stored_id
-    from relabel.errors import InputError
+    from relabel.common.errors import InputError
+    from relabel.common.workspace import dataset_vocabulary, get_dataset
     from relabel.review.assignments import read_image_tokens, resolve_images
-    from relabel.workspace import dataset_vocabulary, get_dataset
 
     with Session(settings.engine) as s:
         ds = get_dataset(s, dataset)
@@ -91,8 +91,8 @@ def assign_list(settings: Settings, user: str | None, dataset: str | None) -> No
     from sqlmodel import Session
 
     from db.models import stored_id
+    from relabel.common.workspace import dataset_vocabulary, get_dataset
     from relabel.review.assignments import list_assignments
-    from relabel.workspace import dataset_vocabulary, get_dataset
 
     with Session(settings.engine) as s:
         ds = get_dataset(s, dataset)
@@ -134,9 +134,9 @@ def assign_remove(
     from sqlmodel import Session
 
     from db.models import stored_id
-    from relabel.errors import InputError
+    from relabel.common.errors import InputError
+    from relabel.common.workspace import get_dataset
     from relabel.review.assignments import remove_assignments
-    from relabel.workspace import get_dataset
 
     if everything:
         if class_name is not None or images is not None:

@@ -11,7 +11,7 @@ import click
 from relabel.cli import render
 from relabel.cli.choices import registry_option
 from relabel.cli.options import EXISTING_FILE, dataset_option, pass_settings
-from relabel.settings import Settings
+from relabel.common.settings import Settings
 
 
 @click.command()
@@ -76,9 +76,9 @@ def ingest(
       relabel ingest ./imagenet-sample                 # n01440764_tench.JPEG: wnid in the name
       relabel ingest ./photos --manifest labels.csv    # columns: path,label  (or labels, '|'-separated)
     """
+    from relabel.common.vocabulary import load_builtin, load_vocabulary_file
     from relabel.ingest import ingest_dataset, plan_ingest
     from relabel.ingest.layouts import LayoutOptions
-    from relabel.vocabulary import load_builtin, load_vocabulary_file
 
     vocab = load_vocabulary_file(vocabulary) if vocabulary else load_builtin()
     plan = plan_ingest(root, vocab, layout, LayoutOptions(labels_file, devkit_meta, manifest))
@@ -104,7 +104,7 @@ def stats(settings: Settings) -> None:
     Example:
       relabel stats
     """
-    from relabel.stats import workspace_stats
+    from relabel.review.stats import workspace_stats
 
     render.stats(workspace_stats(settings.engine, settings.workspace / "cache"))
 
@@ -129,7 +129,7 @@ def demo(ctx: click.Context, quiet: bool, serve: bool, port: int) -> None:
       relabel --workspace demo-workspace demo --no-serve     # build only
     """
     from relabel.demo import DEMO_PASSWORD, build_demo, ensure_demo_users, suggest_demo
-    from relabel.stats import workspace_stats
+    from relabel.review.stats import workspace_stats
 
     settings: Settings = ctx.obj
     report, absent = build_demo(settings.engine, settings.workspace, show_progress=not quiet)
@@ -163,7 +163,7 @@ def demo(ctx: click.Context, quiet: bool, serve: bool, port: int) -> None:
 def first_report(settings: Settings, dataset: str) -> None:
     """Score the demo's runs against ImGT once, so the studio's Reports tab has a report to show (kept when one
     exists: `relabel evaluate` writes the next)."""
-    from relabel.errors import RelabelError
+    from relabel.common.errors import RelabelError
     from relabel.evaluation import evaluate as evaluate_runs
     from relabel.evaluation.report import default_report_dir, latest_report, write_report
 

@@ -8,7 +8,7 @@ import click
 
 from relabel.cli.choices import registry_option
 from relabel.cli.options import EXISTING_FILE, dataset_option, pass_settings
-from relabel.settings import Settings
+from relabel.common.settings import Settings
 
 
 @click.group()

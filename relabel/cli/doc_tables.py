@@ -15,8 +15,8 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from relabel.errors import InputError
-from relabel.import_formats import ImportFormat
+from relabel.common.errors import InputError
+from relabel.common.import_formats import ImportFormat
 
 Rows = Iterable[Sequence[str]]
 
@@ -86,7 +86,7 @@ def model_kinds_table() -> str:
 
 
 def export_formats_table() -> str:
-    from relabel.exports import EXPORT_FORMATS, OPTIONS
+    from relabel.exports.formats import EXPORT_FORMATS, OPTIONS
 
     def written(name: str) -> str:
         f = EXPORT_FORMATS[name]
@@ -104,7 +104,7 @@ def export_formats_table() -> str:
 
 
 def card_flags_table() -> str:
-    from relabel.card_flags import CARD_FLAGS
+    from relabel.decisions.card_flags import CARD_FLAGS
 
     return markdown_table(
         ("flag (stored as)", "key", "the card's button"),
@@ -123,9 +123,9 @@ def ingest_layouts_table() -> str:
 
 def import_formats_table() -> str:
     from relabel.interop.decisions import DECISION_FORMATS
-    from relabel.predictions import PREDICTION_FORMATS
-    from relabel.sources import SOURCE_FORMATS
-    from relabel.vote_formats import VOTE_FORMATS
+    from relabel.sources.labels import SOURCE_FORMATS
+    from relabel.sources.predictions import PREDICTION_FORMATS
+    from relabel.votes.formats import VOTE_FORMATS
 
     registries: dict[str, Mapping[str, ImportFormat[Any]]] = {
         "relabel labels import": SOURCE_FORMATS,
@@ -140,7 +140,7 @@ def import_formats_table() -> str:
 
 
 def aggregation_methods_table() -> str:
-    from relabel.aggregation import METHODS
+    from relabel.votes.aggregation import METHODS
 
     return markdown_table(
         ("method", "what", "posteriors are probabilities"),

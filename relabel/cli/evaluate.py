@@ -9,7 +9,7 @@ import click
 from relabel.cli.choices import registry_option
 from relabel.cli.options import dataset_option
 from relabel.cli.suggest import model_option
-from relabel.settings import Settings
+from relabel.common.settings import Settings
 
 OUT_DIR = click.Path(file_okay=False, path_type=Path)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from relabel.cli.options import EXISTING_FILE, pass_settings
-from relabel.settings import Settings
+from relabel.common.settings import Settings
 
 MAX_FILE_BYTES = 4 * 64 * 1024  # 64 KiB of text in UTF-32, the widest encoding read; bigger is refused unread
 
@@ -37,9 +37,9 @@ def guidelines_set(settings: Settings, file: Path, author: str) -> None:
     Example:
       relabel guidelines set guidelines.md --author lena
     """
-    from relabel.errors import InputError
+    from relabel.common.errors import InputError
+    from relabel.common.textfiles import decode_text
     from relabel.review.guidelines import MAX_GUIDELINES_BYTES, save_guidelines
-    from relabel.textfiles import decode_text
 
     if not file.is_file():  # a device or a pipe could be read without end
         raise InputError(f"{file}: not a regular file; save the guidelines in a .md file first")

@@ -9,7 +9,7 @@ import click
 from relabel.cli.choices import registry_option
 from relabel.cli.options import EXISTING_FILE, dataset_option, pass_settings
 from relabel.cli.render import counts
-from relabel.settings import Settings
+from relabel.common.settings import Settings
 
 
 @click.group()
@@ -25,7 +25,7 @@ def labels() -> None:
 
 @labels.command("import")
 @click.argument("path", type=EXISTING_FILE)
-@registry_option("--format", "fmt", entries="relabel.sources:SOURCE_FORMATS", required=True, help="{entries}.")
+@registry_option("--format", "fmt", entries="relabel.sources.labels:SOURCE_FORMATS", required=True, help="{entries}.")
 @click.option("--name", help="Source name (default: the format's name).")
 @dataset_option()
 @click.option("--skip-unknown", is_flag=True, help="Import rows for images the dataset has; skip the rest.")
@@ -42,7 +42,7 @@ def labels_import(
       relabel labels import shankar_multilabel.csv --format shankar
       relabel labels import mturk_label_errors.json --format mturk --skip-unknown
     """
-    from relabel.sources import import_source
+    from relabel.sources.labels import import_source
 
     r = import_source(
         settings.engine, path, fmt=fmt, dataset=dataset, name=name, skip_unknown=skip_unknown, replace=replace
@@ -76,7 +76,10 @@ def predictions() -> None:
     help="How the predictions were made: supervised, or a protocol of `relabel suggest --protocol`.",
 )
 @registry_option(
-    "--format", "fmt", entries="relabel.predictions:PREDICTION_FORMATS", help="{entries}. Default: the file extension."
+    "--format",
+    "fmt",
+    entries="relabel.sources.predictions:PREDICTION_FORMATS",
+    help="{entries}. Default: the file extension.",
 )
 @click.option("--order", help="For NPY: a file of image keys in row order (JSON list or one per line), or 'sorted'.")
 @click.option(
@@ -118,7 +121,7 @@ def predictions_import(
       relabel predictions import logits.npy --run vit --order sorted    # (N, 1000) scores: top-5 kept
       relabel predictions import probs.npz --run vit --keep-scores      # every class's score kept too
     """
-    from relabel.predictions import import_predictions
+    from relabel.sources.predictions import import_predictions
 
     r = import_predictions(
         settings.engine,
@@ -155,7 +158,7 @@ def predictions_scores(settings: Settings, run: str, out: Path, dataset: str | N
       relabel predictions scores vit --out vit-scores.npz
       # then: cleanlab.filter.find_label_issues(labels, pred_probs) on the file's labels and scores
     """
-    from relabel.score_vectors import export_run_scores
+    from relabel.sources.score_vectors import export_run_scores
 
     s = export_run_scores(settings.engine, settings.workspace, run, out, dataset)
     click.echo(f"run {run!r}: {s.scores.shape[0]:,} x {s.scores.shape[1]:,} scores written to {out}")

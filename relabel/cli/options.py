@@ -9,12 +9,12 @@ from typing import Any
 
 import click
 
-from relabel.settings import Settings
+from relabel.common.settings import Settings
 
 pass_settings = click.make_pass_decorator(Settings)
 EXISTING_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 
-DATASET_DEFAULT = "the only one"  # what `relabel.workspace.get_dataset` picks when no name is given
+DATASET_DEFAULT = "the only one"  # what `relabel.common.workspace.get_dataset` picks when no name is given
 
 
 def dataset_help(default: str = DATASET_DEFAULT) -> str:

@@ -7,8 +7,8 @@ import json
 import click
 
 from relabel.cli.options import dataset_option, pass_settings
-from relabel.review_plan import REVIEW_RESIDUAL, STABILITY, TARGET_HALFWIDTH
-from relabel.settings import Settings
+from relabel.common.settings import Settings
+from relabel.planning.plan import REVIEW_RESIDUAL, STABILITY, TARGET_HALFWIDTH
 
 
 @click.command("plan")
@@ -55,7 +55,7 @@ def plan(
     within ±TARGET points and (b) the ranking of the runs holds with probability STABILITY.
 
     From the posteriors of a vote-based snapshot and the stored runs. A review is assumed to remove (1 - RESIDUAL)
-    of its image's share of each run's variance, the expected scores staying as they are (relabel.review_plan
+    of its image's share of each run's variance, the expected scores staying as they are (relabel.planning.plan
     states every assumption). Refitting the consensus moves other images too, so treat the numbers as a forecast
     and run the command again after each round.
 
@@ -65,7 +65,7 @@ def plan(
       relabel plan --snapshot round-2-ds --run resnet50 --run vit-b16 --target 0.5
       relabel plan --json > plan.json
     """
-    from relabel.review_budget import plan_reviews
+    from relabel.planning.budget import plan_reviews
 
     report = plan_reviews(
         settings.engine, dataset=dataset, snapshot=snapshot, runs=runs, target_halfwidth=target, stability=stability,

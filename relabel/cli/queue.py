@@ -7,7 +7,7 @@ import json
 import click
 
 from relabel.cli.options import dataset_option, pass_settings
-from relabel.settings import Settings
+from relabel.common.settings import Settings
 
 
 @click.command("queue")

@@ -6,12 +6,12 @@ from typing import TYPE_CHECKING
 
 import click
 
-from relabel.errors import examples
+from relabel.common.errors import examples
 
 if TYPE_CHECKING:
     from relabel.ingest import IngestReport
-    from relabel.stats import DatasetStats
-    from relabel.vote_report import Reliability
+    from relabel.review.stats import DatasetStats
+    from relabel.votes.report import Reliability
 
 
 def counts(d: dict[str, int]) -> str:
@@ -46,7 +46,7 @@ STATS_WORKERS = 10  # the weakest workers `relabel stats` lists; `relabel votes 
 
 def reliability(r: Reliability) -> None:
     """The weakest workers by sensitivity, from a Dawid-Skene fit on the dataset's votes."""
-    from relabel.vote_report import reliability_lines
+    from relabel.votes.report import reliability_lines
 
     rows = sorted(r.rows, key=lambda w: w.sensitivity)
     flagged = sum(1 for w in rows if w.flag)

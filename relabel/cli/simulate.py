@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from relabel.cli.options import dataset_option, pass_settings
-from relabel.settings import Settings
+from relabel.common.settings import Settings
 
 
 @click.group()
@@ -66,9 +66,9 @@ def simulate_review(
       relabel simulate review --reference real --orders random,active --budget 2000 --runs resnet50
       relabel simulate review --reference real --orders random,learned
     """
-    from relabel.progress import progress_bar
-    from relabel.review_pool import load_pool
-    from relabel.review_simulation import check_order, curve_lines, simulate, steps_as_dicts
+    from relabel.common.progress import progress_bar
+    from relabel.planning.pool import load_pool
+    from relabel.planning.simulation import check_order, curve_lines, simulate, steps_as_dicts
 
     chosen = [check_order(o) for o in _names((orders,))]
     loaded = load_pool(

@@ -10,7 +10,7 @@ import click
 from relabel.cli.choices import registry_option
 from relabel.cli.options import dataset_option, pass_settings
 from relabel.cli.render import counts
-from relabel.settings import Settings
+from relabel.common.settings import Settings
 
 
 @click.group()
@@ -34,13 +34,15 @@ def snapshot() -> None:
     show_default=True,
     help="Label source that undecided images keep: imgt, or an imported prior such as real.",
 )
-@registry_option("--undecided", entries="relabel.snapshots:UNDECIDED_POLICIES", help="{entries}. Default: the first.")
+@registry_option(
+    "--undecided", entries="relabel.snapshots.freeze:UNDECIDED_POLICIES", help="{entries}. Default: the first."
+)
 @click.option(
     "--min-votes", type=int, default=1, show_default=True, help="Agreeing annotators needed when no lead adjudicated."
 )
 @registry_option(
     "--consensus",
-    entries="relabel.posteriors:consensus_choices",
+    entries="relabel.votes.posteriors:consensus_choices",
     help="{entries}. Default: the first. A rule on the studio's decisions stores no posterior; an aggregation "
     "method reads the votes (imported and the studio's) and stores a posterior per (image, class).",
 )
@@ -113,9 +115,8 @@ def snapshot_create(
       relabel snapshot create raters-ds --consensus ds --votes real-raters --no-studio-votes
       relabel snapshot create round-2 --consensus ds --calibrate adjudications
     """
-    from relabel.consensus import DEFAULT_RULE
-    from relabel.snapshot_reader import reads_votes
-    from relabel.snapshots import DEFAULT_UNDECIDED, consensus_defaults, create_snapshot
+    from relabel.decisions.rules import DEFAULT_RULE, reads_votes
+    from relabel.snapshots.freeze import DEFAULT_UNDECIDED, consensus_defaults, create_snapshot
 
     default_threshold, default_keep = consensus_defaults(calibrate)
 
@@ -139,7 +140,7 @@ def snapshot_create(
     click.echo(f"snapshot {s.name!r}: {s.n_images} image(s), sha256 {s.content_hash[:16]}…")
     click.echo(f"  consensus: {consensus_line(s.consensus)}")
     if s.consensus.get("calibration"):
-        from relabel.snapshot_votes import calibration_line
+        from relabel.votes.fit import calibration_line
 
         click.echo(f"  {calibration_line(s.consensus['calibration'])}")
     click.echo(f"  categories: {counts(s.counts)}")
@@ -147,7 +148,7 @@ def snapshot_create(
     if reads_votes(s.consensus):
         click.echo(f"  uncertain images (U, review first): {s.uncertain}; posteriors stored: {s.n_posteriors}")
     if s.consensus.get("risk_coverage"):
-        from relabel.risk_coverage import coverage_lines
+        from relabel.votes.risk_coverage import coverage_lines
 
         for line in coverage_lines(s.consensus["risk_coverage"], s.consensus["threshold"]):
             click.echo(f"  {line}")
@@ -156,9 +157,8 @@ def snapshot_create(
 def consensus_line(c: dict[str, Any] | None) -> str:
     """ "ds, threshold 0.9, votes real-raters + studio, model resnet50 voted, 37 EM steps": how a snapshot's
     consensus was reached, from `Snapshot.consensus` (None: an older snapshot, settled by the default rule)."""
-    from relabel.aggregation import METHODS
-    from relabel.consensus import DEFAULT_RULE
-    from relabel.snapshot_reader import reads_votes
+    from relabel.decisions.rules import DEFAULT_RULE, reads_votes
+    from relabel.votes.aggregation import METHODS
 
     c = c or {}
     rule = c.get("rule", DEFAULT_RULE)
@@ -191,7 +191,7 @@ def snapshot_list(settings: Settings, dataset: str | None) -> None:
     Example:
       relabel snapshot list
     """
-    from relabel.snapshots import list_snapshots
+    from relabel.snapshots.freeze import list_snapshots
 
     for s in list_snapshots(settings.engine, dataset):
         click.echo(
@@ -202,7 +202,9 @@ def snapshot_list(settings: Settings, dataset: str | None) -> None:
 
 @snapshot.command("export")
 @click.argument("name")
-@registry_option("--format", "fmt", entries="relabel.exports:export_summaries", required=True, help="{entries}.")
+@registry_option(
+    "--format", "fmt", entries="relabel.exports.formats:export_summaries", required=True, help="{entries}."
+)
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="Output file (hf: a new or empty folder).")
 @dataset_option()
 @click.option(
@@ -245,7 +247,7 @@ def snapshot_export(
       relabel snapshot export round-1 --format label-studio --run effnet --image-root https://host/val/ --out t.json
       relabel snapshot export round-1 --format hf --out regt-round-1/
     """
-    from relabel.exports import export_snapshot
+    from relabel.exports.formats import export_snapshot
 
     n = export_snapshot(
         settings.engine,
@@ -277,7 +279,7 @@ def snapshot_diff(settings: Settings, a: str, b: str, dataset: str | None, limit
       relabel snapshot diff round-1 round-2 --limit 50
       relabel snapshot diff round-1 round-1-ds     # unanimous vs Dawid-Skene
     """
-    from relabel.snapshot_diff import diff_snapshots
+    from relabel.snapshots.diff import diff_snapshots
 
     d = diff_snapshots(settings.engine, a, b, dataset=dataset)
     click.echo(

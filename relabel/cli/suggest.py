@@ -6,7 +6,7 @@ import click
 
 from relabel.cli.choices import registry_option
 from relabel.cli.options import dataset_option, pass_settings
-from relabel.settings import Settings
+from relabel.common.settings import Settings
 from relabel.suggest.failures import STOP_AFTER_FAILURES
 
 model_option = registry_option(

@@ -9,7 +9,7 @@ from click.core import ParameterSource
 
 from relabel.cli.choices import RegistryChoice
 from relabel.cli.options import pass_settings
-from relabel.settings import Settings
+from relabel.common.settings import Settings
 
 PASSWORD_ENV = "RELABEL_PASSWORD"
 
@@ -37,8 +37,8 @@ def users() -> None:
 def new_password(ctx: click.Context, param: click.Parameter, value: str) -> str:
     """The password option's check: too short a password is asked for again (or, given, refused, naming where it
     came from: the option or the RELABEL_PASSWORD variable)."""
-    from relabel.annotations import check_new_password
-    from relabel.errors import InputError
+    from relabel.common.errors import InputError
+    from relabel.decisions.annotations import check_new_password
 
     try:
         return check_new_password(value)
@@ -50,7 +50,7 @@ def new_password(ctx: click.Context, param: click.Parameter, value: str) -> str:
 
 def existing_user(ctx: click.Context, param: click.Parameter, value: str) -> str:
     """The NAME argument's check: an unknown user is refused before the password is asked for."""
-    from relabel.users import require_user
+    from relabel.review.users import require_user
 
     settings = ctx.find_object(Settings)
     if settings is not None:
@@ -83,7 +83,7 @@ def users_add(settings: Settings, name: str, role: str, password: str) -> None:
       RELABEL_PASSWORD='correct horse battery' relabel users add lena --role lead
     """
     from db.enums import Role
-    from relabel.annotations import add_user
+    from relabel.decisions.annotations import add_user
 
     add_user(settings.engine, name, Role(role), password)
     click.echo(f"added {role} {name!r}")
@@ -101,7 +101,7 @@ def users_list(settings: Settings, as_json: bool) -> None:
       relabel users list
       relabel users list --json > users.json
     """
-    from relabel.users import list_users
+    from relabel.review.users import list_users
 
     rows = list_users(settings.engine)
     if as_json:
@@ -131,7 +131,7 @@ def users_disable(settings: Settings, name: str) -> None:
     Example:
       relabel users disable bob
     """
-    from relabel.users import set_active
+    from relabel.review.users import set_active
 
     changed = set_active(settings.engine, name, False)
     click.echo(f"disabled {name!r}" if changed else f"{name!r} was already disabled")
@@ -147,7 +147,7 @@ def users_enable(settings: Settings, name: str) -> None:
     Example:
       relabel users enable bob
     """
-    from relabel.users import set_active
+    from relabel.review.users import set_active
 
     changed = set_active(settings.engine, name, True)
     click.echo(f"enabled {name!r}" if changed else f"{name!r} was already enabled")
@@ -165,7 +165,7 @@ def users_passwd(settings: Settings, name: str, password: str) -> None:
       relabel users passwd alice                                   # prompts twice, hidden
       RELABEL_PASSWORD='a new passphrase' relabel users passwd alice
     """
-    from relabel.users import set_password
+    from relabel.review.users import set_password
 
     set_password(settings.engine, name, password)
     click.echo(f"password of {name!r} changed")
@@ -185,7 +185,7 @@ def users_role(settings: Settings, name: str, role: str) -> None:
       relabel users role alice annotator
     """
     from db.enums import Role
-    from relabel.users import set_role
+    from relabel.review.users import set_role
 
     previous = set_role(settings.engine, name, Role(role))
     click.echo(f"{name!r} is now {role}" if previous.value != role else f"{name!r} was already {role}")

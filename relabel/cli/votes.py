@@ -11,10 +11,10 @@ import click
 from relabel.cli.choices import ListingOption, RegistryChoice, lazy_entries, registry_option
 from relabel.cli.options import EXISTING_FILE, dataset_option, pass_settings
 from relabel.cli.render import counts
-from relabel.settings import Settings
+from relabel.common.settings import Settings
 
 if TYPE_CHECKING:
-    from relabel.vote_report import AggregationReport, WorkerRow
+    from relabel.votes.report import AggregationReport, WorkerRow
 
 
 @click.group()
@@ -30,7 +30,7 @@ def votes() -> None:
 
 @votes.command("import")
 @click.argument("path", type=EXISTING_FILE)
-@registry_option("--format", "fmt", entries="relabel.vote_formats:VOTE_FORMATS", required=True, help="{entries}.")
+@registry_option("--format", "fmt", entries="relabel.votes.formats:VOTE_FORMATS", required=True, help="{entries}.")
 @click.option("--name", help="Vote source name (default: the format's name).")
 @dataset_option()
 @click.option("--replace", is_flag=True, help="Replace an existing vote source of the same name.")
@@ -47,7 +47,7 @@ def votes_import(
       relabel votes import mturk_label_errors.json --format mturk
       relabel votes import round2.csv --format long --name round2     # worker,image,label,answer
     """
-    from relabel.vote_import import import_votes
+    from relabel.votes.importing import import_votes
 
     r = import_votes(
         settings.engine, path, fmt=fmt, name=name, dataset=dataset, replace=replace, show_progress=not quiet
@@ -69,7 +69,7 @@ def votes_list(settings: Settings, dataset: str | None) -> None:
     Example:
       relabel votes list
     """
-    from relabel.vote_report import list_sources
+    from relabel.votes.report import list_sources
 
     rows = list_sources(settings.engine, dataset=dataset)
     if not rows:
@@ -114,11 +114,11 @@ def vote_options(command: Command) -> Command:
 
 
 class MethodChoice(RegistryChoice):
-    """The aggregation methods' names (`relabel.aggregation.METHODS`); an old name (`RENAMED`) is taken as the
+    """The aggregation methods' names (`relabel.votes.aggregation.METHODS`); an old name (`RENAMED`) is taken as the
     method's name now, with a one-line note on stderr."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        from relabel.aggregation import RENAMED
+        from relabel.votes.aggregation import RENAMED
 
         if value in RENAMED:
             click.echo(f"note: --method {value} is now called {RENAMED[value]}; the old name will go", err=True)
@@ -130,8 +130,8 @@ class MethodChoice(RegistryChoice):
 @click.option(
     "--method",
     cls=ListingOption,
-    entries=lazy_entries("relabel.aggregation:method_summaries"),
-    type=MethodChoice(lazy_entries("relabel.aggregation:METHODS")),
+    entries=lazy_entries("relabel.votes.aggregation:method_summaries"),
+    type=MethodChoice(lazy_entries("relabel.votes.aggregation:METHODS")),
     default="ds",
     show_default=True,
     help="{entries}.",
@@ -180,8 +180,8 @@ def votes_aggregate(
       relabel votes aggregate --method majority --sources mturk --no-studio
       relabel votes aggregate --with-model effnet    # a model run joins as a worker
     """
-    from relabel.snapshots import consensus_defaults
-    from relabel.vote_report import VoteChoice, aggregate_dataset
+    from relabel.snapshots.freeze import consensus_defaults
+    from relabel.votes.report import VoteChoice, aggregate_dataset
 
     default_threshold, default_keep = consensus_defaults(calibrate)
     choice = VoteChoice(_split(sources), not no_studio, with_model)
@@ -201,7 +201,7 @@ def votes_aggregate(
 @votes.command("workers")
 @click.option(
     "--sort",
-    type=RegistryChoice(lazy_entries("relabel.vote_report:SORT_KEYS")),
+    type=RegistryChoice(lazy_entries("relabel.votes.report:SORT_KEYS")),
     default="sensitivity",
     show_default=True,
     help="Order of the rows (weakest first; answers: most first).",
@@ -226,7 +226,7 @@ def votes_workers(
       relabel votes workers --sort sensitivity --limit 10
       relabel votes workers --sources real-raters --no-studio
     """
-    from relabel.vote_report import VoteChoice, worker_reliability
+    from relabel.votes.report import VoteChoice, worker_reliability
 
     choice = VoteChoice(_split(sources), not no_studio, with_model)
     rows = worker_reliability(settings.engine, dataset=dataset, choice=choice, sort=sort, limit=limit)
@@ -237,7 +237,7 @@ def votes_workers(
 
 def aggregation_report(r: AggregationReport) -> None:
     """The figures of one aggregation, and its agreement with a reference, one line per method."""
-    from relabel.aggregation import METHODS
+    from relabel.votes.aggregation import METHODS
 
     keep = (
         f", original classes kept at >= {r.keep_original}"
@@ -258,7 +258,7 @@ def aggregation_report(r: AggregationReport) -> None:
         "(neither accepted nor confidently absent: the images a snapshot makes U, origin uncertain)"
     )
     if r.calibration:
-        from relabel.snapshot_votes import calibration_line
+        from relabel.votes.fit import calibration_line
 
         click.echo(f"  {calibration_line(r.calibration)}")
     for k, a in enumerate(r.agreement):
@@ -271,7 +271,7 @@ def aggregation_report(r: AggregationReport) -> None:
 
 def reliability_table(rows: list[WorkerRow]) -> None:
     """Workers' reliability as a plain-text table."""
-    from relabel.vote_report import reliability_lines
+    from relabel.votes.report import reliability_lines
 
     for line in reliability_lines(rows):
         click.echo(line)

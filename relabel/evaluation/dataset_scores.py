@@ -35,12 +35,12 @@ from sqlmodel import Session, col
 from db.models import Dataset, ModelRun, Prediction, Snapshot
 from evaluator import EvaluationError, LabelSets
 from evaluator.scoring import image_outcomes
-from relabel.errors import RelabelError
+from relabel.common.errors import RelabelError
+from relabel.common.workspace import IMGT
 from relabel.evaluation.references import SNAPSHOT, SOURCE, Reference, load_reference
 from relabel.evaluation.row_resamples import resample_top1
 from relabel.evaluation.runs import RunPredictions, align
 from relabel.suggest.protocols import PROTOCOLS
-from relabel.workspace import IMGT
 
 CLASSES = "classes"  # the task of every protocol that chooses among the dataset's classes
 TOPK = "topk"

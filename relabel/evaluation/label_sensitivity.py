@@ -6,7 +6,7 @@ than that interval. So beside it, for each run against each probabilistic snapsh
 
 | row                   | labels                                                                                |
 |-----------------------|---------------------------------------------------------------------------------------|
-| every method          | the snapshot's votes aggregated by each method of `relabel.aggregation.METHODS`; the  |
+| every method          | the snapshot's votes aggregated by each method of `relabel.votes.aggregation.METHODS`; the  |
 |                       | expected top-1 over label draws from its posteriors (a counting method: its decisions |
 |                       | as certain, the items it leaves undecided at their share of yes answers)              |
 | every label source    | top-1 against ImGT and each imported prior (ReaL, Shankar, ...): label sets as        |
@@ -37,14 +37,14 @@ from evaluator import LabelSets
 from evaluator.label_uncertainty import UncertainScore, base_error_rate
 from evaluator.posteriors import Posteriors
 from evaluator.scoring import multilabel_accuracy
-from relabel.aggregation import METHODS, Aggregate, aggregate, decide
-from relabel.errors import InputError, NotFoundError
+from relabel.common.errors import InputError, NotFoundError
 from relabel.evaluation.cells import NA, Table, pct, span
 from relabel.evaluation.references import SOURCE, Reference, read_source_labels
 from relabel.evaluation.result_parts import LabelSensitivity, SensitivityRow
 from relabel.evaluation.runs import Aligned, RunPredictions, align
 from relabel.evaluation.scoring import score_uncertain_runs
-from relabel.votes import VoteTable, collect_votes
+from relabel.votes.aggregation import METHODS, Aggregate, aggregate, decide
+from relabel.votes.table import VoteTable, collect_votes
 
 AGGREGATION, SOURCE_KIND, UNRATED = "aggregation", "label source", "unrated images"
 

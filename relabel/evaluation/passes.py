@@ -38,11 +38,11 @@ import numpy as np
 from PIL import Image
 
 from evaluator.perturbations import TEXT_PERTURBATIONS, perturb, perturb_text
-from relabel.errors import RelabelError
+from relabel.common.errors import RelabelError
+from relabel.common.imaging import load_rgb
+from relabel.common.progress import progress_bar
 from relabel.evaluation.failure_causes import FailureCause, failure_cause
 from relabel.evaluation.runs import MAX_K
-from relabel.imaging import load_rgb
-from relabel.progress import progress_bar
 from relabel.suggest.runner import SuggestJob, answer_chunk
 from relabel.suggest.types import ChatRequest, ImageRef, ModelOutput
 

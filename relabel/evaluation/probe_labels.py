@@ -5,8 +5,8 @@ from __future__ import annotations
 from sqlalchemy.engine import Engine
 
 from db.engine import session_scope
+from relabel.common.workspace import get_dataset
 from relabel.evaluation.references import load_reference
-from relabel.workspace import get_dataset
 
 
 def reference_sets(engine: Engine, dataset: str | None, spec: str) -> tuple[str, dict[int, list[int]]]:

@@ -36,13 +36,13 @@ from db.engine import session_scope
 from db.models import ModelRun
 from evaluator.intervals import wilson_interval
 from evaluator.paired import paired_difference
-from relabel.errors import InputError
+from relabel.common.errors import InputError
+from relabel.common.workspace import dataset_vocabulary, get_dataset
 from relabel.evaluation.compare import Outcomes
 from relabel.evaluation.references import SNAPSHOT, SOURCE, load_reference
 from relabel.evaluation.results import Evaluation
 from relabel.evaluation.runs import load_run
 from relabel.suggest.runner import TALLIES
-from relabel.workspace import dataset_vocabulary, get_dataset
 
 OPEN_PROTOCOLS = ("ow", "cw", "cwplus")  # compared with each other
 RANDOM = "random"

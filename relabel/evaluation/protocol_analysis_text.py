@@ -12,8 +12,8 @@ from pathlib import Path
 
 from sqlalchemy.engine import Engine
 
-from relabel.atomic import write_atomic
-from relabel.errors import InputError
+from relabel.common.atomic import write_atomic
+from relabel.common.errors import InputError
 from relabel.evaluation import protocol_analysis_plots as plots
 from relabel.evaluation.cells import NA, Table, columns, pct, points, points_ci, span
 from relabel.evaluation.protocol_analysis import Ablation, ProtocolAnalysis, Rate, analyze_protocols

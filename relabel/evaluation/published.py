@@ -26,11 +26,11 @@ from evaluator import EvaluationError, LabelSets
 from evaluator.per_class import PerClassScore
 from evaluator.published import shankar_accuracy
 from evaluator.scoring import multilabel_accuracy
-from relabel.errors import InputError, NotFoundError, unknown_name
+from relabel.common.errors import InputError, NotFoundError, unknown_name
+from relabel.common.workspace import dataset_vocabulary
 from relabel.evaluation.results import PublishedScore
 from relabel.evaluation.runs import Aligned, RunPredictions, align
 from relabel.evaluation.scoring import subset_labels
-from relabel.workspace import dataset_vocabulary
 
 
 @dataclass(frozen=True, eq=False)

@@ -38,11 +38,11 @@ from db.enums import Category
 from db.models import Dataset, Image, Label, LabelSource, Snapshot, SnapshotLabel, SnapshotPosterior
 from evaluator import EvaluationError, LabelSets
 from evaluator.label_uncertainty import THRESHOLD, Posteriors
-from relabel.errors import InputError, NotFoundError
+from relabel.common.errors import InputError, NotFoundError
+from relabel.common.workspace import IMGT, dataset_vocabulary, get_source
 from relabel.evaluation.stored_columns import json_values, pack_label_sets
-from relabel.snapshot_hash import snapshot_hash
-from relabel.snapshots import get_snapshot
-from relabel.workspace import IMGT, dataset_vocabulary, get_source
+from relabel.snapshots.content_hash import snapshot_hash
+from relabel.snapshots.freeze import get_snapshot
 
 SOURCE, SNAPSHOT, LATEST = "source:", "snapshot:", "latest"
 _CATEGORY_VALUES = {c.name: c.value for c in Category}  # the column stores a category's name

@@ -45,7 +45,7 @@ from evaluator.intervals import wilson_interval
 from evaluator.model_reliability import BUDGETS, consistency_of_resamples, cross_dataset_consistency
 from evaluator.paired import paired_many
 from evaluator.reliability_parts import parts
-from relabel.errors import InputError
+from relabel.common.errors import InputError
 from relabel.evaluation.dataset_scores import (
     CLASSES,
     ReferenceChoice,

@@ -19,7 +19,7 @@ import numpy as np
 
 from evaluator.model_reliability import ReliabilityParts, compare_rankings, overall
 from evaluator.reliability_parts import CAPABILITY, ReliabilityPart, parts
-from relabel.errors import InputError
+from relabel.common.errors import InputError
 from relabel.evaluation.dataset_scores import ReferenceOutcomes
 from relabel.evaluation.reliability_intervals import with_overall_intervals, with_rank_intervals
 from relabel.evaluation.results import CommonImages, ReliabilityRow

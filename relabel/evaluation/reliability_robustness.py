@@ -16,12 +16,12 @@ from dataclasses import replace
 from sqlmodel import Session
 
 from evaluator.model_reliability import MEASURE_LABELS, MEASURES, EfficiencyMeasurement, efficiency
+from relabel.common.workspace import IMGT
 from relabel.evaluation.dataset_scores import robustness_protocol
 from relabel.evaluation.measure import model_memory
 from relabel.evaluation.reliability_intervals import interval, robustness_resamples
 from relabel.evaluation.results import ReliabilityRow, RobustnessResult
 from relabel.evaluation.storage import latest_robustness_by_protocol
-from relabel.workspace import IMGT
 
 RR_REFERENCE = IMGT  # RR is read against ImGT when the robustness run scored it, else its first reference
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from relabel.atomic import write_atomic
+from relabel.common.atomic import write_atomic
 from relabel.evaluation import plots, text
 from relabel.evaluation.citations import ARGUS_CITATION, cited
 from relabel.evaluation.corruption_errors import corruption_error_line, corruption_error_section

@@ -20,7 +20,7 @@ import numpy as np
 
 from evaluator.decomposition import DifferenceParts
 from evaluator.paired import JointBootstrap
-from relabel.errors import InputError
+from relabel.common.errors import InputError
 
 ENCODING = "base64 of numpy.packbits(mask, bitorder='little'): bit i is image_ids[i]"
 

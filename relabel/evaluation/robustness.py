@@ -42,7 +42,9 @@ from evaluator.errors import unknown_name
 from evaluator.model_reliability import robustness_retention, summarize_latencies
 from evaluator.perturbations import PERTURBATIONS, SEVERITIES, TEXT_PERTURBATIONS
 from relabel import __version__
-from relabel.errors import InputError
+from relabel.common.errors import InputError
+from relabel.common.vocabulary import Vocabulary
+from relabel.common.workspace import IMGT, dataset_vocabulary, get_dataset
 from relabel.evaluation.failure_causes import exclusion_warnings
 from relabel.evaluation.measure import PeakMemory, cost_per_1k_images, count_flops, describe_adapter
 from relabel.evaluation.passes import (
@@ -66,8 +68,6 @@ from relabel.suggest.protocols import Protocol, ProtocolContext, generative_summ
 from relabel.suggest.runner import SuggestJob, reference_labels, select_images
 from relabel.suggest.textmap import ClassNameIndex, TextEncoder, load_encoder
 from relabel.suggest.types import Adapter, ImageRef
-from relabel.vocabulary import Vocabulary
-from relabel.workspace import IMGT, dataset_vocabulary, get_dataset
 
 __all__ = [
     "BASE_SHORT_SIDE",

@@ -29,7 +29,7 @@ from db.bulk import all_plain_rows
 from db.enums import PredictionStatus
 from db.models import Dataset, ModelRun, Prediction, stored_id
 from evaluator.scoring import OopRate, oop_rate
-from relabel.errors import InputError, unknown_name
+from relabel.common.errors import InputError, unknown_name
 from relabel.evaluation.failure_causes import FailureCause, exclusion_warnings, failure_cause
 from relabel.evaluation.stored_columns import json_values
 from relabel.suggest.failures import RETRYABLE_MARK, needs_retry

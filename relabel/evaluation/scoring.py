@@ -10,7 +10,7 @@ from evaluator import EvaluationError, LabelSets
 from evaluator.label_uncertainty import UncertainScore, uncertain_accuracies
 from evaluator.posteriors import Posteriors
 from evaluator.scoring import accuracy_by_category, mean_per_class_accuracy, multilabel_accuracy
-from relabel.errors import InputError
+from relabel.common.errors import InputError
 from relabel.evaluation.references import Reference
 from relabel.evaluation.results import RunScore
 from relabel.evaluation.runs import Aligned, RunPredictions, align

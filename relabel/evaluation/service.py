@@ -16,7 +16,8 @@ from db.engine import session_scope
 from db.models import Dataset, utcnow
 from evaluator.paired import resamples_kept
 from relabel import __version__
-from relabel.errors import InputError
+from relabel.common.errors import InputError
+from relabel.common.workspace import dataset_vocabulary, get_dataset
 from relabel.evaluation.compare import build_outcomes, common_ranking, coverage_warnings, paired_scores
 from relabel.evaluation.label_changes import label_changes
 from relabel.evaluation.label_sensitivity import label_sensitivity
@@ -28,7 +29,6 @@ from relabel.evaluation.runs import failure_warnings, load_run, select_runs
 from relabel.evaluation.scoring import score_run
 from relabel.evaluation.storage import latest_robustness, store_evaluation
 from relabel.evaluation.tasks import score_tasks, task_runs
-from relabel.workspace import dataset_vocabulary, get_dataset
 
 
 def evaluate(

@@ -19,11 +19,11 @@ from sqlmodel import Session, col
 from db.engine import session_scope
 from db.models import Dataset, EvaluationRecord, stored_id
 from evaluator.scoring import Score
-from relabel.errors import InputError
+from relabel.common.errors import InputError
+from relabel.common.workspace import get_dataset
 from relabel.evaluation.references import ReferenceInfo
 from relabel.evaluation.results import EfficiencyReport, Evaluation, RobustnessResult
 from relabel.evaluation.robustness_outcomes import RobustnessOutcomes, condition_names
-from relabel.workspace import get_dataset
 
 SCORES, ROBUSTNESS = "scores", "robustness"
 

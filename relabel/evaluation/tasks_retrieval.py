@@ -23,7 +23,7 @@ import numpy as np
 from db.models import ModelRun
 from evaluator import LabelSets
 from evaluator.retrieval import KS, Retrieval, compare_retrieval
-from relabel.errors import InputError
+from relabel.common.errors import InputError
 from relabel.suggest.retrieval_store import StoredEmbeddings, load_embeddings
 
 

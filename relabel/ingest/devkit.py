@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
-from relabel.errors import InputError, brief, examples
-from relabel.textfiles import read_lines
-from relabel.vocabulary import Vocabulary
+from relabel.common.errors import InputError, brief, examples
+from relabel.common.textfiles import read_lines
+from relabel.common.vocabulary import Vocabulary
 
 DEVKIT_ID = re.compile(r"[0-9]{1,4}")
 WNID = re.compile(r"n[0-9]{8}")

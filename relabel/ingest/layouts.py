@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path, PurePosixPath
 
-from relabel.errors import InputError, brief, examples
+from relabel.common.errors import InputError, brief, examples
+from relabel.common.tables import TableSchema, check_label_count, label_tokens, read_records
+from relabel.common.textfiles import csv_rows
+from relabel.common.vocabulary import UnknownClassError, Vocabulary
 from relabel.ingest.devkit import WNID, read_devkit_ground_truth
-from relabel.tables import TableSchema, check_label_count, label_tokens, read_records
-from relabel.textfiles import csv_rows
-from relabel.vocabulary import UnknownClassError, Vocabulary
 
 IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm", ".jfif"}
 VAL_NAME = re.compile(r"^ILSVRC2012_val_(\d{8})$")

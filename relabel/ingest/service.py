@@ -25,12 +25,12 @@ from db.bulk import driver_value, insert_plain, table_of
 from db.engine import session_scope
 from db.enums import ImageStatus, SourceKind
 from db.models import Dataset, Image, Label, LabelSource, stored_id, utcnow
-from relabel.errors import ConflictError
-from relabel.imagecheck import DEFAULT_MAX_PIXELS, ImageCheck, check_image, file_signature
+from relabel.common.errors import ConflictError
+from relabel.common.imagecheck import DEFAULT_MAX_PIXELS, ImageCheck, check_image, file_signature
+from relabel.common.progress import progress_bar
+from relabel.common.vocabulary import Vocabulary, ensure_vocabulary
+from relabel.common.workspace import IMGT
 from relabel.ingest.layouts import IngestPlan, PlanEntry
-from relabel.progress import progress_bar
-from relabel.vocabulary import Vocabulary, ensure_vocabulary
-from relabel.workspace import IMGT
 
 BATCH_SIZE = 500
 PARALLEL_MIN_FILES = 64  # below this, a process pool costs more than it saves

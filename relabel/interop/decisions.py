@@ -1,6 +1,7 @@
 """Import annotators' decisions made in another tool, as if they had been made in the studio.
 
-Every row goes through the studio's own decision check and write (`relabel.annotations.insert_decision`: the user
+Every row goes through the studio's own decision check and write (`relabel.decisions.annotations.insert_decision`: the
+user
 exists and may decide, the image is in the dataset, the classes are in its vocabulary, a label set is not empty,
 the note is storable), all rows in one transaction: a bad row is one error naming its line, and nothing is stored.
 Before that, each row's image, classes and user are looked up, and a second decision on one image by one user in
@@ -22,15 +23,15 @@ from sqlalchemy.exc import IntegrityError
 from db.engine import session_scope
 from db.enums import Verdict
 from db.models import stored_id
-from relabel.annotations import insert_decision
-from relabel.errors import InputError, RelabelError, brief, unknown_name
-from relabel.import_formats import ImportFormat
-from relabel.import_rows import KeyCandidates, resolve_labels
+from relabel.common.errors import InputError, RelabelError, brief, unknown_name
+from relabel.common.import_formats import ImportFormat
+from relabel.common.progress import progress_bar
+from relabel.common.vocabulary import Vocabulary
+from relabel.common.workspace import ImageIndex, dataset_vocabulary, get_dataset, image_index
+from relabel.decisions.annotations import insert_decision
 from relabel.interop.label_studio import image_key, read_label_studio, without_upload_prefix
 from relabel.interop.rows import DecisionRow, read_csv, read_jsonl
-from relabel.progress import progress_bar
-from relabel.vocabulary import Vocabulary
-from relabel.workspace import ImageIndex, dataset_vocabulary, get_dataset, image_index
+from relabel.sources.rows import KeyCandidates, resolve_labels
 
 EMPTY_AS = {"none-fit": Verdict.none_fit, "unclear": Verdict.unclear}  # what an empty label set may stand for
 

@@ -33,12 +33,12 @@ from sqlmodel import col
 
 from db.enums import PredictionStatus
 from db.models import Image, ModelRun, Prediction
-from relabel.errors import InputError, NotFoundError, brief
-from relabel.import_rows import is_integer
+from relabel.common.errors import InputError, NotFoundError, brief
+from relabel.common.textfiles import read_json
+from relabel.common.vocabulary import Vocabulary
 from relabel.interop.rows import DecisionRow
-from relabel.snapshots import SnapshotRow
-from relabel.textfiles import read_json
-from relabel.vocabulary import Vocabulary
+from relabel.snapshots.freeze import SnapshotRow
+from relabel.sources.rows import is_integer
 
 FROM_NAME, TO_NAME = "label", "image"  # the <Choices name> and <Image name> of the labeling config
 UPLOAD_PREFIX = re.compile(r"^[0-9a-f]{8}-(.+)$")  # Label Studio renames an uploaded file "1a2b3c4d-NAME"

@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from relabel.errors import InputError, brief
-from relabel.import_rows import is_integer
-from relabel.tables import TableSchema, read_records
+from relabel.common.errors import InputError, brief
+from relabel.common.tables import TableSchema, read_records
+from relabel.sources.rows import is_integer
 
 DECISION_TABLE = TableSchema("a decision table", required=(("image",), ("classes",)), optional=(("user",), ("note",)))
 

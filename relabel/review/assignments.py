@@ -28,9 +28,9 @@ from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session, col
 
 from db.models import Assignment, Dataset, Image, User, VocabClass, pk
-from relabel.errors import ConflictError, InputError, NotFoundError, brief, examples
-from relabel.textfiles import read_lines
-from relabel.vocabulary import Vocabulary
+from relabel.common.errors import ConflictError, InputError, NotFoundError, brief, examples
+from relabel.common.textfiles import read_lines
+from relabel.common.vocabulary import Vocabulary
 
 if TYPE_CHECKING:
     from relabel.review.image_evidence import Evidence
@@ -203,7 +203,7 @@ def read_image_tokens(path: Path) -> list[str]:
 def resolve_images(engine: Engine, dataset_id: int, tokens: Sequence[str]) -> list[int]:
     """The ids of the dataset's images named by `tokens` (an id, a relative path, a file name or a stem), in order,
     each once. Raises NotFoundError naming the tokens that name no image of the dataset."""
-    from relabel.workspace import ImageIndex
+    from relabel.common.workspace import ImageIndex
 
     with engine.connect() as conn:
         rows = conn.execute(select(col(Image.path), pk(Image.id)).where(col(Image.dataset_id) == dataset_id)).all()

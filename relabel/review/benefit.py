@@ -3,7 +3,7 @@
 What goes in: the posteriors of the dataset's newest snapshot whose consensus read votes (`snapshot_posteriors`;
 older vote-based snapshots are superseded by the newest, as for the uncertain images) and the top-1 class of every
 stored run of the dataset on every image it predicted (a failed prediction, `status=error`, counts as not scored:
-it is no answer). What comes out: `relabel.active_review.review_benefit` over the dataset's readable images, the
+it is no answer). What comes out: `relabel.review.active.review_benefit` over the dataset's readable images, the
 one definition of the benefit, which the review queue ranks by and the card explains in one line
 (`ReviewBenefit.reason`). No vote-based snapshot: no benefit (None), and the queue keeps its evidence order.
 """
@@ -21,9 +21,9 @@ from sqlmodel import col
 
 from db.enums import ImageStatus, PredictionStatus
 from db.models import Image, ModelRun, Prediction, Snapshot, SnapshotPosterior, pk
-from relabel.active_review import NO_RUN, Benefit, reason, review_benefit
-from relabel.posteriors import reads_votes
-from relabel.vocabulary import Vocabulary
+from relabel.common.vocabulary import Vocabulary
+from relabel.decisions.rules import reads_votes
+from relabel.review.active import NO_RUN, Benefit, reason, review_benefit
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ class ReviewBenefit:
         return dict(zip(self.image_ids[voted].tolist(), self.benefit.score[voted].tolist()))
 
     def reason(self, image_id: int, class_name: Callable[[int], str]) -> str | None:
-        """Why the image is worth a review, in one line (`relabel.active_review.reason`, e.g. "P(tabby cat) = 0.55;
+        """Why the image is worth a review, in one line (`relabel.review.active.reason`, e.g. "P(tabby cat) = 0.55;
         changes 3 runs' top-1"); None when the snapshot holds no posterior of it."""
         at = self._index(image_id)
         if at is None or self.benefit.focus[at] < 0:

@@ -18,11 +18,11 @@ from sqlmodel import Session, col
 
 from db.enums import Category, PredictionStatus, SourceKind, Verdict
 from db.models import Annotation, Dataset, Image, Label, LabelSource, ModelRun, Prediction, User, pk, stored_id
-from relabel.consensus import DecisionKey, Outcome, categorize, decision_key, settle, standing
-from relabel.errors import NotFoundError
+from relabel.common.errors import NotFoundError
+from relabel.common.vocabulary import ClassInfo, Vocabulary
+from relabel.decisions.rules import DecisionKey, Outcome, categorize, decision_key, settle, standing
 from relabel.review.display import StoredImage
 from relabel.suggest.protocols import ranked_protocols, suggestion_protocols
-from relabel.vocabulary import ClassInfo, Vocabulary
 
 
 @dataclass(frozen=True)
@@ -115,11 +115,11 @@ class Card:
         return None
 
     def standing(self) -> dict[str, HistoryEntry]:
-        """Each user's standing decision (`relabel.consensus.standing`), adjudications under 'lead:NAME'."""
+        """Each user's standing decision (`relabel.decisions.rules.standing`), adjudications under 'lead:NAME'."""
         return {f"lead:{e.user}" if e.is_adjudication else e.user: e for e in standing(self.history, slot).values()}
 
     def settled(self) -> tuple[Outcome, Category]:
-        """The image's consensus now (`relabel.consensus.settle`) and its category against the original label."""
+        """The image's consensus now (`relabel.decisions.rules.settle`) and its category against the original label."""
         stand = sorted(self.standing().values(), key=attrgetter("annotation_id"))
         outcome, key = settle(
             [(e.user, e.key) for e in stand if not e.is_adjudication],

@@ -22,8 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
+from relabel.common.vocabulary import Vocabulary
 from relabel.review.near_duplicates import near_duplicates
-from relabel.vocabulary import Vocabulary
 
 TIERS = ("exact", "prefix", "substring", "fuzzy")
 FUZZY_MIN_SCORE = 80.0  # rapidfuzz ratio, 0..100: "tigr" scores 89 against "tiger", "press" 77 against "espresso"

@@ -17,9 +17,9 @@ from sqlmodel import col
 
 from db.engine import session_scope
 from db.models import Image, ImageComment, User, pk, stored_id
-from relabel.annotations import disabled_user, get_user
-from relabel.errors import InputError, NotFoundError
-from relabel.storable import storable_text
+from relabel.common.errors import InputError, NotFoundError
+from relabel.common.storable import storable_text
+from relabel.decisions.annotations import disabled_user, get_user
 
 MAX_COMMENT = 2000  # characters, as a decision's note
 LIST_LIMIT = 10_000  # comments `list_comments` returns at most

@@ -22,9 +22,9 @@ from typing import BinaryIO
 
 from PIL import Image
 
-from relabel.atomic import atomic_writer
-from relabel.errors import InputError, NotFoundError
-from relabel.imaging import load_rgb
+from relabel.common.atomic import atomic_writer
+from relabel.common.errors import InputError, NotFoundError
+from relabel.common.imaging import load_rgb
 
 DISPLAY_SIDE = 1024  # the longer side of the on-screen image; "full resolution" keeps the original size
 FULL = 0

@@ -8,11 +8,11 @@ from sqlmodel import col
 
 from db.enums import ImageStatus, SourceKind
 from db.models import Image, Label, LabelSource, Prediction, SnapshotLabel, pk
-from relabel.decision_log import current_decisions
-from relabel.posteriors import UNCERTAIN
+from relabel.decisions.log import current_decisions
 from relabel.review.benefit import ReviewBenefit, newest_vote_snapshot
 from relabel.review.cards import RunChoice
 from relabel.review.image_evidence import Evidence
+from relabel.votes.posteriors import UNCERTAIN
 
 
 def load_evidence(

@@ -9,9 +9,9 @@ from sqlmodel import col
 
 from db.enums import ImageStatus
 from db.models import Image, Label, LabelSource
+from relabel.common.workspace import IMGT
 from relabel.review.cards import IMAGE_COLUMNS
 from relabel.review.display import StoredImage
-from relabel.workspace import IMGT
 
 PER_CLASS = 2  # one to show, and one more for when the card is the first one itself
 

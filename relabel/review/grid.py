@@ -5,7 +5,7 @@ labels and the suggestion) is read with its standing decisions from the database
 decisions stored by every studio process count) and with its assignees (`relabel.review.assignments`). Status:
 
 - **undecided**: no standing annotator decision and no adjudication;
-- **decided**: the annotators agree (`relabel.consensus`, as the queue settles it);
+- **decided**: the annotators agree (`relabel.decisions.rules`, as the queue settles it);
 - **disputed**: the annotators disagree and no lead has adjudicated;
 - **adjudicated**: a lead's adjudication stands.
 
@@ -27,9 +27,9 @@ from sqlalchemy.engine import Connection
 from sqlmodel import col
 
 from db.models import Annotation, Image, User, pk
-from relabel.consensus import Decision, Outcome, consensus
-from relabel.decision_log import current_decisions
-from relabel.errors import InputError
+from relabel.common.errors import InputError
+from relabel.decisions.log import current_decisions
+from relabel.decisions.rules import Decision, Outcome, consensus
 from relabel.review.assignments import assigned_images, load_rows
 
 if TYPE_CHECKING:

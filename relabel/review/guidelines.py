@@ -21,9 +21,9 @@ from sqlmodel import Session, col
 from db.engine import session_scope
 from db.enums import Role
 from db.models import Guidelines, User, pk, stored_id
-from relabel.annotations import get_user
-from relabel.errors import ConflictError, InputError
-from relabel.storable import storable_text
+from relabel.common.errors import ConflictError, InputError
+from relabel.common.storable import storable_text
+from relabel.decisions.annotations import get_user
 
 MAX_GUIDELINES_BYTES = 64 * 1024  # of UTF-8: a long handbook fits, a pasted data file does not
 

@@ -13,11 +13,11 @@ from operator import attrgetter
 from typing import NamedTuple
 
 from db.enums import Category
-from relabel.consensus import Decision, DecisionKey, Outcome, categorize, settle
+from relabel.decisions.rules import Decision, DecisionKey, Outcome, categorize, settle
 
 
 class Settled(NamedTuple):
-    """An image's consensus in the queue (`relabel.consensus.settle`)."""
+    """An image's consensus in the queue (`relabel.decisions.rules.settle`)."""
 
     outcome: Outcome
     key: DecisionKey | None  # the decision settled on; None when disputed or undecided
@@ -50,6 +50,6 @@ class Evidence:
             (self.adjudications if d.is_adjudication else self.voters)[d.user_id] = d.key
 
     def settle(self) -> Settled:
-        """The image's consensus now (`relabel.consensus.settle`) and its category."""
+        """The image's consensus now (`relabel.decisions.rules.settle`) and its category."""
         outcome, key = settle(self.voters.items(), list(self.adjudications.values()))
         return Settled(outcome, key, categorize(key, self.original_labels))

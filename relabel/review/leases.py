@@ -33,8 +33,8 @@ from sqlmodel import col
 
 from db.enums import Verdict
 from db.models import Annotation, Image, QueueLease, pk
-from relabel.consensus import Decision
-from relabel.decision_log import current_decisions
+from relabel.decisions.log import current_decisions
+from relabel.decisions.rules import Decision
 from relabel.review.assignments import AssignedImages, DbAssignments, assignment_signature
 
 if TYPE_CHECKING:
@@ -233,7 +233,7 @@ class DbLeases:
     def _holders(self, conn: Connection, image_id: int) -> tuple[list[tuple[int, datetime]], set[int]]:
         """(user, expiry) of every lease on `image_id`, and the users with a standing annotator decision (not an
         adjudication) on it, in one statement: a decision stands unless it is an undo or an undo names it
-        (`relabel.consensus.standing`)."""
+        (`relabel.decisions.rules.standing`)."""
         undone = select(col(Annotation.retracts_id)).where(
             col(Annotation.image_id) == image_id, col(Annotation.retracts_id).is_not(None)
         )

@@ -12,7 +12,7 @@ import json
 from functools import lru_cache
 from importlib import resources
 
-from relabel.vocabulary import Vocabulary
+from relabel.common.vocabulary import Vocabulary
 
 RESOURCE = "imagenet1k_near_duplicates.json"
 

@@ -2,7 +2,7 @@
 
 Order: `relabel.review.ranking` (by expected benefit, then by the evidence that the original label is wrong).
 
-Whether an image is disputed or adjudicated, and the category its consensus has, follow `relabel.consensus` (the
+Whether an image is disputed or adjudicated, and the category its consensus has, follow `relabel.decisions.rules` (the
 rules a snapshot applies), kept per image and worked out again whenever one of its decisions changes.
 
 Assignment: an image needs `overlap` annotators. It is served to a user who has not decided it, while fewer than
@@ -32,8 +32,8 @@ from typing import Protocol
 import numpy as np
 
 from db.enums import Category
-from relabel.consensus import DECIDED_CATEGORIES, Decision, DecisionKey, Outcome
-from relabel.errors import InputError
+from relabel.common.errors import InputError
+from relabel.decisions.rules import DECIDED_CATEGORIES, Decision, DecisionKey, Outcome
 from relabel.review.assignments import NO_ASSIGNMENTS, AssignedImages, candidates
 from relabel.review.image_evidence import Evidence, Settled
 from relabel.review.ranking import MIN_BENEFIT as MIN_BENEFIT
@@ -319,7 +319,7 @@ class ReviewQueue:
             return self._decided.get(user_id, 0)
 
     def disputed(self) -> list[int]:
-        """Disputed images (`relabel.consensus.Outcome.disputed`), in priority order."""
+        """Disputed images (`relabel.decisions.rules.Outcome.disputed`), in priority order."""
         with self._lock:
             self._sync()
             return [i for i in self.order if self._settled[i].outcome is Outcome.disputed]

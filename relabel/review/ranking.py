@@ -4,10 +4,10 @@ When the dataset has a snapshot whose consensus read votes (`relabel snapshot cr
 queue serves in two tiers:
 
 1. **By expected benefit.** The images of the newest such snapshot that hold posteriors and whose expected benefit
-   of one more review (`relabel.active_review.review_benefit` over that snapshot's posteriors and every stored
+   of one more review (`relabel.review.active.review_benefit` over that snapshot's posteriors and every stored
    run's top-1, read by `relabel.review.benefit`) reaches `MIN_BENEFIT`, highest benefit first: an image whose
    label is uncertain and where the runs' scores hang on it comes before one whose label is as uncertain but no
-   run's top-1 is at stake. This is `relabel.active_review.active_order` restricted to these images (the same
+   run's top-1 is at stake. This is `relabel.review.active.active_order` restricted to these images (the same
    seeded tie-break). Every image the snapshot leaves *uncertain* (category U, origin "uncertain") is here when
    its threshold and --keep-original are at most 0.95: its doubtful pair alone adds more than 0.05.
 2. **By evidence.** Every other image (no votes, or votes that settle it: benefit under `MIN_BENEFIT`) by the
@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from relabel.active_review import AT_STAKE
-from relabel.consensus import Outcome
+from relabel.decisions.rules import Outcome
+from relabel.review.active import AT_STAKE
 
 if TYPE_CHECKING:
     from relabel.review.image_evidence import Evidence
@@ -36,7 +36,7 @@ WEIGHTS = {"suggestion": 1.0, "classifier": 1.0, "priors": 1.0, "annotators": 2.
 # an image uncertain in the newest vote-based snapshot: more than all of WEIGHTS together, so it comes first
 UNCERTAIN_WEIGHT = sum(WEIGHTS.values()) + 1.0
 # an image's expected benefit below this (expected label errors plus runs' top-1 changes) is nothing worth a review
-# before the evidence order: `relabel.active_review`'s own floor for a run at stake
+# before the evidence order: `relabel.review.active`'s own floor for a run at stake
 MIN_BENEFIT = AT_STAKE
 
 

@@ -23,10 +23,13 @@ from sqlmodel import Session, col
 
 from db.enums import Role, SuggestionAction, Verdict
 from db.models import Annotation, Image, User, stored_id
-from relabel.annotations import retract_annotation, store_annotation, verify_password
-from relabel.consensus import Decision, decision_key, standing
-from relabel.decision_log import current_decisions
-from relabel.errors import ConflictError, InputError, NotFoundError, StaleCardError
+from relabel.common.errors import ConflictError, InputError, NotFoundError, StaleCardError
+from relabel.common.storable import storable_text
+from relabel.common.vocabulary import Vocabulary
+from relabel.common.workspace import dataset_vocabulary, get_dataset
+from relabel.decisions.annotations import retract_annotation, store_annotation, verify_password
+from relabel.decisions.log import current_decisions
+from relabel.decisions.rules import Decision, decision_key, standing
 from relabel.review.benefit import ReviewBenefit, class_names, load_benefit
 from relabel.review.cards import IMAGE_COLUMNS, Card, RunChoice, load_card, load_cards, pick_runs
 from relabel.review.display import DisplayCache, StoredImage
@@ -35,9 +38,6 @@ from relabel.review.examples import load_examples
 from relabel.review.leases import DbLeases
 from relabel.review.queue import QueueFilter, ReviewQueue, by_benefit
 from relabel.review.tokens import CardTokens, DbCardTokens, Shown
-from relabel.storable import storable_text
-from relabel.vocabulary import Vocabulary
-from relabel.workspace import dataset_vocabulary, get_dataset
 
 CARD_CACHE_SIZE = 4096  # cards kept in memory; with N-way overlap each image is served N times
 IMAGE_BATCH = 64  # image rows read at once when one is asked for: it and the next ones in queue order

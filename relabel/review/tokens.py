@@ -35,7 +35,7 @@ from sqlalchemy.orm import aliased
 from sqlmodel import col
 
 from db.models import CardToken
-from relabel.errors import ConflictError, InputError, StaleCardError
+from relabel.common.errors import ConflictError, InputError, StaleCardError
 
 MAX_TOKENS_PER_USER = 5_000  # a user's tokens kept; an evicted token is refused like an unknown one (card reloads)
 MAX_TOKEN_LENGTH = 64

@@ -3,7 +3,7 @@
 The queue is built exactly as the studio builds it (`relabel.review.studio.Studio.refresh`: the same evidence, the
 same benefit, the same seed, the default runs unless named), so the listing is the order a newcomer would be
 served: the images with no standing decision of theirs that still take an opinion under the overlap. Each image
-says why it stands where it does: its expected benefit's reason (`relabel.active_review.reason`) when the queue
+says why it stands where it does: its expected benefit's reason (`relabel.review.active.reason`) when the queue
 ranks it by benefit, else the evidence signals that put it there (`evidence_reason`).
 """
 
@@ -16,14 +16,14 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
 from db.models import Image, stored_id
-from relabel.consensus import Outcome
-from relabel.errors import InputError
+from relabel.common.errors import InputError
+from relabel.common.workspace import dataset_vocabulary, get_dataset
+from relabel.decisions.rules import Outcome
 from relabel.review.assignments import assigned_images, load_rows, user_id_of
 from relabel.review.benefit import class_names, load_benefit
 from relabel.review.cards import pick_runs
 from relabel.review.evidence import load_evidence
 from relabel.review.queue import NOBODY, Evidence, ReviewQueue, by_benefit
-from relabel.workspace import dataset_vocabulary, get_dataset
 
 LOW_CONFIDENCE = 0.5  # the classifier's probability of the original class under which the listing names it
 

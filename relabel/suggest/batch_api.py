@@ -29,7 +29,7 @@ from sqlmodel import col
 
 from db.engine import session_scope
 from db.models import ModelRun
-from relabel.errors import InputError, RelabelError
+from relabel.common.errors import InputError, RelabelError
 from relabel.suggest.adapters.openai_api import OpenAIChatAdapter
 from relabel.suggest.adapters.openai_replies import Failure, one_line, parse_completion
 from relabel.suggest.failures import http_failure_kind

@@ -13,7 +13,7 @@ import re
 from importlib import resources
 from typing import Any
 
-from relabel.vocabulary import Vocabulary
+from relabel.common.vocabulary import Vocabulary
 
 _PUNCT = re.compile(r"[^\w\s'-]+")
 HYPONYM_NAMES = "imagenet1k_hyponym_names.json"

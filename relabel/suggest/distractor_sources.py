@@ -47,7 +47,9 @@ from sqlmodel import col
 from db.engine import session_scope
 from db.enums import PredictionStatus
 from db.models import ModelRun, Prediction
-from relabel.errors import InputError, unknown_name
+from relabel.common.errors import InputError, unknown_name
+from relabel.common.vocabulary import Vocabulary
+from relabel.common.workspace import get_dataset
 from relabel.suggest.distractors import (
     MAX_NEIGHBOURS,
     RANDOM,
@@ -60,8 +62,6 @@ from relabel.suggest.distractors import (
 )
 from relabel.suggest.runner import reference_labels
 from relabel.suggest.textmap import TextEncoder
-from relabel.vocabulary import Vocabulary
-from relabel.workspace import get_dataset
 
 HARD = "hard"
 THEN, MERGE = "+", "|"  # sources tried in order; sources merged in turns

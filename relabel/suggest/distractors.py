@@ -22,12 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from relabel.arrays import load_array
-from relabel.errors import InputError
+from relabel.common.arrays import load_array
+from relabel.common.errors import InputError
+from relabel.common.textfiles import read_json
+from relabel.common.vocabulary import Vocabulary
 from relabel.suggest.class_texts import class_descriptions
 from relabel.suggest.embedding_cache import TextEncoder, encode_cached
-from relabel.textfiles import read_json
-from relabel.vocabulary import Vocabulary
 
 TEXT_NEIGHBOURS = 10  # per class: enough to fill any question of up to 11 options from text alone
 MAX_NEIGHBOURS = 20  # per class, kept from a confusion source

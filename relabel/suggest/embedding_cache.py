@@ -10,7 +10,8 @@ busy cores, with a progress bar on a terminal) and keeps it; later runs read it 
 Where: `CACHE/text-embeddings/ENCODER/`, CACHE being the workspace's cache folder when a workspace is at hand, else
 the user's (`user_cache_dir`: `$RELABEL_CACHE`, else `$XDG_CACHE_HOME/relabel`, else `~/.cache/relabel`). An
 encoder's folder holds shard files `DIGEST.npz` (`keys`: (n,) the texts' hashes; `vectors`: (n, D) float16), each
-written whole (`relabel.atomic`) and named by its keys: two runs embedding at once never mix bytes, and a run that
+written whole (`relabel.common.atomic`) and named by its keys: two runs embedding at once never mix bytes, and a run
+that
 is interrupted keeps the parts it finished. A folder of more than `MAX_SHARDS` shards is merged into one.
 
 Rows are stored as float16 and always returned as the stored values (float32, L2-normalised again), whether they
@@ -29,9 +30,9 @@ from typing import Protocol
 
 import numpy as np
 
-from relabel.atomic import atomic_writer, output_error
-from relabel.errors import RelabelError
-from relabel.progress import progress_bar
+from relabel.common.atomic import atomic_writer, output_error
+from relabel.common.errors import RelabelError
+from relabel.common.progress import progress_bar
 
 CACHE_ENV = "RELABEL_CACHE"  # the user cache folder, where no workspace is at hand
 FOLDER = "text-embeddings"

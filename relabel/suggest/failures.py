@@ -47,7 +47,7 @@ from collections.abc import Mapping
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from relabel.errors import RelabelError
+from relabel.common.errors import RelabelError
 
 if TYPE_CHECKING:
     from relabel.suggest.types import ModelOutput

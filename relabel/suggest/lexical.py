@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from relabel.vocabulary import Vocabulary
+from relabel.common.vocabulary import Vocabulary
 
 _WORD = re.compile(r"[a-z0-9]+")
 STOPWORDS = frozenset(

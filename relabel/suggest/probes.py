@@ -33,7 +33,7 @@ import numpy as np
 
 from evaluator import EvaluationError, LabelSets
 from evaluator.presence import SAMPLINGS, probes
-from relabel.errors import InputError
+from relabel.common.errors import InputError
 from relabel.suggest.distractors import MAX_NEIGHBOURS, DistractorSource
 from relabel.suggest.phrases import PLAIN_ADJECTIVES, object_phrase
 from relabel.suggest.protocol_base import (

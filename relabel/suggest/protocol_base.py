@@ -16,11 +16,11 @@ from functools import cached_property
 from importlib import resources
 from typing import Any
 
-from relabel.errors import InputError
+from relabel.common.errors import InputError
+from relabel.common.vocabulary import Vocabulary
 from relabel.suggest.distractors import DistractorSource
 from relabel.suggest.textmap import DEFAULT_ENCODER, ClassNameIndex
 from relabel.suggest.types import ChatRequest, ImageRef, ModelOutput
-from relabel.vocabulary import Vocabulary
 
 CLASSES, PRESENCE, CAPTION = "classes", "presence", "caption"  # the tasks a protocol's answers are scored as
 _LINE = re.compile(r"^\s*(?:image\s*)?(\d+)\s*[:.)\-]\s*(.*)$", re.IGNORECASE)

@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from relabel.errors import InputError, unknown_name
+from relabel.common.errors import InputError, unknown_name
+from relabel.common.vocabulary import INDEX, Vocabulary
 from relabel.suggest.class_texts import normalize_answer
 from relabel.suggest.distractors import RANDOM, REFERENCE, summarize_distractors
 from relabel.suggest.probes import Caption, PresenceProbes
@@ -27,7 +28,6 @@ from relabel.suggest.protocol_base import prompt_version as prompt_version
 from relabel.suggest.protocol_base import split_lines as split_lines
 from relabel.suggest.retrieval_protocol import Retrieval
 from relabel.suggest.types import ChatRequest, ImageRef, ModelOutput
-from relabel.vocabulary import INDEX, Vocabulary
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 TOP_K = 5

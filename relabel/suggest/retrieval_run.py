@@ -21,16 +21,16 @@ import numpy as np
 from sqlalchemy.engine import Engine
 
 from db.engine import session_scope
-from relabel.errors import InputError, RelabelError
-from relabel.progress import progress_bar
-from relabel.settings import Settings
+from relabel.common.errors import InputError, RelabelError
+from relabel.common.progress import progress_bar
+from relabel.common.settings import Settings
+from relabel.common.workspace import dataset_vocabulary, get_dataset
 from relabel.suggest.adapters import load_adapter
 from relabel.suggest.retrieval_protocol import Retrieval
 from relabel.suggest.retrieval_store import done_ids, run_folder, write_part, write_texts
 from relabel.suggest.runner import open_run, select_images
 from relabel.suggest.setup import SuggestSettings, default_threads, quiet_model_loading
 from relabel.suggest.types import ImageRef
-from relabel.workspace import dataset_vocabulary, get_dataset
 
 CHUNK = 256  # images per part file
 READ = ("model", "protocol", "dataset", "batch_size", "threads", "seed", "device")  # the settings a run reads

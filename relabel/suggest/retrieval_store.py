@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from relabel.atomic import write_atomic
-from relabel.errors import InputError
+from relabel.common.atomic import write_atomic
+from relabel.common.errors import InputError
 
 EMBEDDINGS_DIR = "embeddings"
 TEXTS, META = "texts.npy", "meta.json"

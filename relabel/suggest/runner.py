@@ -30,15 +30,15 @@ from db.engine import session_scope
 from db.enums import ImageStatus, PredictionStatus
 from db.models import Dataset, Image, Label, ModelRun, Prediction, pk
 from relabel import __version__
-from relabel.errors import ConflictError, InputError
-from relabel.progress import progress_bar
+from relabel.common.errors import ConflictError, InputError
+from relabel.common.progress import progress_bar
+from relabel.common.workspace import IMGT, get_dataset, get_source
 from relabel.suggest.adapters import ranks_classes
 from relabel.suggest.failures import OutageError, needs_retry
 from relabel.suggest.protocols import Answer, Pending, Protocol, ProtocolContext, map_pending
 from relabel.suggest.run_store import RunSummary, store_answers
 from relabel.suggest.textmap import ClassNameIndex
 from relabel.suggest.types import Adapter, GenerativeAdapter, ImageRef, ModelOutput, ScoringAdapter
-from relabel.workspace import IMGT, get_dataset, get_source
 
 SELECTIONS = ("all", "suspect")  # "suspect": see suspect_image_ids
 TALLIES = ("usage", "measured", "batch_api")  # params written by calls, not settings: left out of the resume check
@@ -85,7 +85,7 @@ def plan_resume(session: Session, run_id: int, images: list[ImageRef], *, retry_
 
 def suspect_image_ids(session: Session, dataset: Dataset) -> set[int]:
     """Images whose original label other evidence contradicts: no ImGT label, a prior source without it, or
-    another run's top-1 that differs. Not "disputed", which is about annotators (`relabel.consensus`)."""
+    another run's top-1 that differs. Not "disputed", which is about annotators (`relabel.decisions.rules`)."""
     imgt_id = get_source(session, dataset, IMGT).id
     imgt: dict[int, list[int]] = dict(
         session.execute(select(col(Label.image_id), col(Label.classes)).where(col(Label.source_id) == imgt_id)).all()

@@ -13,7 +13,8 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from db.engine import session_scope
-from relabel.errors import InputError
+from relabel.common.errors import InputError
+from relabel.common.workspace import dataset_vocabulary, get_dataset
 from relabel.suggest.adapters import adapter_kind, load_adapter
 from relabel.suggest.cache import DbResponseCache
 from relabel.suggest.distractor_sources import SourceInputs, build_distractors
@@ -21,7 +22,6 @@ from relabel.suggest.failures import STOP_AFTER_FAILURES
 from relabel.suggest.protocols import ProtocolContext, get_protocol
 from relabel.suggest.runner import SuggestJob
 from relabel.suggest.textmap import ClassNameIndex, load_encoder
-from relabel.workspace import dataset_vocabulary, get_dataset
 
 
 @dataclass

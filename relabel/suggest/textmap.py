@@ -49,7 +49,8 @@ from typing import Any
 
 import numpy as np
 
-from relabel.errors import InputError, RelabelError
+from relabel.common.errors import InputError, RelabelError
+from relabel.common.vocabulary import Vocabulary
 from relabel.suggest.class_texts import (
     class_descriptions,
     class_descriptors,
@@ -62,7 +63,6 @@ from relabel.suggest.embedding_cache import TextEncoder, encode_cached
 from relabel.suggest.lexical import Bm25Index, name_key, words
 from relabel.suggest.phrases import core_phrase, head_phrase, object_phrase
 from relabel.suggest.plain_names import PlainNames
-from relabel.vocabulary import Vocabulary
 
 DEFAULT_ENCODER = "minilm"
 MINILM_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"

@@ -16,8 +16,8 @@ from db import SCHEMA_VERSION, create_db_engine, init_db
 from db.enums import Answer
 from db.migrations import MIGRATIONS, Migration, SchemaError, current_version
 from db.models import Image, VoteSource
-from relabel.votes import ANSWER_CODES, VoteTable, collect_votes
-from tests.relabel.test_sources import val_dataset
+from relabel.votes.table import ANSWER_CODES, VoteTable, collect_votes
+from tests.relabel.sources.test_sources import val_dataset
 
 
 def test_init_is_idempotent(engine) -> None:

@@ -1,7 +1,7 @@
 """Every registry is the single source of its names: a protocol, an export format and a card flag added to their
 registries alone appear in the CLI's choices and help and in the studio, an adapter kind's capabilities are read
 from its entry, and a consensus rule or a vote aggregation method is offered by the studio (their CLI runs are in
-tests/relabel/test_snapshots_consensus.py).
+tests/relabel/snapshots/test_snapshots_consensus.py).
 
 Files a developer touches for each of the seven extensions (counted on this code, by what the tests add):
 
@@ -10,14 +10,18 @@ Files a developer touches for each of the seven extensions (counted on this code
 | a new protocol           | 2     | relabel/suggest/protocols.py (the Protocol subclass: name, summary,         |
 |                          |       | generative, needs_reference; its PROTOCOLS entry) and its prompt file in     |
 |                          |       | relabel/resources/prompts/ (a scoring protocol needs none: 1)                |
-| a new export format      | 1     | relabel/exports.py (a renderer returning str, or bytes for a binary format,  |
+| a new export format      | 1     | relabel/exports/formats.py (a renderer returning str, or bytes for a binary
+format,  |
 |                          |       | and its ExportFormat entry: suffix, summary, binary)                         |
-| a new review-card flag   | 1     | relabel/card_flags.py (a CardFlag: stored name, key, label)                  |
+| a new review-card flag   | 1     | relabel/decisions/card_flags.py (a CardFlag: stored name, key, label)
+    |
 | a new model-adapter kind | 2     | its module in relabel/suggest/adapters/ and its AdapterKind entry in         |
 |                          |       | relabel/suggest/adapters/__init__.py (ranks top-k, reads text, remote)       |
 | a new ingest layout      | 1     | relabel/ingest/layouts.py (the Layout function and its LAYOUTS entry)        |
-| a new consensus rule     | 1     | relabel/consensus.py (a ConsensusRule: name, description, agree)             |
-| a new aggregation method | 1     | relabel/aggregation.py (its fit and its Method entry: name, summary,         |
+| a new consensus rule     | 1     | relabel/decisions/rules.py (a ConsensusRule: name, description, agree)
+|
+| a new aggregation method | 1     | relabel/votes/aggregation.py (its fit and its Method entry: name, summary,
+|
 |                          |       | probabilistic)                                                               |
 """
 
@@ -36,20 +40,20 @@ from sqlalchemy import select
 from sqlmodel import Session
 
 from db.models import Annotation, Snapshot
-from relabel.aggregation import METHODS, Method
-from relabel.card_flags import CARD_FLAGS, CardFlag, register_flag
 from relabel.cli import cli
-from relabel.consensus import DEFAULT_RULE, RULES, ConsensusRule, DecisionKey, Outcome, Vote
-from relabel.errors import InputError, NotFoundError, RelabelError
-from relabel.exports import EXPORT_FORMATS, ExportFormat, export_snapshot, render_snapshot
+from relabel.common.errors import InputError, NotFoundError, RelabelError
+from relabel.common.vocabulary import Vocabulary
+from relabel.decisions.card_flags import CARD_FLAGS, CardFlag, register_flag
+from relabel.decisions.rules import DEFAULT_RULE, RULES, ConsensusRule, DecisionKey, Outcome, Vote
+from relabel.exports.formats import EXPORT_FORMATS, ExportFormat, export_snapshot, render_snapshot
 from relabel.ingest.layouts import LAYOUTS
-from relabel.posteriors import consensus_choices
 from relabel.review.studio import Studio
-from relabel.snapshots import DEFAULT_UNDECIDED, UNDECIDED_POLICIES, SnapshotRow, create_snapshot
+from relabel.snapshots.freeze import DEFAULT_UNDECIDED, UNDECIDED_POLICIES, SnapshotRow, create_snapshot
 from relabel.suggest import protocols
 from relabel.suggest.adapters import REGISTRY, AdapterKind, adapter_kind, load_adapter, ranks_classes, reads_text
 from relabel.suggest.setup import default_protocol
-from relabel.vocabulary import Vocabulary
+from relabel.votes.aggregation import METHODS, Method
+from relabel.votes.posteriors import consensus_choices
 from tests.conftest import REPO
 from tests.studio_workspace import build_workspace
 from ui import card_api, snapshots_tab
@@ -216,8 +220,8 @@ class FirstSays(ConsensusRule):
 
 
 class TestConsensusChoices:
-    """The studio's Snapshots tab offers what `relabel.posteriors.consensus_choices` and
-    `relabel.snapshots.UNDECIDED_POLICIES` hold, as `relabel snapshot create` does (tests/relabel/
+    """The studio's Snapshots tab offers what `relabel.votes.posteriors.consensus_choices` and
+    `relabel.snapshots.freeze.UNDECIDED_POLICIES` hold, as `relabel snapshot create` does (tests/relabel/
     test_snapshots_consensus.py runs a registered method and rule through the CLI)."""
 
     def test_a_registered_rule_and_method_are_offered_by_the_studio_and_the_rule_is_stored(

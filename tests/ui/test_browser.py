@@ -23,11 +23,11 @@ from sqlmodel import Session
 
 from db.enums import Role, Verdict
 from db.models import Annotation, Image, User
-from relabel.annotations import add_user
-from relabel.bulk_import import store_run
+from relabel.common.vocabulary import load_builtin
+from relabel.common.workspace import get_dataset
+from relabel.decisions.annotations import add_user
 from relabel.review.studio import Studio
-from relabel.vocabulary import load_builtin
-from relabel.workspace import get_dataset
+from relabel.sources.bulk import store_run
 from tests.studio_workspace import PASSWORD, build_workspace, serving
 
 pytestmark = pytest.mark.browser
@@ -250,7 +250,8 @@ def test_the_picker_says_what_each_class_is_and_marks_near_duplicates(
 
 
 def test_the_flag_buttons_and_their_help_come_from_the_registry(studio_url: tuple[Studio, str], browser: Any) -> None:
-    """The card builds its flag buttons, keys and the help's flag row from the boot payload (relabel/card_flags.py)."""
+    """The card builds its flag buttons, keys and the help's flag row from the boot payload
+    (relabel/decisions/card_flags.py)."""
     _, url = studio_url
     page = open_page(browser, url, "dave")
     assert page.locator(f"{REVIEW} .rg-flag kbd").all_inner_texts() == ["D", "M", "C", "I"]

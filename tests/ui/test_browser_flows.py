@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from db.enums import Role
-from relabel.annotations import add_user
+from relabel.decisions.annotations import add_user
 from relabel.review.studio import Studio
 from relabel.review.tokens import CardTokens
 from tests.studio_workspace import PASSWORD, build_workspace, free_port

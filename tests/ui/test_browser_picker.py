@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from relabel.vocabulary import load_builtin
+from relabel.common.vocabulary import load_builtin
 from tests import images
 from tests.ui.test_browser import REVIEW, press_and_wait, wait_for_card
 from tests.ui.test_browser_flows import CONTROLS, OFF_SCREEN, browser, launched, new_page, sign_in

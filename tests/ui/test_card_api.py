@@ -10,12 +10,12 @@ import pytest
 from sqlmodel import Session
 
 from db.enums import Role, SuggestionAction, Verdict
-from relabel.annotations import add_user
-from relabel.bulk_import import store_run
-from relabel.errors import ConflictError, InputError, NotFoundError, RelabelError
+from relabel.common.errors import ConflictError, InputError, NotFoundError, RelabelError
+from relabel.common.vocabulary import load_builtin
+from relabel.decisions.annotations import add_user
 from relabel.review.class_search import ClassSearch
 from relabel.review.studio import Studio
-from relabel.vocabulary import load_builtin
+from relabel.sources.bulk import store_run
 from tests.studio_workspace import build_workspace, stored_annotations
 from ui import card_api
 from ui.card_component import handlers, server_function

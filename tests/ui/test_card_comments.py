@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from relabel.card_flags import CardFlag, register_flag
-from relabel.errors import InputError, RelabelError
+from relabel.common.errors import InputError, RelabelError
+from relabel.decisions.card_flags import CardFlag, register_flag
 from relabel.review.comments import list_comments
 from relabel.review.guidelines import current_guidelines, save_guidelines
 from relabel.review.studio import Studio

@@ -15,9 +15,9 @@ from sqlmodel import Session
 
 from db.enums import Role
 from db.models import CardToken
-from relabel.annotations import add_user
-from relabel.errors import ConflictError
-from relabel.exports import EXPORT_FORMATS
+from relabel.common.errors import ConflictError
+from relabel.decisions.annotations import add_user
+from relabel.exports.formats import EXPORT_FORMATS
 from relabel.review.studio import Studio
 from tests.studio_workspace import PASSWORD, build_workspace, stored_annotations
 from ui import card_api, handlers

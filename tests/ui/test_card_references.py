@@ -13,8 +13,8 @@ from urllib.parse import unquote
 import pytest
 from PIL import Image
 
+from relabel.common.vocabulary import load_builtin
 from relabel.review.studio import Studio
-from relabel.vocabulary import load_builtin
 from tests.studio_workspace import build_workspace
 from ui import card_extras
 from ui.card_component import handlers, server_function

@@ -13,8 +13,8 @@ import pytest
 from matplotlib.figure import Figure
 
 from db.enums import Role, Verdict
-from relabel.annotations import record_annotation
-from relabel.dashboard import AnnotatorThroughput, LiveCategories
+from relabel.decisions.annotations import record_annotation
+from relabel.review.dashboard import AnnotatorThroughput, LiveCategories
 from relabel.review.studio import Studio
 from tests.studio_workspace import build_workspace
 from ui import dashboard_tab, handlers

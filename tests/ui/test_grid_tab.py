@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from relabel.errors import ConflictError, NotFoundError, RelabelError
+from relabel.common.errors import ConflictError, NotFoundError, RelabelError
 from relabel.review.assignments import list_assignments
 from relabel.review.studio import Studio
 from tests.studio_workspace import build_workspace

@@ -14,11 +14,11 @@ from sqlalchemy import select
 from sqlmodel import Session
 
 from db.models import Snapshot
-from relabel.bulk_import import store_run
-from relabel.errors import ConflictError, InputError, NotFoundError
+from relabel.common.errors import ConflictError, InputError, NotFoundError
+from relabel.common.vocabulary import load_builtin
 from relabel.review.display import StoredImage, source_path
 from relabel.review.studio import Studio
-from relabel.vocabulary import load_builtin
+from relabel.sources.bulk import store_run
 from tests.studio_workspace import build_workspace, stored_annotations
 from ui import card_api, handlers
 from ui.context import WorkspaceContext

@@ -11,12 +11,12 @@ import pytest
 from markdown_it import MarkdownIt
 from sqlmodel import Session
 
-from relabel.bulk_import import store_run
-from relabel.errors import ConflictError, InputError
+from relabel.common.errors import ConflictError, InputError
+from relabel.common.workspace import get_dataset, image_index
 from relabel.evaluation import evaluate, latest_report, write_report
 from relabel.evaluation.report import ReportFiles, default_report_dir
 from relabel.review.studio import Studio
-from relabel.workspace import get_dataset, image_index
+from relabel.sources.bulk import store_run
 from tests.studio_workspace import CLASSIFIER, build_workspace
 from ui import reports_tab
 from ui.context import WorkspaceContext

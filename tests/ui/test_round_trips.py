@@ -14,7 +14,8 @@ from relabel.review.studio import Studio
 from tests.studio_workspace import build_workspace
 from ui.card_component import handlers
 
-MAX_STATEMENTS = 16  # store the decision 9 (6 of them the checks of `relabel.annotations`), serve the next card 7
+# store the decision 9 (6 of them the checks of `relabel.decisions.annotations`), serve the next card 7
+MAX_STATEMENTS = 16
 
 
 def test_a_decision_with_the_next_card_takes_few_statements_and_no_ping(db_url: str, tmp_path: Path) -> None:

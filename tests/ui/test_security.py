@@ -29,8 +29,8 @@ from sqlmodel import Session
 
 from db.enums import Role
 from db.models import Annotation, User
-from relabel.annotations import MIN_PASSWORD_LENGTH, add_user, check_new_password, verify_password
-from relabel.errors import InputError
+from relabel.common.errors import InputError
+from relabel.decisions.annotations import MIN_PASSWORD_LENGTH, add_user, check_new_password, verify_password
 from relabel.review.display import DisplayCache, StoredImage
 from relabel.review.studio import Studio
 from tests.studio_workspace import PASSWORD, CardClient, build_workspace, free_port, serving
@@ -602,7 +602,7 @@ def test_the_port_can_be_bound_again_at_once_after_a_crash() -> None:
     server does, so `relabel serve` starts again at once; a port still listened on is refused."""
     import socket
 
-    from relabel.errors import InputError as PortError
+    from relabel.common.errors import InputError as PortError
     from ui.cli import check_port_free
 
     with socket.socket() as listener:

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from relabel.cli import cli
-from relabel.stages import stage
+from relabel.common.stages import stage
 from tests.studio_workspace import build_workspace
 
 

@@ -18,7 +18,7 @@ from db.models import StudioSession
 from relabel.review import sessions as db_sessions
 from relabel.review.sessions import IDLE_S, REMEMBER_S
 from relabel.review.studio import Studio
-from relabel.users import set_active
+from relabel.review.users import set_active
 from tests.studio_workspace import PASSWORD, build_workspace, serving
 from ui.sessions import persistent_cookie, session_tokens
 

@@ -14,14 +14,14 @@ import pytest
 from sqlmodel import Session
 
 from db.enums import Verdict
-from relabel.annotations import record_annotation
-from relabel.errors import ConflictError, InputError, NotFoundError
-from relabel.exports import EXPORT_FORMATS
+from relabel.common.errors import ConflictError, InputError, NotFoundError
+from relabel.common.workspace import get_dataset, image_index
+from relabel.decisions.annotations import record_annotation
+from relabel.exports.formats import EXPORT_FORMATS
 from relabel.review.studio import Studio
-from relabel.snapshots import create_snapshot, list_snapshots
-from relabel.workspace import get_dataset, image_index
-from tests.relabel.test_snapshot_best_estimate import add_absent_classes, import_trusted
-from tests.relabel.test_snapshots_consensus import ws  # noqa: F401
+from relabel.snapshots.freeze import create_snapshot, list_snapshots
+from tests.relabel.snapshots.test_snapshot_best_estimate import add_absent_classes, import_trusted
+from tests.relabel.snapshots.test_snapshots_consensus import ws  # noqa: F401
 from tests.studio_workspace import build_workspace
 from ui import snapshots_tab
 from ui.events import guarded

@@ -32,7 +32,7 @@
     filter: { status: "open", class_index: null, category: null }, pendingFilterClass: null,
     list: [], answers: [], prefetched: [], lastUrl: "",
   };
-  // The flags come with the boot payload (relabel/card_flags.py): name, label and the key that toggles each.
+  // The flags come with the boot payload (relabel/decisions/card_flags.py): name, label and the key that toggles each.
   const flags = () => (state.boot && state.boot.flags) || [];
   const flagOfKey = (key) => flags().find((f) => f.key === key);
   const shortcuts = () => {

@@ -11,7 +11,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
-from relabel.errors import InputError, RelabelError
+from relabel.common.errors import InputError, RelabelError
 from relabel.suggest.types import Adapter, ScoringAdapter
 
 

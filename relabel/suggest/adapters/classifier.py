@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from PIL import Image
 
-from relabel.errors import InputError
-from relabel.imaging import load_rgb
+from relabel.common.errors import InputError
+from relabel.common.imaging import load_rgb
+from relabel.common.vocabulary import load_builtin
 from relabel.suggest.adapters.local_models import (
     BatchedImageScorer,
     check_positive,
@@ -31,7 +32,6 @@ from relabel.suggest.adapters.local_models import (
     to_chw,
 )
 from relabel.suggest.types import ImageRef
-from relabel.vocabulary import load_builtin
 
 if TYPE_CHECKING:
     import torch

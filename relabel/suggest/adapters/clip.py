@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from relabel.errors import InputError
+from relabel.common.errors import InputError
 from relabel.suggest.adapters.local_models import (
     BatchedImageScorer,
     dtype_options,

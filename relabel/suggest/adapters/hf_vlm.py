@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from PIL import Image
 
-from relabel.errors import InputError, RelabelError
-from relabel.imaging import load_rgb
+from relabel.common.errors import InputError, RelabelError
+from relabel.common.imaging import load_rgb
 from relabel.suggest.adapters.local_models import (
     LazyModel,
     check_positive,

@@ -1,6 +1,6 @@
 """Shared helpers for the local-model adapters: pixel preprocessing, device and loading options, the batch loop.
 
-Images are decoded by `relabel.imaging` (Pillow only, no torchvision). torch and transformers are imported inside
+Images are decoded by `relabel.common.imaging` (Pillow only, no torchvision). torch and transformers are imported inside
 the functions that need them, so importing this module stays cheap.
 """
 
@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from PIL import Image
 
-from relabel.errors import InputError, RelabelError
-from relabel.imaging import load_rgb
+from relabel.common.errors import InputError, RelabelError
+from relabel.common.imaging import load_rgb
 from relabel.suggest.types import ImageRef, ModelOutput
 
 if TYPE_CHECKING:

@@ -30,7 +30,7 @@ from urllib.parse import urlparse
 import openai
 from PIL import Image, ImageOps
 
-from relabel.errors import InputError, RelabelError
+from relabel.common.errors import InputError, RelabelError
 from relabel.suggest.adapters.openai_replies import Failure, classify, one_line, parse_completion
 from relabel.suggest.cache import request_key
 from relabel.suggest.failures import STOP_AFTER_FAILURES, FailureKind, OutageError, OutageGuard

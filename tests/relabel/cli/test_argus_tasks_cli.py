@@ -20,7 +20,7 @@ from db import create_db_engine, init_db
 from db.enums import Verdict
 from db.models import ModelRun, Prediction
 from relabel.cli import main
-from relabel.snapshots import create_snapshot
+from relabel.snapshots.freeze import create_snapshot
 from relabel.suggest.adapters.openai_api import encode_image
 from tests import evaluation_workspace as ws
 from tests.stub_server import SceneAnswers, StubServer, image_digest

@@ -142,7 +142,7 @@ def test_users_add_reads_the_password_from_the_environment(tmp_path: Path, monke
 
     from db import create_db_engine
     from db.models import User
-    from relabel.annotations import verify_password
+    from relabel.decisions.annotations import verify_password
 
     monkeypatch.setenv("RELABEL_PASSWORD", "s3cret-passphrase")
     main(["--workspace", str(tmp_path / "ws"), "users", "add", "alice", "--role", "lead"])
@@ -161,7 +161,7 @@ def test_hostile_input_files_are_one_line_errors_and_write_nothing(tmp_path: Pat
     import socket
     import zlib
 
-    from tests.relabel.test_arrays import archive_with_tensor, deflated, npy_header, zeros_deflated
+    from tests.relabel.common.test_arrays import archive_with_tensor, deflated, npy_header, zeros_deflated
 
     images.photo(tmp_path / "data" / "n01440764_a.jpg")
     (tmp_path / "keep.csv").write_text("keep\n")

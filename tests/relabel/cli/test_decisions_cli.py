@@ -15,10 +15,10 @@ from sqlmodel import Session, col
 
 from db.enums import Verdict
 from db.models import Annotation, Image, User
-from relabel.annotations import store_annotation
 from relabel.cli import cli
-from relabel.snapshots import create_snapshot, get_snapshot, snapshot_rows
-from relabel.workspace import get_dataset
+from relabel.common.workspace import get_dataset
+from relabel.decisions.annotations import store_annotation
+from relabel.snapshots.freeze import create_snapshot, get_snapshot, snapshot_rows
 from tests.studio_workspace import build_workspace
 
 RUN = "efficientnet-lite0@topk"

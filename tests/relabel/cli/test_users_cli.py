@@ -16,11 +16,11 @@ from db import SCHEMA_VERSION, create_db_engine, init_db
 from db.enums import Role, Verdict
 from db.migrations import MIGRATIONS, current_version
 from db.models import Image, User, pk
-from relabel.annotations import record_annotation, retract_annotation, verify_password
 from relabel.cli import cli
-from relabel.errors import ConflictError
+from relabel.common.errors import ConflictError
+from relabel.decisions.annotations import record_annotation, retract_annotation, verify_password
 from relabel.review.studio import Studio
-from relabel.users import list_users
+from relabel.review.users import list_users
 from tests.studio_workspace import PASSWORD, build_workspace
 
 NEW_PASSWORD = "a brand new passphrase"

@@ -15,11 +15,11 @@ from db import SCHEMA_VERSION, create_db_engine, init_db
 from db.enums import Verdict
 from db.migrations import MIGRATIONS
 from db.models import EvaluationRecord
-from relabel.errors import InputError, NotFoundError
+from relabel.common.errors import InputError, NotFoundError
 from relabel.evaluation import evaluate, evaluation_history
 from relabel.evaluation.text import render_history
-from relabel.snapshots import create_snapshot
-from relabel.sources import import_source
+from relabel.snapshots.freeze import create_snapshot
+from relabel.sources.labels import import_source
 from tests import evaluation_workspace as ws
 from tests.evaluation_workspace import GOLDFISH, TABBY, TENCH, TIGER_CAT
 
@@ -233,8 +233,8 @@ class TestBadInput:
         assert ev.score("m5", "team").top1.accuracy == 0.5
 
     def test_a_dataset_without_runs(self, engine, tmp_path: Path) -> None:
+        from relabel.common.vocabulary import load_builtin
         from relabel.ingest import ingest_dataset, plan_ingest
-        from relabel.vocabulary import load_builtin
         from tests import images
 
         vocab = load_builtin()

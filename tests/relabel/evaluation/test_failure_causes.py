@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from relabel.common.vocabulary import load_builtin
 from relabel.evaluation import evaluate
 from relabel.evaluation.failure_causes import FailureCause, failure_cause
 from relabel.evaluation.report import write_robustness_report
@@ -17,7 +18,6 @@ from relabel.evaluation.runs import RunInfo, failure_warnings
 from relabel.evaluation.storage import robustness_from_dict
 from relabel.evaluation.text import render_evaluation, render_robustness
 from relabel.suggest.types import ChatRequest, ModelOutput
-from relabel.vocabulary import load_builtin
 from tests import evaluation_workspace as ws
 
 MODEL, INFRA, SETUP = FailureCause.model, FailureCause.infrastructure, FailureCause.setup

@@ -12,8 +12,8 @@ import pytest
 
 from db import create_db_engine
 from relabel.cli import main
+from relabel.common.vocabulary import load_builtin
 from relabel.evaluation import evaluation_history
-from relabel.vocabulary import load_builtin
 from tests.conftest import shared
 
 

@@ -14,7 +14,7 @@ from relabel.evaluation import evaluate, write_report
 from relabel.evaluation.citations import cited
 from relabel.evaluation.report import scores_markdown
 from relabel.evaluation.text import paired_table, render_evaluation
-from relabel.sources import import_source
+from relabel.sources.labels import import_source
 from tests import evaluation_workspace as ws
 from tests.relabel.evaluation.test_label_uncertainty_report import add_ds_snapshot
 from tests.relabel.evaluation.test_label_uncertainty_report import evaluate as evaluate_cli

@@ -17,15 +17,15 @@ from sqlmodel import Session, col
 
 from db import create_db_engine, init_db
 from db.models import LabelSource
-from relabel.aggregation import METHODS, Aggregate, Method, Votes
 from relabel.cli import main
+from relabel.common.workspace import get_dataset
 from relabel.evaluation import label_sensitivity as label_sensitivity_module
 from relabel.evaluation.label_sensitivity import label_sensitivity
 from relabel.evaluation.references import load_reference
 from relabel.evaluation.runs import load_run, select_runs
 from relabel.evaluation.scoring import score_run, score_uncertain_runs
 from relabel.evaluation.service import evaluate
-from relabel.workspace import get_dataset
+from relabel.votes.aggregation import METHODS, Aggregate, Method, Votes
 from tests import evaluation_workspace as ws
 
 # Three raters on a, b and d; c and e get no vote and keep ImGT (c goldfish, e tabby): unrated. m5's call on c

@@ -15,7 +15,7 @@ from db import create_db_engine, init_db
 from db.enums import Category
 from db.models import Snapshot, SnapshotLabel, SnapshotPosterior
 from relabel.cli import main
-from relabel.workspace import get_dataset
+from relabel.common.workspace import get_dataset
 from tests import evaluation_workspace as ws
 from tests.evaluation_workspace import GOLDFISH, TABBY, TENCH, TIGER_CAT
 from tests.evaluator.test_label_uncertainty import exact_expected_accuracy

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from relabel.errors import InputError
+from relabel.common.errors import InputError
 from relabel.evaluation.protocol_analysis import (
     RunView,
     batch_ablations,

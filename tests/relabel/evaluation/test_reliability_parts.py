@@ -23,7 +23,7 @@ from evaluator import reliability_parts as rp
 from evaluator.model_reliability import ReliabilityParts, overall, overall_of_resamples
 from evaluator.reliability_parts import ReliabilityPart
 from relabel.cli import cli
-from relabel.errors import InputError
+from relabel.common.errors import InputError
 from relabel.evaluation import evaluate, plots
 from relabel.evaluation.reliability import parse_weights
 from relabel.evaluation.reliability_text import reliability_table, render_reliability

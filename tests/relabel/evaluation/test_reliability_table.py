@@ -29,7 +29,9 @@ from db.engine import session_scope
 from db.enums import Verdict
 from evaluator.model_reliability import BUDGETS
 from evaluator.scoring import Score
-from relabel.errors import InputError
+from relabel.common.errors import InputError
+from relabel.common.vocabulary import load_builtin
+from relabel.common.workspace import get_dataset, image_index
 from relabel.evaluation import evaluate, write_report
 from relabel.evaluation.reliability import parse_weights
 from relabel.evaluation.reliability_text import reliability_basis_table, reliability_table
@@ -37,9 +39,7 @@ from relabel.evaluation.results import EfficiencyReport, Evaluation, Reliability
 from relabel.evaluation.robustness_outcomes import RobustnessOutcomes
 from relabel.evaluation.storage import store_robustness
 from relabel.ingest import ingest_dataset, plan_ingest
-from relabel.snapshots import create_snapshot
-from relabel.vocabulary import load_builtin
-from relabel.workspace import get_dataset, image_index
+from relabel.snapshots.freeze import create_snapshot
 from tests import evaluation_workspace as ws
 from tests import images
 from tests.evaluation_workspace import GOLDFISH, TABBY, TENCH, TIGER_CAT

@@ -16,14 +16,14 @@ from sqlmodel import Session
 
 from db.models import EvaluationRecord
 from relabel.cli import main
-from relabel.errors import InputError
+from relabel.common.errors import InputError
+from relabel.common.vocabulary import load_builtin
 from relabel.evaluation import evaluate
 from relabel.evaluation.robustness import BASE_SHORT_SIDE, parse_perturbations, parse_severities, run_robustness
 from relabel.evaluation.robustness_outcomes import RobustnessOutcomes
 from relabel.evaluation.storage import robustness_from_dict
 from relabel.ingest import ingest_dataset, plan_ingest
 from relabel.suggest.types import ImageRef, ModelOutput
-from relabel.vocabulary import load_builtin
 from tests import images
 from tests.conftest import shared
 

@@ -20,7 +20,7 @@ from relabel.evaluation import evaluate, write_report
 from relabel.evaluation.reliability import parse_weights
 from relabel.evaluation.results import Evaluation, ReliabilityRow
 from relabel.evaluation.text import render_evaluation
-from relabel.snapshots import create_snapshot
+from relabel.snapshots.freeze import create_snapshot
 from tests import evaluation_workspace as ws
 from tests.evaluation_workspace import GOLDFISH, TABBY, TENCH
 from tests.relabel.evaluation.test_reliability_table import (

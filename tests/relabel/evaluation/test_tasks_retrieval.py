@@ -9,7 +9,7 @@ import pytest
 from db.models import ModelRun
 from evaluator import LabelSets
 from evaluator.retrieval import compare_retrieval, retrieval_scores
-from relabel.errors import InputError
+from relabel.common.errors import InputError
 from relabel.evaluation.tasks_retrieval import retrieval_rows
 from relabel.suggest.retrieval_store import StoredEmbeddings
 

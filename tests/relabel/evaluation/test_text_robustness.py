@@ -17,14 +17,14 @@ from db.models import EvaluationRecord
 from evaluator.errors import EvaluationError
 from evaluator.perturbations import PERTURBATIONS, TEXT_PERTURBATIONS, get_text_perturbation, perturb_text
 from relabel.cli import main
-from relabel.errors import InputError
+from relabel.common.errors import InputError
+from relabel.common.vocabulary import load_builtin
 from relabel.evaluation.passes import perturb_instructions
 from relabel.evaluation.report import write_robustness_report
 from relabel.evaluation.robustness import run_robustness
 from relabel.evaluation.storage import robustness_from_dict
 from relabel.suggest.adapters import REGISTRY, AdapterKind, load_adapter, reads_text
 from relabel.suggest.types import ChatRequest, ImageRef, ModelOutput
-from relabel.vocabulary import load_builtin
 from tests import evaluation_workspace as ws
 from tests.fakes import ScriptedChatModel, TrigramEncoder
 

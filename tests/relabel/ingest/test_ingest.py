@@ -17,7 +17,7 @@ from sqlmodel import Session
 
 from db.enums import ImageStatus
 from db.models import Image, Label
-from relabel.errors import InputError
+from relabel.common.errors import InputError
 from relabel.ingest import ingest_dataset, plan_ingest
 from relabel.ingest import service as ingest_service
 from relabel.ingest.layouts import LayoutOptions
@@ -432,7 +432,7 @@ DIGITS_1_TO_0 = json.dumps([str(d) for d in (1, 2, 3, 4, 5, 6, 7, 8, 9, 0)])  # 
 def test_a_number_that_is_one_class_index_and_another_class_name_is_refused(engine, tmp_path: Path) -> None:
     """With the classes listed 1..9, 0 the manifest's `0` could mean index 0 (the class "1") or the class "0":
     the old reader stored the index reading, shifting every label silently."""
-    from relabel.vocabulary import load_vocabulary_file
+    from relabel.common.vocabulary import load_vocabulary_file
 
     (tmp_path / "digits.json").write_text(DIGITS_1_TO_0)
     digits = load_vocabulary_file(tmp_path / "digits.json")

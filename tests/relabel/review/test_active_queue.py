@@ -13,15 +13,15 @@ from sqlmodel import Session
 
 from db.enums import Category, PredictionStatus
 from db.models import Snapshot, SnapshotLabel, SnapshotPosterior
-from relabel.active_review import active_order
-from relabel.bulk_import import store_run
+from relabel.common.workspace import get_dataset, image_index
+from relabel.review.active import active_order
 from relabel.review.benefit import load_benefit
 from relabel.review.cards import pick_runs
 from relabel.review.evidence import load_evidence
 from relabel.review.queue import MIN_BENEFIT, Evidence, QueueFilter, ReviewQueue
 from relabel.review.studio import Studio
 from relabel.review.upcoming import list_queue
-from relabel.workspace import get_dataset, image_index
+from relabel.sources.bulk import store_run
 from tests.studio_workspace import build_workspace
 from ui import card_api
 

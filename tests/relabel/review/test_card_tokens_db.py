@@ -12,7 +12,7 @@ from sqlmodel import Session
 
 from db import create_db_engine
 from db.models import Annotation, CardToken
-from relabel.errors import ConflictError, StaleCardError
+from relabel.common.errors import ConflictError, StaleCardError
 from relabel.review.studio import Studio
 from relabel.review.tokens import PRUNE_EVERY, DbCardTokens
 from tests.studio_workspace import build_workspace

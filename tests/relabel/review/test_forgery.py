@@ -14,15 +14,15 @@ from sqlmodel import Session
 
 from db.enums import SuggestionAction, Verdict
 from db.models import Annotation, Image, Prediction, Snapshot, User
-from relabel.annotations import store_annotation
-from relabel.errors import ConflictError, InputError, NotFoundError, RelabelError
-from relabel.exports import export_snapshot
+from relabel.common.errors import ConflictError, InputError, NotFoundError, RelabelError
+from relabel.common.vocabulary import load_vocabulary_file
+from relabel.common.workspace import get_dataset
+from relabel.decisions.annotations import store_annotation
+from relabel.exports.formats import export_snapshot
 from relabel.ingest import ingest_dataset, plan_ingest
 from relabel.ingest.layouts import LayoutOptions
 from relabel.review.studio import Studio
-from relabel.snapshots import create_snapshot
-from relabel.vocabulary import load_vocabulary_file
-from relabel.workspace import get_dataset
+from relabel.snapshots.freeze import create_snapshot
 from tests import images
 from tests.studio_workspace import build_workspace
 from ui import card_api
@@ -124,7 +124,7 @@ def test_a_snapshot_frozen_with_foreign_classes_is_not_exported(
         )  # fmt: skip
         s.commit()
     with monkeypatch.context() as m:  # frozen as a snapshot made before classes were checked
-        m.setattr("relabel.snapshots.check_classes", lambda *args: None)
+        m.setattr("relabel.snapshots.freeze.check_classes", lambda *args: None)
         create_snapshot(studio.engine, "old", dataset="small")
     out = tmp_path / f"old.{fmt}"
     with pytest.raises(InputError, match=r"not exported .*1 image\(s\) hold classes outside 0\.\.9: 'a\.jpg"):

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
+from relabel.common.vocabulary import ClassInfo, Vocabulary, load_builtin
 from relabel.review.near_duplicates import near_duplicates
-from relabel.vocabulary import ClassInfo, Vocabulary, load_builtin
 
 
 def test_the_builtin_pairs_link_both_ways() -> None:

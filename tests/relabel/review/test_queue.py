@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from db.enums import Verdict
-from relabel.errors import InputError
+from relabel.common.errors import InputError
 from relabel.review.queue import WEIGHTS, Evidence, QueueFilter, ReviewQueue, priority
 
 CAT = (Verdict.labels, frozenset({281}))

@@ -21,8 +21,8 @@ from db import SCHEMA_VERSION, create_db_engine, init_db
 from db.enums import Role
 from db.migrations import MIGRATIONS
 from db.models import Annotation, QueueLease, pk
-from relabel.annotations import add_user
-from relabel.errors import StaleCardError
+from relabel.common.errors import StaleCardError
+from relabel.decisions.annotations import add_user
 from relabel.review.studio import Studio
 from tests.conftest import REPO
 from tests.studio_workspace import PASSWORD, build_workspace

@@ -14,9 +14,9 @@ from sqlmodel import Session
 from db import create_db_engine, init_db
 from db.enums import Role
 from db.models import StudioSession
-from relabel.annotations import add_user
+from relabel.decisions.annotations import add_user
 from relabel.review.sessions import IDLE_S, REMEMBER_S, TOUCH_S, DbSessions, cookie_id, token_hash
-from relabel.users import set_active
+from relabel.review.users import set_active
 
 PASSWORD = "correct horse battery"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from relabel.errors import ConflictError, StaleCardError
+from relabel.common.errors import ConflictError, StaleCardError
 from relabel.review.tokens import CardTokens
 
 ALICE, BOB = 1, 2

@@ -19,7 +19,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
 from db.models import Image, ModelRun, Prediction
-from relabel.errors import RelabelError
+from relabel.common.errors import RelabelError
 from relabel.ingest import ingest_dataset, plan_ingest
 from relabel.suggest.adapters.openai_api import OpenAIChatAdapter
 from relabel.suggest.batch_api import BatchProgress, run_batch_suggestions

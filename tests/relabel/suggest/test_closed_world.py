@@ -10,7 +10,7 @@ from sqlalchemy import select
 from sqlmodel import Session
 
 from db.models import ModelRun
-from relabel.errors import InputError
+from relabel.common.errors import InputError
 from relabel.ingest import ingest_dataset, plan_ingest
 from relabel.suggest.protocols import ProtocolContext, get_protocol, listed_key
 from relabel.suggest.runner import SuggestJob, run_suggestions

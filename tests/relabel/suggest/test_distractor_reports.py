@@ -8,16 +8,16 @@ from pathlib import Path
 import pytest
 
 from relabel.cli import render
-from relabel.errors import NotFoundError
+from relabel.common.errors import NotFoundError
+from relabel.common.vocabulary import load_builtin
 from relabel.evaluation import evaluate, text
 from relabel.evaluation.report import write_robustness_report
 from relabel.evaluation.robustness import run_robustness
-from relabel.stats import workspace_stats
+from relabel.review.stats import workspace_stats
 from relabel.suggest.distractor_sources import DEFAULT_HARD, SourceInputs, build_distractors
 from relabel.suggest.protocols import LETTERS, ProtocolContext, get_protocol
 from relabel.suggest.runner import SuggestJob, run_suggestions
 from relabel.suggest.types import ChatRequest
-from relabel.vocabulary import load_builtin
 from tests import evaluation_workspace as ws
 from tests.fakes import ScriptedChatModel
 

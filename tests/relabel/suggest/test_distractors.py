@@ -11,7 +11,8 @@ from sqlalchemy import select
 from sqlmodel import Session
 
 from db.models import ModelRun
-from relabel.errors import InputError, NotFoundError
+from relabel.common.errors import InputError, NotFoundError
+from relabel.common.vocabulary import ClassInfo, Vocabulary
 from relabel.suggest.distractor_sources import (
     DEFAULT_HARD,
     DISTRACTOR_SOURCES,
@@ -33,7 +34,6 @@ from relabel.suggest.distractors import (
 from relabel.suggest.protocols import ProtocolContext, get_protocol, mc_options
 from relabel.suggest.runner import SuggestJob, run_suggestions
 from relabel.suggest.setup import SuggestSettings, build_job
-from relabel.vocabulary import ClassInfo, Vocabulary
 from tests import images
 from tests.conftest import shared
 from tests.fakes import ScriptedChatModel, ScriptedScorer, TrigramEncoder

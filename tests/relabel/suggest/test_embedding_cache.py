@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from relabel.errors import OutputError, RelabelError
-from relabel.progress import NullProgress
+from relabel.common.errors import OutputError, RelabelError
+from relabel.common.progress import NullProgress
 from relabel.suggest import embedding_cache
 from relabel.suggest.embedding_cache import (
     CACHE_ENV,

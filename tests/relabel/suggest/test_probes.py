@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from relabel.errors import InputError
+from relabel.common.errors import InputError
 from relabel.suggest.distractors import DistractorSource, Neighbours
 from relabel.suggest.probes import (
     PresenceProbes,

@@ -12,7 +12,7 @@ from sqlalchemy import select
 from sqlmodel import Session
 
 from db.models import Image, ModelRun, Prediction
-from relabel.errors import ConflictError, InputError
+from relabel.common.errors import ConflictError, InputError
 from relabel.suggest.class_texts import normalize_answer
 from relabel.suggest.distractors import DistractorSource, confusion_from_predictions, load_confusion
 from relabel.suggest.protocols import ProtocolContext, get_protocol, mc_options, parse_choice, split_lines

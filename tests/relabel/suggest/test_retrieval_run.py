@@ -19,7 +19,7 @@ from db import create_db_engine, init_db
 from db.enums import Verdict
 from db.models import ModelRun
 from relabel.cli import main
-from relabel.snapshots import create_snapshot
+from relabel.snapshots.freeze import create_snapshot
 from relabel.suggest import retrieval_run
 from relabel.suggest.adapters.clip import ZeroShotAdapter
 from relabel.suggest.retrieval_store import load_embeddings
@@ -105,7 +105,7 @@ def test_embeds_the_photos_and_the_class_queries_with_the_model_itself(workspace
     letters = ws.letter_ids(engine)
     engine.dispose()
     by_id = {v: k for k, v in letters.items()}
-    from relabel.imaging import load_rgb
+    from relabel.common.imaging import load_rgb
 
     photos = [load_rgb(workspace.parent / "photos" / next(f for f in ws.FILES if f"_{by_id[i]}" in f)) for i in ids]
     np.testing.assert_allclose(images, adapter.encode_images(photos), atol=1e-5)

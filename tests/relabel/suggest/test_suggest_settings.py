@@ -13,7 +13,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from db.models import Prediction, ResponseCacheEntry
-from relabel.errors import InputError
+from relabel.common.errors import InputError
 from relabel.ingest import ingest_dataset, plan_ingest
 from relabel.suggest import setup
 from relabel.suggest.adapters.openai_api import OpenAIChatAdapter

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from relabel.common.vocabulary import ClassInfo, UnknownClassError, Vocabulary
 from relabel.suggest.class_texts import class_descriptors, class_names, normalize_answer
 from relabel.suggest.lexical import Bm25Index, name_key, stem
 from relabel.suggest.phrases import core_phrase, head_phrase, object_phrase
@@ -19,7 +20,6 @@ from relabel.suggest.textmap import (
     WEIGHTS_WITHOUT_DESCRIPTORS,
     ClassNameIndex,
 )
-from relabel.vocabulary import ClassInfo, UnknownClassError, Vocabulary
 from tests.conftest import REPO
 from tests.fakes import TrigramEncoder
 

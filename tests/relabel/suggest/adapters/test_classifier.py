@@ -12,13 +12,13 @@ import pytest
 import torch
 from PIL import Image, ImageFilter
 
-from relabel.errors import InputError, RelabelError
-from relabel.imaging import load_rgb
+from relabel.common.errors import InputError, RelabelError
+from relabel.common.imaging import load_rgb
+from relabel.common.vocabulary import load_builtin
 from relabel.suggest.adapters import load_adapter
 from relabel.suggest.adapters.classifier import EfficientNetLite0Adapter, HFClassifierAdapter
 from relabel.suggest.adapters.local_models import BatchedImageScorer, pick_device, resize_and_crop
 from relabel.suggest.types import ImageRef, ScoringAdapter
-from relabel.vocabulary import load_builtin
 from tests.conftest import shared
 from tests.images import cmyk_jpeg, exif_rotated_jpeg, html_named_jpeg, photo, png_16bit, truncated_jpeg
 from tests.tiny_models import imagenet_id2label, save_tiny_vit

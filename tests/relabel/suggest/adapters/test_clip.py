@@ -10,7 +10,7 @@ import pytest
 import torch
 from PIL import Image
 
-from relabel.errors import InputError
+from relabel.common.errors import InputError
 from relabel.suggest.adapters import load_adapter
 from relabel.suggest.adapters.clip import ZeroShotAdapter, check_templates, load_templates
 from relabel.suggest.types import ImageRef, ScoringAdapter

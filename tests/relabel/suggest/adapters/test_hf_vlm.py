@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from relabel.errors import InputError, RelabelError
+from relabel.common.errors import InputError, RelabelError
 from relabel.suggest.adapters import load_adapter
 from relabel.suggest.adapters.hf_vlm import HFVisionLanguageAdapter, chat_messages, fit_within
 from relabel.suggest.types import ChatRequest, GenerativeAdapter, ImageRef

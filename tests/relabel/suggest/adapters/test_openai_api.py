@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from relabel.errors import InputError, RelabelError
+from relabel.common.errors import InputError, RelabelError
 from relabel.suggest.adapters import load_adapter
 from relabel.suggest.adapters.openai_api import OpenAIChatAdapter
 from relabel.suggest.cache import DbResponseCache, MemoryResponseCache
