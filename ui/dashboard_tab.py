@@ -230,8 +230,7 @@ TRUST_HEADERS = [
 
 def trust_values(ws: WorkspaceContext, user: str) -> tuple[str, list[list[Any]]]:
     """Suggestion trust (`relabel.review.suggestion_trust`) as a line and table rows; leads only. Run, model and
-    protocol
-    names are cells of text, never markup."""
+    protocol names are cells of text, never markup."""
     from relabel.review.suggestion_trust import share_text, suggestion_trust
 
     ws.require_lead(user)

@@ -57,10 +57,9 @@ def create_snapshot(
 ) -> str:
     """A lead freezes a snapshot: `consensus` a name of `relabel.votes.posteriors.consensus_choices` (None: the studio's
     `relabel.decisions.rules.DEFAULT_RULE`); a vote-based one aggregates every vote source with the studio's decisions,
-    at
-    `threshold` (None: 0.9, calibrated 0.75), its posteriors first calibrated against `calibrate` (a label source
-    or "adjudications"; None or `NOT_CALIBRATED`: not) with the original rule off, as `relabel snapshot create
-    --calibrate` does. Returns the one-line result, with the calibration as the command prints it."""
+    at `threshold` (None: 0.9, calibrated 0.75), its posteriors first calibrated against `calibrate` (a label source or
+    "adjudications"; None or `NOT_CALIBRATED`: not) with the original rule off, as `relabel snapshot create --calibrate`
+    does. Returns the one-line result, with the calibration as the command prints it."""
     from relabel.decisions.rules import DEFAULT_RULE
     from relabel.snapshots.freeze import DEFAULT_UNDECIDED, consensus_defaults
     from relabel.snapshots.freeze import create_snapshot as create

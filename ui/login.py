@@ -1,18 +1,17 @@
 """Sign-in for the studio: Gradio's `/login` route calls `LoginGuard.login` with the typed name and password.
 
 A failed sign-in counts against the typed name and against the address it came from: in the database
-(`relabel.review.sign_in_throttle.DbSignInThrottle`, what `relabel serve` uses), so every studio process on one
-database shares the counts and a lockout outlives a restart, or in this process (`LoginThrottle`). After
-FREE_PER_USER failures for a name (FREE_PER_ADDRESS from an address) it is locked out, for LOCK_S seconds and then
-twice as long after each further failure (up to MAX_LOCK_S); a locked-out attempt is refused without hashing the
-password, even when it is the right one, with the wait in the message and a Retry-After header. It is answered
-400, like a wrong password: Gradio's login page shows "incorrect credentials" for a 400 and nothing at all for any
-other refusal, and the page's sign-in message states the lockout rule (`ui.app.AUTH_MESSAGE`). Unknown names count
-the same as real ones, and the password check does the same scrypt work for them
-(`relabel.decisions.annotations.verify_password`), so neither the answer nor its timing tells which names exist. The
-address
-is the one the request comes from; `X-Forwarded-For` replaces it only for a proxy named with `relabel serve
---trusted-proxy` (`ui.security`), so a client that rotates the header still counts as one address.
+(`relabel.review.sign_in_throttle.DbSignInThrottle`, what `relabel serve` uses), so every studio process on one database
+shares the counts and a lockout outlives a restart, or in this process (`LoginThrottle`). After FREE_PER_USER failures
+for a name (FREE_PER_ADDRESS from an address) it is locked out, for LOCK_S seconds and then twice as long after each
+further failure (up to MAX_LOCK_S); a locked-out attempt is refused without hashing the password, even when it is the
+right one, with the wait in the message and a Retry-After header. It is answered 400, like a wrong password: Gradio's
+login page shows "incorrect credentials" for a 400 and nothing at all for any other refusal, and the page's sign-in
+message states the lockout rule (`ui.app.AUTH_MESSAGE`). Unknown names count the same as real ones, and the password
+check does the same scrypt work for them (`relabel.decisions.annotations.verify_password`), so neither the answer nor
+its timing tells which names exist. The address is the one the request comes from; `X-Forwarded-For` replaces it only
+for a proxy named with `relabel serve --trusted-proxy` (`ui.security`), so a client that rotates the header still counts
+as one address.
 
 Gradio's `/login` is an `async` route that calls a plain `auth` function on its event loop, where one scrypt hash
 (~50 ms) stalls every other request; `login` is a coroutine, so Gradio awaits it, and the throttle's check and the

@@ -1,10 +1,9 @@
 """Folders written whole or not at all: filled under a temporary name beside the target, then renamed into place.
 
 The folder counterpart of `relabel.common.atomic.write_atomic`, for outputs that are a directory of files (a Hugging
-Face
-`save_to_disk` dataset). A reader never sees a half-filled folder under the target's name, and a failed write
-leaves the target as it was. A target that exists must be an empty folder, or, with `replace`, a folder holding
-a previous output of the same kind (it has the `marker` file): a mistyped `--out ~ --force` never deletes a home
+Face `save_to_disk` dataset). A reader never sees a half-filled folder under the target's name, and a failed write
+leaves the target as it was. A target that exists must be an empty folder, or, with `replace`, a folder holding a
+previous output of the same kind (it has the `marker` file): a mistyped `--out ~ --force` never deletes a home
 directory. A symbolic link or a file at the target is refused, as `relabel.common.atomic` refuses them.
 """
 

@@ -1,12 +1,11 @@
 """Import annotators' decisions made in another tool, as if they had been made in the studio.
 
 Every row goes through the studio's own decision check and write (`relabel.decisions.annotations.insert_decision`: the
-user
-exists and may decide, the image is in the dataset, the classes are in its vocabulary, a label set is not empty,
+user exists and may decide, the image is in the dataset, the classes are in its vocabulary, a label set is not empty,
 the note is storable), all rows in one transaction: a bad row is one error naming its line, and nothing is stored.
-Before that, each row's image, classes and user are looked up, and a second decision on one image by one user in
-the same file is refused. Each row's decision carries a token made from the file and the row, so importing the same
-file again stores nothing twice.
+Before that, each row's image, classes and user are looked up, and a second decision on one image by one user in the
+same file is refused. Each row's decision carries a token made from the file and the row, so importing the same file
+again stores nothing twice.
 """
 
 from __future__ import annotations

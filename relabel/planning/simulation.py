@@ -11,14 +11,13 @@ top-1. `simulate` replays a review of it:
   whole crowd would say about it);
 * **after every `step` reviews** the consensus is rebuilt from the revealed answers (Dawid-Skene by default,
   `relabel.votes.aggregation`; EM starts from the last step's posteriors and stops after `refit_iter` iterations, since
-  one
-  answer per pair leaves it creeping for thousands of iterations: on ReaL's raters the warm refits measure as the cold
-  ones did and take 0.7 s instead of 4.4 s on 49,778 images; `warm=False`: cold fits. A warm start stays in the basin of
-  the last fit, so where one answer per pair leaves the fit label-switched (a pool whose workers are all alike), the
-  cold and warm refits can part), decided as a snapshot decides (`relabel.votes.posteriors`: accepted at `threshold`, an
-  original class at `keep_original`; an uncertain image exports its best estimate, the classes at posterior ≥ 0.5) and
-  measured: agreement with the reference on the items (pairs) and on whole rated label sets, and each run's top-1
-  against the exported labels with the 95 % half-width of that top-1 from label uncertainty alone
+  one answer per pair leaves it creeping for thousands of iterations: on ReaL's raters the warm refits measure as the
+  cold ones did and take 0.7 s instead of 4.4 s on 49,778 images; `warm=False`: cold fits. A warm start stays in the
+  basin of the last fit, so where one answer per pair leaves the fit label-switched (a pool whose workers are all
+  alike), the cold and warm refits can part), decided as a snapshot decides (`relabel.votes.posteriors`: accepted at
+  `threshold`, an original class at `keep_original`; an uncertain image exports its best estimate, the classes at
+  posterior ≥ 0.5) and measured: agreement with the reference on the items (pairs) and on whole rated label sets, and
+  each run's top-1 against the exported labels with the 95 % half-width of that top-1 from label uncertainty alone
   (`relabel.review.active.score_variance`). One `Step` at 0 reviews and one after every `step`.
 
 Orders (`ORDERS`), each picking the next `step` images that are not reviewed yet:

@@ -119,23 +119,19 @@ def create_snapshot(
 
     `consensus` a rule of `relabel.decisions.rules.RULES` (the default ``unanimous``): the decision and category that
     `relabel.decisions.rules` settles on (that rule with `min_votes`), else the base source's labels under the
-    `undecided`
-    policy, category U. A name of `relabel.votes.aggregation.METHODS` aggregates the dataset's votes
+    `undecided` policy, category U. A name of `relabel.votes.aggregation.METHODS` aggregates the dataset's votes
     (`relabel.votes.table.collect_votes`: the imported `vote_sources`, None all, the studio's decisions when
-    `studio_votes`,
-    the run `with_model` as one more worker): a lead's adjudication still settles an image outright; a voted image takes
-    the classes whose posterior reaches `threshold` (`keep_original` for a class of its ImGT labels, None: `threshold`
-    too; see `relabel.votes.posteriors`), is U with origin "uncertain" when a pair is neither accepted nor confidently
-    absent
-    (posterior above 1 - threshold; `relabel.votes.aggregation.uncertain`) and then takes its best estimate (the
-    classes at
-    posterior >= 0.5, an original class at >= `keep_original`; the `undecided` policy "exclude" gives it none), Z when
-    every pair is confidently absent; images without votes follow the default rule. With `calibrate` (a label source, or
-    "adjudications") the posteriors are first calibrated against it (`relabel.votes.fit.calibrate_posteriors`);
-    with `reference`, how many voted images the votes settle and how often those agree with it, at `threshold` and along
-    a curve (`relabel.votes.risk_coverage`), are recorded. The posteriors of the voted images are stored per (image,
-    class) in
-    `snapshot_posteriors`; an adjudicated image stores none (an adjudication is certain).
+    `studio_votes`, the run `with_model` as one more worker): a lead's adjudication still settles an image outright; a
+    voted image takes the classes whose posterior reaches `threshold` (`keep_original` for a class of its ImGT labels,
+    None: `threshold` too; see `relabel.votes.posteriors`), is U with origin "uncertain" when a pair is neither accepted
+    nor confidently absent (posterior above 1 - threshold; `relabel.votes.aggregation.uncertain`) and then takes its
+    best estimate (the classes at posterior >= 0.5, an original class at >= `keep_original`; the `undecided` policy
+    "exclude" gives it none), Z when every pair is confidently absent; images without votes follow the default rule.
+    With `calibrate` (a label source, or "adjudications") the posteriors are first calibrated against it
+    (`relabel.votes.fit.calibrate_posteriors`); with `reference`, how many voted images the votes settle and how often
+    those agree with it, at `threshold` and along a curve (`relabel.votes.risk_coverage`), are recorded. The posteriors
+    of the voted images are stored per (image, class) in `snapshot_posteriors`; an adjudicated image stores none (an
+    adjudication is certain).
     """
     sources = None if vote_sources is None else tuple(vote_sources)
     request = ConsensusRequest(

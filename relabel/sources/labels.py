@@ -1,10 +1,9 @@
 """Label sources: import the labels of earlier relabeling efforts (priors) next to the original ImGT labels.
 
 Each import format is an entry of `SOURCE_FORMATS` (`relabel.common.import_formats.ImportFormat`: a reader and a
-summary)
-whose reader yields `LabelRow`s keyed by image file name; `import_source` validates every row against the dataset
-(known images, classes in range, stated original labels equal to ImGT; see `relabel.sources.rows`) and writes all or
-nothing.
+summary) whose reader yields `LabelRow`s keyed by image file name; `import_source` validates every row against the
+dataset (known images, classes in range, stated original labels equal to ImGT; see `relabel.sources.rows`) and writes
+all or nothing.
 
 Parsers are strict, because a wrong label set is worse than a refused file (an empty set excludes the image): a
 row cut short, an unknown or missing column, a list that does not parse whole, an id that is not an integer, a

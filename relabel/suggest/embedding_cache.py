@@ -7,12 +7,11 @@ share the texts they have in common. Nothing is shipped with the package: the fi
 it lacks (the built-in vocabulary's ~32,000 class texts with MiniLM: minutes of CPU, 407 CPU s once measured on two
 busy cores, with a progress bar on a terminal) and keeps it; later runs read it back in under a second of CPU.
 
-Where: `CACHE/text-embeddings/ENCODER/`, CACHE being the workspace's cache folder when a workspace is at hand, else
-the user's (`user_cache_dir`: `$RELABEL_CACHE`, else `$XDG_CACHE_HOME/relabel`, else `~/.cache/relabel`). An
-encoder's folder holds shard files `DIGEST.npz` (`keys`: (n,) the texts' hashes; `vectors`: (n, D) float16), each
-written whole (`relabel.common.atomic`) and named by its keys: two runs embedding at once never mix bytes, and a run
-that
-is interrupted keeps the parts it finished. A folder of more than `MAX_SHARDS` shards is merged into one.
+Where: `CACHE/text-embeddings/ENCODER/`, CACHE being the workspace's cache folder when a workspace is at hand, else the
+user's (`user_cache_dir`: `$RELABEL_CACHE`, else `$XDG_CACHE_HOME/relabel`, else `~/.cache/relabel`). An encoder's
+folder holds shard files `DIGEST.npz` (`keys`: (n,) the texts' hashes; `vectors`: (n, D) float16), each written whole
+(`relabel.common.atomic`) and named by its keys: two runs embedding at once never mix bytes, and a run that is
+interrupted keeps the parts it finished. A folder of more than `MAX_SHARDS` shards is merged into one.
 
 Rows are stored as float16 and always returned as the stored values (float32, L2-normalised again), whether they
 were embedded a moment ago or read back, so a first run and a later one score alike.

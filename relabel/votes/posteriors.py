@@ -1,8 +1,7 @@
 """What a vote-based consensus says about each image: its label set, whether it stays uncertain, its posteriors.
 
 Pure: reads the items of a `relabel.votes.table.VoteTable` and the `relabel.votes.aggregation.Aggregate` fitted on them
-(no
-database). A snapshot (`relabel.snapshots.freeze.create_snapshot`) turns each `VotedImage` into a label set and a
+(no database). A snapshot (`relabel.snapshots.freeze.create_snapshot`) turns each `VotedImage` into a label set and a
 category:
 
 * an item (image, class) is *accepted* when `relabel.votes.aggregation.decide` accepts it (a posterior of at least the

@@ -1,12 +1,11 @@
 """ReaL's `real_raters.npz` read for its votes: the positions and values of the answer tensor's non-zero entries.
 
-The tensor (85 raters x 184,962 pairs x 3 answers, float64) inflates to 377 MB, of which 2 % is not zero. It is
-inflated a few raters at a time and only its non-zero entries are kept, so the 377 MB are never held at once
-(reading it whole was 1.5 of the import's CPU seconds, this read about 0.8). Anything unusual about the archive (a
-member missing or too large, a header numpy would refuse, Fortran order, a shape other than raters x pairs x 3, a
-cut or corrupted member) leaves the file to `relabel.common.arrays.read_npz`, which reads it whole and names the
-problem:
-the checks and their messages are read_npz's own.
+The tensor (85 raters x 184,962 pairs x 3 answers, float64) inflates to 377 MB, of which 2 % is not zero. It is inflated
+a few raters at a time and only its non-zero entries are kept, so the 377 MB are never held at once (reading it whole
+was 1.5 of the import's CPU seconds, this read about 0.8). Anything unusual about the archive (a member missing or too
+large, a header numpy would refuse, Fortran order, a shape other than raters x pairs x 3, a cut or corrupted member)
+leaves the file to `relabel.common.arrays.read_npz`, which reads it whole and names the problem: the checks and their
+messages are read_npz's own.
 """
 
 from __future__ import annotations

@@ -2,12 +2,11 @@
 settled image's label set agrees with a reference the user names. Pure numpy.
 
 An image is *settled* when none of its voted pairs is uncertain (`relabel.votes.aggregation.uncertain`, the rule a
-snapshot
-applies); it then takes the classes `relabel.votes.aggregation.decide` accepts. A settled image *agrees* with the
-reference
-when every voted pair does: the class is accepted exactly when the reference holds it. Raising the threshold settles
-fewer images (coverage falls) and, with calibrated posteriors, more of them agree (risk falls); the curve shows the
-trade. A reference that also calibrated the posteriors is no independent check: the figures are then in-sample.
+snapshot applies); it then takes the classes `relabel.votes.aggregation.decide` accepts. A settled image *agrees* with
+the reference when every voted pair does: the class is accepted exactly when the reference holds it. Raising the
+threshold settles fewer images (coverage falls) and, with calibrated posteriors, more of them agree (risk falls); the
+curve shows the trade. A reference that also calibrated the posteriors is no independent check: the figures are then
+in-sample.
 """
 
 from __future__ import annotations

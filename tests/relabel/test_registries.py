@@ -3,26 +3,28 @@ registries alone appear in the CLI's choices and help and in the studio, an adap
 from its entry, and a consensus rule or a vote aggregation method is offered by the studio (their CLI runs are in
 tests/relabel/snapshots/test_snapshots_consensus.py).
 
-Files a developer touches for each of the seven extensions (counted on this code, by what the tests add):
+Files a developer touches for each of the nine extensions (counted on this code, by what the tests add; the
+README's tables are regenerated from the registries by `python scripts/readme_tables.py --write`):
 
 | change                   | files | where                                                                        |
 |--------------------------|-------|------------------------------------------------------------------------------|
-| a new protocol           | 2     | relabel/suggest/protocols.py (the Protocol subclass: name, summary,         |
+| a new protocol           | 2     | relabel/suggest/protocols.py (the Protocol subclass: name, summary,          |
 |                          |       | generative, needs_reference; its PROTOCOLS entry) and its prompt file in     |
 |                          |       | relabel/resources/prompts/ (a scoring protocol needs none: 1)                |
-| a new export format      | 1     | relabel/exports/formats.py (a renderer returning str, or bytes for a binary
-format,  |
-|                          |       | and its ExportFormat entry: suffix, summary, binary)                         |
-| a new review-card flag   | 1     | relabel/decisions/card_flags.py (a CardFlag: stored name, key, label)
-    |
+| a new export format      | 1     | relabel/exports/formats.py (a renderer returning str, or bytes for a binary  |
+|                          |       | format, and its ExportFormat entry: suffix, summary, binary)                 |
+| a new review-card flag   | 1     | relabel/decisions/card_flags.py (a CardFlag: stored name, key, label)        |
 | a new model-adapter kind | 2     | its module in relabel/suggest/adapters/ and its AdapterKind entry in         |
 |                          |       | relabel/suggest/adapters/__init__.py (ranks top-k, reads text, remote)       |
 | a new ingest layout      | 1     | relabel/ingest/layouts.py (the Layout function and its LAYOUTS entry)        |
-| a new consensus rule     | 1     | relabel/decisions/rules.py (a ConsensusRule: name, description, agree)
-|
-| a new aggregation method | 1     | relabel/votes/aggregation.py (its fit and its Method entry: name, summary,
-|
+| a new consensus rule     | 1     | relabel/decisions/rules.py (a ConsensusRule: name, description, agree)       |
+| a new aggregation method | 1     | relabel/votes/aggregation.py (its fit and its Method entry: name, summary,   |
 |                          |       | probabilistic)                                                               |
+| a new import format      | 1     | the import's registry (SOURCE_FORMATS, PREDICTION_FORMATS, VOTE_FORMATS,     |
+|                          |       | DECISION_FORMATS): a reader and its ImportFormat entry                       |
+|                          |       | (tests/relabel/common/test_import_formats.py)                                |
+| a new reliability part   | 1     | evaluator/reliability_parts.py (register_part: name, symbol, help, interval, |
+|                          |       | value; tests/relabel/evaluation/test_reliability_parts.py)                   |
 """
 
 from __future__ import annotations
