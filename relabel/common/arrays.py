@@ -10,24 +10,35 @@ and checked against MAX_NPZ_BYTES before anything is inflated. Python's zipfile 
 its directory entry states (a member that claims less than it holds fails its CRC check), so the caps bound both the
 memory and the time a file can cost. The largest file the product reads, ReaL's published `real_raters.npz` (85
 raters x 184,962 pairs x 3), is 2.5 MB on disk and 0.42 GB inflated.
+
+Members are inflated by zlib-ng (`open_member`), with zipfile's limits and checks: ReaL's 377 MB tensor, 98 % zeros,
+inflates and passes its CRC in 0.1 CPU s, against 1.2 s through Python's zlib.
 """
 
 from __future__ import annotations
 
+import io
 import math
+import struct
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, cast
 
 import numpy as np
 from numpy.lib import format as npy
+from zlib_ng import zlib_ng
 
 from relabel.common.errors import InputError, brief
 
 MAX_ARRAY_BYTES = 1 << 30  # one array, in memory (1 GiB)
 MAX_NPZ_BYTES = 1 << 30  # all members an .npz read inflates to, together (1 GiB)
 MAX_HEADER_BYTES = 10_000  # numpy's own default bound on an .npy header
+READ_BYTES = 1 << 20  # compressed bytes read from the file at a time
+LOCAL_HEADER = struct.Struct("<4s2xH18xHH")  # a zip member's local header: signature, flags, name and extra sizes
+# zlib-ng's error class (its stub declares an instance, hence the cast)
+INFLATE_ERROR = cast(type[Exception], zlib_ng.error)
+UNREAD_FLAGS = 0x1 | 0x20 | 0x40  # encrypted, patched or strongly encrypted members: `zipfile` says why not
 
 
 def check_npy_header(f: IO[bytes], where: str, available: int, max_bytes: int = MAX_ARRAY_BYTES) -> int:
@@ -99,15 +110,94 @@ def read_npz(path: Path, names: Sequence[str], *, what: str, max_bytes: int = MA
                     f"on disk); at most {size_text(max_bytes)} is read"
                 )
             for n in names:
-                with z.open(members[n]) as f:
+                with open_member(z, members[n]) as f:
                     check_npy_header(f, f"{path} member {n}", members[n].file_size, max_bytes)
             arrays = {}
             for n in names:
-                with z.open(members[n]) as f:
+                with open_member(z, members[n]) as f:
                     arrays[n] = npy.read_array(f, allow_pickle=False, max_header_size=MAX_HEADER_BYTES)
             return arrays
     except (OSError, ValueError, EOFError, zipfile.BadZipFile, NotImplementedError) as exc:
         raise InputError(f"{path}: not a readable .npz archive ({brief(str(exc), 120)})") from None
+
+
+def open_member(z: zipfile.ZipFile, member: zipfile.ZipInfo) -> IO[bytes]:
+    """`member` of the archive `z` as a stream of its inflated bytes, inflated by zlib-ng when it is deflated (or
+    read as it is when stored): as `z.open(member)` reads it, never past the size the directory states, its CRC
+    checked once that size is read. Other compressions, and encryption, are left to `z.open`. A damaged member raises
+    zipfile.BadZipFile; one whose data ends early reads short (b"" from there on)."""
+    if member.compress_type not in (zipfile.ZIP_DEFLATED, zipfile.ZIP_STORED) or member.flag_bits & UNREAD_FLAGS:
+        return z.open(member)
+    if z.filename is None:
+        raise NotImplementedError("an archive opened from a stream, not a file")
+    return _Inflating(Path(z.filename), member)  # type: ignore[return-value]  # a BufferedIOBase reads as IO[bytes]
+
+
+class _Inflating(io.BufferedIOBase):
+    """The stream of `open_member`: the member's data from its local header on, inflated as it is read."""
+
+    def __init__(self, path: Path, member: zipfile.ZipInfo) -> None:
+        self._file = path.open("rb")
+        self.name = member.filename
+        self._size, self._left, self._raw_left = member.file_size, member.file_size, member.compress_size
+        self._crc, self._expected_crc = 0, member.CRC
+        self._inflater = zlib_ng.decompressobj(-15) if member.compress_type == zipfile.ZIP_DEFLATED else None
+        try:
+            self._skip_local_header(member)
+        except BaseException:
+            self._file.close()
+            raise
+
+    def _skip_local_header(self, member: zipfile.ZipInfo) -> None:
+        self._file.seek(member.header_offset)
+        header = self._file.read(LOCAL_HEADER.size)
+        if len(header) != LOCAL_HEADER.size or header[:4] != b"PK\x03\x04":
+            raise zipfile.BadZipFile("Bad magic number for file header")
+        _, flags, name_size, extra_size = LOCAL_HEADER.unpack(header)
+        name = self._file.read(name_size).decode("utf-8" if flags & 0x800 else "cp437")
+        if name != member.orig_filename:
+            raise zipfile.BadZipFile(f"File name in directory {member.orig_filename!r} and header {name!r} differ.")
+        self._file.seek(extra_size, io.SEEK_CUR)
+
+    def readable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._size - self._left
+
+    def read(self, size: int | None = -1) -> bytes:
+        """The next `size` bytes (all that are left when `size` is negative or None); fewer only at the end."""
+        want = self._left if size is None or size < 0 else min(size, self._left)
+        parts = []
+        while want > 0 and (part := self._next(want)):
+            parts.append(part)
+            want -= len(part)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    read1 = read
+
+    def _next(self, size: int) -> bytes:
+        """Up to `size` (> 0) more inflated bytes; b"" where the data ends."""
+        out = b""
+        while not out:
+            tail = self._inflater.unconsumed_tail if self._inflater is not None else b""
+            raw = tail or self._file.read(min(size if self._inflater is None else READ_BYTES, self._raw_left))
+            self._raw_left -= 0 if tail else len(raw)
+            try:
+                out = raw if self._inflater is None else self._inflater.decompress(raw, size)
+            except INFLATE_ERROR as exc:
+                raise zipfile.BadZipFile(f"damaged data in {self.name!r} ({exc})") from None
+            if not out and not raw and (self._inflater is None or not self._inflater.unconsumed_tail):
+                return b""  # the data ends before the stated size
+        self._left -= len(out)
+        self._crc = zlib_ng.crc32(out, self._crc)
+        if self._left == 0 and self._crc != self._expected_crc:
+            raise zipfile.BadZipFile(f"Bad CRC-32 for file {self.name!r}")
+        return out
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
 
 
 def load_array(path: Path) -> np.ndarray:

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from numpy.lib import format as npy
 
-from relabel.common.arrays import MAX_NPZ_BYTES, load_array, read_npz
+from relabel.common.arrays import MAX_NPZ_BYTES, load_array, open_member, read_npz
 from relabel.common.errors import InputError
 from relabel.common.vocabulary import load_builtin
 from relabel.votes.formats import parse_real_raters
@@ -145,3 +145,42 @@ def test_a_well_formed_archive_reads_as_np_load_reads_it(tmp_path: Path) -> None
     assert arrays["tensor"].flags.writeable
     with zipfile.ZipFile(tmp_path / "r.npz") as z:
         assert sorted(z.namelist()) == ["ids.npy", "info.npy", "tensor.npy"]
+
+
+def test_open_member_reads_what_zipfile_reads_in_any_size_of_read(tmp_path: Path) -> None:
+    """Deflated and stored members read through zlib-ng give zipfile's bytes whatever the sizes asked for."""
+    data = np.random.default_rng(0).integers(0, 3, 100_000, dtype=np.uint8).tobytes() + bytes(300_000)
+    path = tmp_path / "m.zip"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("d.npy", data, compress_type=zipfile.ZIP_DEFLATED)
+        z.writestr("s.npy", data, compress_type=zipfile.ZIP_STORED)
+        z.writestr("e.npy", b"", compress_type=zipfile.ZIP_DEFLATED)
+    with zipfile.ZipFile(path) as z:
+        for name in ("d.npy", "s.npy"):
+            for size in (1, 7, 4096, 1 << 20):
+                with open_member(z, z.getinfo(name)) as f:
+                    parts = [f.read(size) for _ in range(len(data) // size + 2)]
+                    assert b"".join(parts) == data and f.tell() == len(data) and f.read() == b""
+                    assert all(len(p) == size for p in parts[: len(data) // size])  # whole reads
+            with open_member(z, z.getinfo(name)) as f:
+                assert f.read(10) == data[:10] and f.tell() == 10 and f.read() == data[10:]
+        with open_member(z, z.getinfo("e.npy")) as f:
+            assert f.read() == b""
+
+
+def test_a_member_whose_crc_or_data_is_wrong_is_one_line(tmp_path: Path) -> None:
+    data = npy_header((1, 1, 3)) + np.array([0.0, 0.0, 1.0]).tobytes()
+    members = [(f"{n}.npy", deflated(b), len(b), zlib.crc32(b)) for n, b in small_members().items()]
+    (tmp_path / "crc.npz").write_bytes(raw_zip([("tensor.npy", deflated(data), len(data), 7), *members]))
+    with zipfile.ZipFile(tmp_path / "crc.npz") as z, open_member(z, z.getinfo("tensor.npy")) as f:
+        assert f.read(len(data) - 1) == data[:-1]  # the CRC is checked once the last byte is read
+        with pytest.raises(zipfile.BadZipFile, match="Bad CRC-32 for file 'tensor.npy'"):
+            f.read()
+    with pytest.raises(InputError, match=r"crc.npz: not a readable .npz archive \(.Bad CRC-32 for file"):
+        read_npz(tmp_path / "crc.npz", NAMES, what="a ReaL raters file")
+    damaged = b"\xff" * 8 + deflated(data)[8:]  # 0xff starts a reserved block type
+    (tmp_path / "bad.npz").write_bytes(raw_zip([("tensor.npy", damaged, len(data), zlib.crc32(data)), *members]))
+    with pytest.raises(InputError) as refused:
+        read_npz(tmp_path / "bad.npz", NAMES, what="a ReaL raters file")
+    assert "bad.npz: not a readable .npz archive (\"damaged data in 'tensor.npy' (Error -3" in str(refused.value)
+    assert len(str(refused.value).splitlines()) == 1
