@@ -29,6 +29,7 @@ from relabel.evaluation.cells import NA, num, pct
 from relabel.evaluation.report import write_robustness_report
 from relabel.evaluation.results import RobustnessResult
 from relabel.evaluation.robustness import parse_perturbations, parse_severities, run_robustness
+from relabel.evaluation.robustness_summary import build_robustness_summary
 from relabel.ingest import ingest_dataset, plan_ingest
 
 SECTION = "## Evaluation: robustness grid of EfficientNet-Lite0"
@@ -129,7 +130,7 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="relabel-bench-") as tmp:
         result, wall = run(args, Path(tmp))
         folder = args.report or Path(tmp) / "report"
-        files = write_robustness_report(result, folder)
+        files = write_robustness_report(build_robustness_summary(result), folder)
         print(f"report: {files.markdown}", file=sys.stderr)
     section = report(args, machine, result, wall, args.report)
     print(section)

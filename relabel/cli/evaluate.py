@@ -119,9 +119,13 @@ def evaluate(
 
         report = write_report(ev, out or default_report_dir(settings.workspace)).markdown
     if protocol_analysis:
-        from relabel.evaluation.protocol_analysis_text import report_protocol_analysis
+        from relabel.evaluation.protocol_analysis import analyze_protocols
+        from relabel.evaluation.protocol_analysis_text import add_protocol_section, render_protocol_analysis
 
-        click.echo(report_protocol_analysis(settings.engine, ev, report, n_boot=boot, seed=seed))
+        analysis = analyze_protocols(settings.engine, ev, n_boot=boot, seed=seed)
+        if report is not None:
+            add_protocol_section(analysis, report)
+        click.echo(render_protocol_analysis(analysis))
     if report is not None:
         click.echo(f"report: {report}")
 
@@ -200,6 +204,7 @@ def robustness(
     from relabel.evaluation import text
     from relabel.evaluation.report import default_report_dir, write_robustness_report
     from relabel.evaluation.robustness import model_options, parse_perturbations, parse_severities, run_robustness
+    from relabel.evaluation.robustness_summary import build_robustness_summary
 
     result = run_robustness(
         settings.engine,
@@ -217,10 +222,11 @@ def robustness(
         adapter_options=model_options(model_spec, device=device, batch_size=batch_size, base_url=base_url),
         show_progress=not quiet,
     )
-    click.echo(text.render_robustness(result))
+    summary = build_robustness_summary(result)  # RR's interval: one bootstrap for the text and the report
+    click.echo(text.render_robustness(summary))
     if not no_report:
         folder = out or default_report_dir(settings.workspace)
-        click.echo(f"report: {write_robustness_report(result, folder).markdown}")
+        click.echo(f"report: {write_robustness_report(summary, folder).markdown}")
 
 
 COMMANDS = [evaluate]

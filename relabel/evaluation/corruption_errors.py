@@ -10,6 +10,8 @@ against another reference.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from evaluator.corruption_error import CorruptionErrors, alexnet_baseline, corruption_errors
 from relabel.evaluation.cells import Table, pct
 from relabel.evaluation.reliability_intervals import Retention
@@ -42,7 +44,11 @@ def run_corruption_errors(result: RobustnessResult, reference: str) -> Corruptio
 
 def corruption_error_line(result: RobustnessResult, reference: str) -> str:
     """'mCE 76.70 %, relative mCE 105.21 %', or why there is none; '' for a run without ImageNet-C corruptions."""
-    ce = run_corruption_errors(result, reference)
+    return ce_line(run_corruption_errors(result, reference))
+
+
+def ce_line(ce: CorruptionErrors | None) -> str:
+    """`corruption_error_line` of finished corruption errors (None: a run without ImageNet-C corruptions)."""
     if ce is None:
         return ""
     if ce.mce is not None:
@@ -58,13 +64,17 @@ def corruption_error_line(result: RobustnessResult, reference: str) -> str:
 
 def corruption_error_table(result: RobustnessResult, reference: str) -> Table | None:
     """CE % and relative CE % per ImageNet-C corruption of the run (NA where a severity of 1-5 is missing)."""
-    ce = run_corruption_errors(result, reference)
+    return ce_table(run_corruption_errors(result, reference), result.perturbations)
+
+
+def ce_table(ce: CorruptionErrors | None, perturbations: Sequence[str]) -> Table | None:
+    """`corruption_error_table` of finished corruption errors of a run of `perturbations` (None: no CE)."""
     if ce is None:
         return None
     from evaluator.perturbations import BENCHMARK_CORRUPTIONS, PERTURBATIONS
 
     rows = []
-    for name in result.perturbations:
+    for name in perturbations:
         if name in BENCHMARK_CORRUPTIONS:
             key = PERTURBATIONS[name].imagenet_c_name
             rows.append([name, pct(ce.ce.get(key), 1), pct(ce.relative_ce.get(key), 1)])
@@ -73,14 +83,19 @@ def corruption_error_table(result: RobustnessResult, reference: str) -> Table | 
     return ["corruption", "CE %", "relative CE %"], rows
 
 
-def retention_and_ce_line(result: RobustnessResult, retention: Retention) -> str:
+def retention_and_ce_line(retention: Retention, ce: CorruptionErrors | None) -> str:
     """RR with its interval (`retention_line`), then mCE and relative mCE (or why not) for ImageNet-C runs; both
-    against `retention.reference`."""
-    ce = corruption_error_line(result, retention.reference)
-    return f"{retention_line(retention)}; {ce}" if ce else retention_line(retention)
+    against `retention.reference`, from finished numbers (`robustness_summary.ReferenceRobustness`)."""
+    line = ce_line(ce)
+    return f"{retention_line(retention)}; {line}" if line else retention_line(retention)
 
 
 def corruption_error_section(result: RobustnessResult, reference: str) -> tuple[str, str, Table] | None:
     """The CE table's title, what CE means (`CE_NOTE`) and the table; None for a run without ImageNet-C corruptions."""
-    table = corruption_error_table(result, reference)
+    return ce_section(run_corruption_errors(result, reference), result.perturbations)
+
+
+def ce_section(ce: CorruptionErrors | None, perturbations: Sequence[str]) -> tuple[str, str, Table] | None:
+    """`corruption_error_section` of finished corruption errors of a run of `perturbations`."""
+    table = ce_table(ce, perturbations)
     return None if table is None else (CE_TITLE, CE_NOTE, table)

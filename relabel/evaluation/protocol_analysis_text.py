@@ -10,15 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from sqlalchemy.engine import Engine
-
 from relabel.common.atomic import write_atomic
 from relabel.common.errors import InputError
 from relabel.evaluation import protocol_analysis_plots as plots
 from relabel.evaluation.cells import NA, Table, columns, pct, points, points_ci, span
-from relabel.evaluation.protocol_analysis import Ablation, ProtocolAnalysis, Rate, analyze_protocols
+from relabel.evaluation.protocol_analysis import Ablation, ProtocolAnalysis, Rate
 from relabel.evaluation.report import escape_md, md_table
-from relabel.evaluation.results import Evaluation
 
 TITLES = {
     "pairs": "protocols compared, after Kisel et al. (top-1 %; Δ = b − a in points on the images every compared run "
@@ -145,14 +142,3 @@ def add_protocol_section(a: ProtocolAnalysis, markdown: Path) -> list[Path]:
     body = markdown.read_text(encoding="utf-8").rstrip("\n")
     write_atomic(markdown, body + "\n\n" + protocol_markdown(a, {p.name for p in written}))
     return written
-
-
-def report_protocol_analysis(
-    engine: Engine, evaluation: Evaluation, markdown: Path | None, *, n_boot: int = 1000, seed: int = 0
-) -> str:
-    """`relabel evaluate --protocol-analysis`: the analysis of `evaluation` as text, its section added to the
-    report `markdown` when one was written."""
-    analysis = analyze_protocols(engine, evaluation, n_boot=n_boot, seed=seed)
-    if markdown is not None:
-        add_protocol_section(analysis, markdown)
-    return render_protocol_analysis(analysis)

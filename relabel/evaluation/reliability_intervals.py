@@ -15,8 +15,8 @@ Every part that is a sample of images is resampled, and every row of a task sees
 
 Which parts are resampled and which held fixed is read from the registry of parts
 (`evaluator.reliability_parts.RELIABILITY_PARTS`, each part's `interval`), as is how a row gives its value and its
-resamples. `retention_of` gives a robustness run's RR with its interval for the robustness report, computed here
-so that the text only prints it.
+resamples. `retention_of` gives a robustness run's RR with its interval for its text and report
+(`robustness_summary.build_robustness_summary`, before anything is rendered).
 
 Resample b of a row's overall score is Σ w_j · part_j[b] with each of its own parts' resample b. The ranks by P
 and by overall are taken within each resample among the task's rows with an overall score, P on the common images
@@ -63,11 +63,6 @@ def retention_of(
     resampled with the same images, as the reliability table does (`robustness_resamples`)."""
     resampled, _ = robustness_resamples({"run": result}, lambda _: reference, n_boot, seed)
     return Retention(reference, result.retention[reference], interval(resampled.get("run")), n_boot)
-
-
-def retentions_of(result: RobustnessResult) -> dict[str, Retention]:
-    """`retention_of` against each reference of `result`'s grid, in grid order, with the default resamples."""
-    return {reference: retention_of(result, reference) for reference in result.grid}
 
 
 def robustness_resamples(

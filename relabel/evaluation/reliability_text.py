@@ -1,20 +1,24 @@
 """The reliability table (after ARGUS), robustness grids and efficiency measurements as rows of plain strings,
 and the reliability table as terminal lines; cells as `relabel.evaluation.cells` writes them.
 
-These functions print numbers computed elsewhere (the table, a robustness run, a `Retention`); the parts' columns
-are those of the registry (`evaluator.reliability_parts.RELIABILITY_PARTS`).
+These functions print numbers computed elsewhere (the table, a robustness run's `RobustnessSummary`, a `Retention`)
+and compute none; the parts' columns are those of the registry (`evaluator.reliability_parts.RELIABILITY_PARTS`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from evaluator.model_reliability import MEASURE_LABELS, robustness_retention
+from evaluator.model_reliability import MEASURE_LABELS
 from evaluator.reliability_parts import parts
 from relabel.evaluation.cells import NA, Table, columns, num, pct, rank_span
 from relabel.evaluation.reliability_intervals import Retention
 from relabel.evaluation.results import CommonImages, ReliabilityTable, RobustnessResult
+
+if TYPE_CHECKING:  # robustness_summary imports corruption_errors, which prints RR with `retention_line` from here
+    from relabel.evaluation.robustness_summary import RobustnessSummary
 
 
 def reliability_tasks(table: ReliabilityTable) -> list[tuple[str, str]]:
@@ -128,25 +132,20 @@ def retention_line(retention: Retention) -> str:
     return rr if bounds is None else f"{rr}, 95 % CI {num(bounds[0])} to {num(bounds[1])}"
 
 
-def robustness_table(result: RobustnessResult, reference: str) -> Table:
-    """Top-1 % per perturbation (rows) and severity (columns), the clean score first; a text perturbation's row
-    says what it changed, e.g. "typo (class names)"."""
+def robustness_table(summary: RobustnessSummary, reference: str) -> Table:
+    """Top-1 % per perturbation (rows) and severity (columns), the clean score first, and RR per perturbation
+    (`robustness_summary.build_robustness_summary`); a text perturbation's row says what it changed, e.g. "typo
+    (class names)"."""
+    result = summary.result
     header = ["perturbation", "clean", *(f"s{s}" for s in result.severities), "RR"]
-    base = result.clean[reference].accuracy
-    clean = pct(base)
+    clean = pct(result.clean[reference].accuracy)
     rows = []
-    for name, values in zip(result.perturbations, result.grid[reference]):
+    per_perturbation = summary.references[reference].per_perturbation
+    for name, values, rr in zip(result.perturbations, result.grid[reference], per_perturbation, strict=True):
         label = f"{name} ({result.text_target})" if name in result.text_perturbations else name
-        rows.append([label, clean, *(pct(v) for v in values), num(_retention(base, values))])
+        rows.append([label, clean, *(pct(v) for v in values), num(rr)])
     rows.append(["(all)", clean, *([""] * len(result.severities)), num(result.retention[reference])])
     return header, rows
-
-
-def _retention(clean: float, values: Sequence[float]) -> float | None:
-    """RR over one perturbation's severities (the table's last column); None when a score is missing."""
-    if not math.isfinite(clean) or not all(math.isfinite(v) for v in values):
-        return None
-    return robustness_retention(clean, list(values))
 
 
 def efficiency_table(results: Sequence[RobustnessResult]) -> Table:

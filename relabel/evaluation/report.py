@@ -8,7 +8,7 @@ Every file is written to a temporary name and renamed, and `report.md` is writte
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -16,11 +16,10 @@ from pathlib import Path
 from relabel.common.atomic import write_atomic
 from relabel.evaluation import plots, text
 from relabel.evaluation.citations import ARGUS_CITATION, cited
-from relabel.evaluation.corruption_errors import corruption_error_line, corruption_error_section
+from relabel.evaluation.corruption_errors import ce_line, ce_section
 from relabel.evaluation.label_changes_text import class_shift_table, parts_table
 from relabel.evaluation.label_sensitivity import sensitivity_note, sensitivity_table
 from relabel.evaluation.references import ReferenceInfo
-from relabel.evaluation.reliability_intervals import retentions_of
 from relabel.evaluation.reliability_text import (
     budgets_line,
     efficiency_table,
@@ -32,6 +31,7 @@ from relabel.evaluation.reliability_text import (
     weights_line,
 )
 from relabel.evaluation.results import DEFINITIONS, ROBUSTNESS_DEFINITIONS, Evaluation, RobustnessResult
+from relabel.evaluation.robustness_summary import RobustnessSummary, build_robustness_summaries
 from relabel.evaluation.tasks_report import task_figures, task_sections
 from relabel.suggest.distractor_sources import distractors_line
 
@@ -81,7 +81,10 @@ def latest_report(workspace: Path) -> Path | None:
 
 
 def write_report(evaluation: Evaluation, folder: Path) -> ReportFiles:
-    """`evaluation.json`, the figures and `report.md` for a scoring evaluation, into `folder`."""
+    """`evaluation.json`, the figures and `report.md` for a scoring evaluation, into `folder`. The grids of its
+    robustness runs are summarised first without resamples: the report shows no RR interval of its own (the
+    reliability table has them)."""
+    robustness = build_robustness_summaries(evaluation.robustness, n_boot=0)
     folder.mkdir(parents=True, exist_ok=True)
     data = folder / EVALUATION_JSON
     write_atomic(data, json.dumps(evaluation.to_dict(), indent=1, allow_nan=False, ensure_ascii=False) + "\n")
@@ -95,18 +98,20 @@ def write_report(evaluation: Evaluation, folder: Path) -> ReportFiles:
     }
     written = _write_figures(folder, figures)
     markdown = folder / REPORT_MD
-    write_atomic(markdown, scores_markdown(evaluation, {p.name for p in written}))
+    write_atomic(markdown, scores_markdown(evaluation, {p.name for p in written}, robustness))
     return ReportFiles(folder, markdown, data, written)
 
 
-def write_robustness_report(result: RobustnessResult, folder: Path) -> ReportFiles:
-    """`robustness.json`, the robustness curves and `report.md` for one robustness run, into `folder`."""
+def write_robustness_report(summary: RobustnessSummary, folder: Path) -> ReportFiles:
+    """`robustness.json`, the robustness curves and `report.md` for one summarised robustness run
+    (`robustness_summary.build_robustness_summary`), into `folder`."""
+    result = summary.result
     folder.mkdir(parents=True, exist_ok=True)
     data = folder / ROBUSTNESS_JSON
     write_atomic(data, json.dumps(result.to_dict(), indent=1, allow_nan=False, ensure_ascii=False) + "\n")
     written = _write_figures(folder, {"robustness.png": lambda: plots.robustness_curves([result])})
     markdown = folder / REPORT_MD
-    write_atomic(markdown, robustness_markdown(result, {p.name for p in written}))
+    write_atomic(markdown, robustness_markdown(summary, {p.name for p in written}))
     return ReportFiles(folder, markdown, data, written)
 
 
@@ -120,8 +125,14 @@ def _write_figures(folder: Path, figures: dict[str, Callable[[], bytes | None]])
     return written
 
 
-def scores_markdown(ev: Evaluation, figures: set[str]) -> str:
-    """The Markdown report of a scoring evaluation; `figures` are the PNG names written beside it."""
+def scores_markdown(ev: Evaluation, figures: set[str], robustness: Sequence[RobustnessSummary] = ()) -> str:
+    """The Markdown report of a scoring evaluation; `figures` are the PNG names written beside it, `robustness`
+    the summaries of `ev.robustness`, in order (`robustness_summary.build_robustness_summaries`)."""
+    if len(robustness) != len(ev.robustness) or any(s.result is not r for s, r in zip(robustness, ev.robustness)):
+        raise ValueError(
+            f"the report of dataset {ev.dataset!r} needs the summaries of its {len(ev.robustness)} robustness run(s) "
+            f"in order, got {len(robustness)}: build them with build_robustness_summaries"
+        )
     stored = f"evaluation #{ev.id}" if ev.id is not None else "not stored"
     parts = [
         f"# Evaluation of dataset {escape_md(ev.dataset)}",
@@ -157,7 +168,7 @@ def scores_markdown(ev: Evaluation, figures: set[str]) -> str:
         "## Protocols",
         _figure(figures, "protocols.png", "Top-1 by protocol") or "No model was run with more than one protocol.",
     ]
-    parts += _reliability_markdown(ev, figures)
+    parts += _reliability_markdown(ev, figures, robustness)
     parts += ["## Definitions", "\n".join(f"- **{k}**: {escape_md(v)}" for k, v in DEFINITIONS.items())]
     return _with_references("\n\n".join(p for p in parts if p))
 
@@ -311,7 +322,7 @@ def _paired_markdown(ev: Evaluation, figures: set[str]) -> list[str]:
     return parts
 
 
-def _reliability_markdown(ev: Evaluation, figures: set[str]) -> list[str]:
+def _reliability_markdown(ev: Evaluation, figures: set[str], robustness: Sequence[RobustnessSummary]) -> list[str]:
     table = ev.reliability
     if table is None:
         return []
@@ -339,20 +350,24 @@ def _reliability_markdown(ev: Evaluation, figures: set[str]) -> list[str]:
         "### Reliability definitions\n\n" + "\n".join(f"- **{k}**: {escape_md(v)}" for k, v in
                                                       table.definitions.items()),
     ]  # fmt: skip
-    if ev.robustness:
-        parts += ["## Robustness and efficiency", md_table(efficiency_table(ev.robustness))]
-        for r in ev.robustness:
-            parts += [f"### {escape_md(r.model)} on {escape_md(r.dataset)}", md_table(_first_table(r))]
+    if robustness:
+        parts += ["## Robustness and efficiency", md_table(efficiency_table([s.result for s in robustness]))]
+        for s in robustness:
+            r = s.result
+            parts += [f"### {escape_md(r.model)} on {escape_md(r.dataset)}", md_table(_first_table(s))]
         parts.append(_figure(figures, "robustness.png", "Robustness curves"))
     return parts
 
 
-def _first_table(result: RobustnessResult) -> text.Table:
-    ref = "imgt" if "imgt" in result.grid else next(iter(result.grid))
-    return robustness_table(result, ref)
+def _first_table(summary: RobustnessSummary) -> text.Table:
+    ref = "imgt" if "imgt" in summary.references else next(iter(summary.references))
+    return robustness_table(summary, ref)
 
 
-def robustness_markdown(r: RobustnessResult, figures: set[str]) -> str:
+def robustness_markdown(summary: RobustnessSummary, figures: set[str]) -> str:
+    """The Markdown report of one robustness run, from its finished numbers (`build_robustness_summary`);
+    `figures` are the PNG names written beside it."""
+    r = summary.result
     e = r.efficiency
     parts = [
         f"# Robustness of {escape_md(r.model)} on dataset {escape_md(r.dataset)}",
@@ -365,15 +380,15 @@ def robustness_markdown(r: RobustnessResult, figures: set[str]) -> str:
     ]
     if r.warnings:
         parts += ["## Warnings", "\n".join(f"- {escape_md(w)}" for w in r.warnings)]
-    for ref, retention in retentions_of(r).items():
-        ce = corruption_error_line(r, ref)
+    for ref, numbers in summary.references.items():
+        ce = ce_line(numbers.corruption)
         parts += [
             f"## Top-1 % against {escape_md(ref)}",
-            f"{escape_md(retention_line(retention))} (the interval resamples the images, clean and perturbed alike)"
-            + (f"; {escape_md(ce)}." if ce else "."),
-            md_table(robustness_table(r, ref)),
+            f"{escape_md(retention_line(numbers.retention))} (the interval resamples the images, clean and perturbed "
+            "alike)" + (f"; {escape_md(ce)}." if ce else "."),
+            md_table(robustness_table(summary, ref)),
         ]
-        section = corruption_error_section(r, ref)
+        section = ce_section(numbers.corruption, r.perturbations)
         parts += [f"### {escape_md(section[0])}", escape_md(section[1]), md_table(section[2])] if section else []
     parts += [
         _figure(figures, "robustness.png", "Robustness curves"),

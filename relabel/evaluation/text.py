@@ -12,17 +12,17 @@ from collections.abc import Sequence
 
 from evaluator.scoring import Score
 from relabel.evaluation.cells import NA, Table, ci, columns, num, pct, points, points_ci, rank_span, span
-from relabel.evaluation.corruption_errors import corruption_error_section, retention_and_ce_line
+from relabel.evaluation.corruption_errors import ce_section, retention_and_ce_line
 from relabel.evaluation.label_changes import by_construction
 from relabel.evaluation.label_changes_text import parts_table
 from relabel.evaluation.label_sensitivity import SENSITIVITY_NOTE, sensitivity_lines, sensitivity_table
-from relabel.evaluation.reliability_intervals import retentions_of
 from relabel.evaluation.reliability_text import (
     efficiency_table,
     render_reliability,
     robustness_table,
 )
 from relabel.evaluation.results import Evaluation, RobustnessResult, RunScore
+from relabel.evaluation.robustness_summary import RobustnessSummary
 from relabel.evaluation.storage import EvaluationHistoryEntry
 from relabel.evaluation.tasks_text import render_tasks
 from relabel.suggest.distractor_sources import distractors_line
@@ -268,18 +268,20 @@ def render_evaluation(ev: Evaluation) -> str:
     return "\n".join(parts)
 
 
-def render_robustness(r: RobustnessResult) -> str:
-    """A robustness run as terminal text: the grid per reference, RR, and the efficiency measurements."""
+def render_robustness(summary: RobustnessSummary) -> str:
+    """A robustness run as terminal text: the grid per reference, RR, and the efficiency measurements; every
+    number computed before (`robustness_summary.build_robustness_summary`)."""
+    r = summary.result
     stored = f"stored as robustness run #{r.id}" if r.id is not None else "not stored"
     asked = f" asked with protocol {protocol_name(r)}" if protocol_name(r) != "topk" else ""
     asked += f" ({line})" if (line := distractors_line(r.protocol)) else ""
     parts = [f"{r.model}{asked} on {r.n_images} image(s) of {r.dataset!r} in {r.seconds:.1f} s, {stored}; "
              f"model failures {r.failed} (scored as wrong), failures left out {r.errors}",
              *(f"warning: {w}" for w in r.warnings)]  # fmt: skip
-    for ref, retention in retentions_of(r).items():
-        parts += [f"top-1 % against {ref} ({retention_and_ce_line(r, retention)})",
-                  columns(robustness_table(r, ref), "  ")]  # fmt: skip
-        section = corruption_error_section(r, ref)
+    for ref, numbers in summary.references.items():
+        parts += [f"top-1 % against {ref} ({retention_and_ce_line(numbers.retention, numbers.corruption)})",
+                  columns(robustness_table(summary, ref), "  ")]  # fmt: skip
+        section = ce_section(numbers.corruption, r.perturbations)
         parts += [f"{section[0]} (= 100 %; lower is better)", columns(section[2], "  ")] if section else []
     parts += ["efficiency", columns(efficiency_table([r]), "  ")]
     if r.efficiency.flops_per_image is None:

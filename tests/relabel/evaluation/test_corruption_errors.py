@@ -12,6 +12,7 @@ from evaluator.scoring import Score
 from relabel.evaluation.corruption_errors import corruption_error_line, corruption_error_table, run_corruption_errors
 from relabel.evaluation.report import robustness_markdown
 from relabel.evaluation.results import EfficiencyReport, RobustnessResult
+from relabel.evaluation.robustness_summary import build_robustness_summary
 from relabel.evaluation.text import render_robustness
 
 MEASURED = EfficiencyReport(
@@ -50,8 +51,8 @@ class TestFullRun:
 
     def test_beside_rr_in_the_summary_and_the_report(self) -> None:
         r = half_as_wrong_as_alexnet()
-        assert "(RR 0.900; mCE 50.00 %, relative mCE 50.00 %)" in render_robustness(r)
-        report = robustness_markdown(r, set())
+        assert "(RR 0.900; mCE 50.00 %, relative mCE 50.00 %)" in render_robustness(build_robustness_summary(r))
+        report = robustness_markdown(build_robustness_summary(r), set())
         assert "RR 0.900 (the interval resamples the images, clean and perturbed alike); mCE 50.00 %" in report
         assert "| jpeg | 50.0 | 50.0 |" in report and "| (mean of 15) | 50.0 | 50.0 |" in report
 
@@ -79,7 +80,7 @@ class TestPartialRun:
             [["jpeg", f"{100 * 0.3 / 0.6065:.1f}", f"{100 * 0.1 / (0.6065 - 0.4345):.1f}"],
              ["fog", f"{100 * 0.5 / 0.819324:.1f}", f"{100 * 0.3 / (0.819324 - 0.4345):.1f}"]],
         )  # fmt: skip
-        assert line in render_robustness(r)
+        assert line in render_robustness(build_robustness_summary(r))
 
     def test_without_all_five_severities_no_ce(self) -> None:
         r = result(("jpeg",), (1, 3), [[0.3, 0.4]], 0.2)
@@ -89,6 +90,6 @@ class TestPartialRun:
     def test_nothing_for_a_run_without_imagenet_c_corruptions(self) -> None:
         r = result(("gaussian_blur",), (1,), [[0.3]], 0.2)
         assert corruption_error_line(r, "imgt") == "" and corruption_error_table(r, "imgt") is None
-        assert "mCE" not in render_robustness(r) and "Corruption error against AlexNet" not in robustness_markdown(
-            r, set()
-        )
+        summary = build_robustness_summary(r)
+        assert "mCE" not in render_robustness(summary)
+        assert "Corruption error against AlexNet" not in robustness_markdown(summary, set())

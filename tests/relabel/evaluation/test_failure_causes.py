@@ -14,6 +14,7 @@ from relabel.evaluation import evaluate
 from relabel.evaluation.failure_causes import FailureCause, failure_cause
 from relabel.evaluation.report import write_robustness_report
 from relabel.evaluation.robustness import run_robustness
+from relabel.evaluation.robustness_summary import build_robustness_summary
 from relabel.evaluation.runs import RunInfo, failure_warnings
 from relabel.evaluation.storage import robustness_from_dict
 from relabel.evaluation.text import render_evaluation, render_robustness
@@ -196,13 +197,14 @@ class TestRobustness:
             "key; 404: the model or URL; or a missing reference label); they are left out of every score, whose n is "
             "without them; fix the set-up, then running the command again tries every image again",
         )
-        text = render_robustness(result)
+        summary = build_robustness_summary(result)
+        text = render_robustness(summary)
         assert "model failures 3 (scored as wrong), failures left out 2" in text
         assert all(f"warning: {w}" in text for w in result.warnings)
         assert result.id is not None
         stored = robustness_from_dict(result.to_dict(), result.id)
         assert (stored.failed, stored.errors, stored.warnings) == (3, 2, result.warnings)
-        report = write_robustness_report(result, tmp_path / "report").markdown.read_text()
+        report = write_robustness_report(summary, tmp_path / "report").markdown.read_text()
         assert "## Warnings" in report and "1 call(s) were refused by the set-up" in report
 
     def test_a_run_without_failures_has_no_warning(self, sqlite_engine, five) -> None:

@@ -22,6 +22,7 @@ from relabel.common.vocabulary import load_builtin
 from relabel.evaluation.passes import perturb_instructions
 from relabel.evaluation.report import write_robustness_report
 from relabel.evaluation.robustness import run_robustness
+from relabel.evaluation.robustness_summary import build_robustness_summary
 from relabel.evaluation.storage import robustness_from_dict
 from relabel.suggest.adapters import REGISTRY, AdapterKind, load_adapter, reads_text
 from relabel.suggest.types import ChatRequest, ImageRef, ModelOutput
@@ -261,7 +262,7 @@ class TestGenerativeModels:
         assert result.errors == 3 and result.efficiency.latency_p50_s == 0.25 and result.efficiency.n_images == 15
         assert result.protocol["protocol"] == "cw" and result.efficiency.flops_per_image is None
 
-        files = write_robustness_report(result, tmp_path / "report")
+        files = write_robustness_report(build_robustness_summary(result), tmp_path / "report")
         markdown = files.markdown.read_text()
         assert "| typo (prompts) | 100.00 |" in markdown and "protocol cw, prompt version" in markdown
         data = json.loads(files.data.read_text())

@@ -13,6 +13,7 @@ from relabel.common.vocabulary import load_builtin
 from relabel.evaluation import evaluate, text
 from relabel.evaluation.report import write_robustness_report
 from relabel.evaluation.robustness import run_robustness
+from relabel.evaluation.robustness_summary import build_robustness_summary
 from relabel.review.stats import workspace_stats
 from relabel.suggest.distractor_sources import DEFAULT_HARD, SourceInputs, build_distractors
 from relabel.suggest.protocols import LETTERS, ProtocolContext, get_protocol
@@ -77,8 +78,9 @@ def test_robustness_mc_draws_hard_distractors_and_reports_them(sqlite_engine, fi
     for request in model.requests[:5]:  # the clean pass: each image's three most confusable classes
         truth = TRUTH[request.images[0].key.split("_")[1][0]]
         assert sorted(options(request)) == sorted([truth, *merged[truth][:3]])
-    assert HARD_LINE in text.render_robustness(result)
-    report = write_robustness_report(result, tmp_path / "report").markdown.read_text(encoding="utf-8")
+    summary = build_robustness_summary(result)
+    assert HARD_LINE in text.render_robustness(summary)
+    report = write_robustness_report(summary, tmp_path / "report").markdown.read_text(encoding="utf-8")
     assert HARD_LINE in report
 
 
