@@ -144,11 +144,13 @@ def test_an_evaluation_renders_from_the_finished_result(sqlite_engine, five, mon
     report = scores_markdown(ev, {"robustness.png"}, robustness)
     render_protocol_analysis(analysis)
     protocol_markdown(analysis, set())
-    plots.robustness_curves(ev.robustness)
+    figures = [plots.accuracy_by_reference(ev), plots.paired_differences(ev), plots.protocol_comparison(ev),
+               plots.robustness_curves(ev.robustness), plots.reliability_parts(ev.reliability)]  # fmt: skip
 
     assert "ranking imgt -> team" in shown and "measured in the latest robustness runs" in shown
     assert "## Robustness and efficiency" in report and "### ranker on five" in report
     assert "| jpeg | 80.00 | 80.00 | 80.00 | 1.000 |" in report  # RR per perturbation, from the summary
+    assert all(png is None or png.startswith(b"\x89PNG") for png in figures)
 
 
 def test_a_report_without_the_summaries_of_its_robustness_runs_is_refused(sqlite_engine, five) -> None:
