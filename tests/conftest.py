@@ -30,6 +30,31 @@ def shared(*parts: str) -> Path:
     return path
 
 
+EMBED_LIMIT = 2048  # texts a test outside `slow` may embed with a real text encoder (MiniLM: ~13 ms of CPU each)
+
+
+@pytest.fixture(autouse=True)
+def embedding_budget(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
+    """Fails a test outside `slow` that embeds more than EMBED_LIMIT texts with a real encoder (one whose id does not
+    start with "test:"), in this process: the built-in vocabulary's ~31,000 class texts cost MiniLM minutes of CPU.
+    Such a test takes a small vocabulary or a stub encoder (tests/fakes.py's TrigramEncoder) instead."""
+    import relabel.suggest.embedding_cache as embedding_cache
+
+    embedded: dict[str, int] = {}
+    embed = embedding_cache._embed
+
+    def counted(encoder: embedding_cache.TextEncoder, texts: list[str], *args, **kwargs):
+        if not encoder.id.startswith("test:"):
+            embedded[encoder.id] = embedded.get(encoder.id, 0) + len(texts)
+        return embed(encoder, texts, *args, **kwargs)
+
+    monkeypatch.setattr(embedding_cache, "_embed", counted)
+    yield
+    over = ", ".join(f"{n} texts with {k}" for k, n in embedded.items() if n > EMBED_LIMIT)
+    if over and request.node.get_closest_marker("slow") is None:
+        pytest.fail(f"embedded {over} (more than {EMBED_LIMIT}): use a small vocabulary or a stub text encoder")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def user_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The user cache folder of every test and of the commands they start (`RELABEL_CACHE`): under the session's

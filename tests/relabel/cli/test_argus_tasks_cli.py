@@ -21,8 +21,10 @@ from db.enums import Verdict
 from db.models import ModelRun, Prediction
 from relabel.cli import main
 from relabel.snapshots.freeze import create_snapshot
+from relabel.suggest import textmap
 from relabel.suggest.adapters.openai_api import encode_image
 from tests import evaluation_workspace as ws
+from tests.fakes import TrigramEncoder
 from tests.stub_server import SceneAnswers, StubServer, image_digest
 
 SEEN = {"a": ["tench", "goldfish"], "b": ["tench", "goldfish"], "c": ["goldfish"], "d": ["tabby", "tiger cat"],
@@ -69,7 +71,18 @@ def row(out: str, *first: str) -> list[str]:
     return found[0][len(first) :]
 
 
-def test_pope_and_caption_runs_score_against_imgt_and_team(workspace: Path, tmp_path: Path, capsys) -> None:
+def test_pope_and_caption_runs_score_against_imgt_and_team(
+    workspace: Path, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # every caption names its objects by their class names, which the mapper settles without scores: its text
+    # encoder (MiniLM by default: minutes of CPU to embed the vocabulary's ~31,000 class texts) is a stub here
+    encoders: list[TrigramEncoder] = []
+
+    def stub_encoder(name: str) -> TrigramEncoder:
+        encoders.append(TrigramEncoder())
+        return encoders[-1]
+
+    monkeypatch.setitem(textmap.ENCODERS, "minilm", stub_encoder)
     base = ["suggest", "--model", "openai:stub-model", "--quiet", "--concurrency", "2"]
     with StubServer(answer=scene(tmp_path)) as stub:
         pope = [*base, "--base-url", stub.url, "--protocol", "pope", "--run", "pope"]
@@ -85,6 +98,7 @@ def test_pope_and_caption_runs_score_against_imgt_and_team(workspace: Path, tmp_
         assert code == 0, err
         assert "now 5 ok" in out
         assert stub.chat_requests[-1].prompt == "Describe this image in one sentence."
+        assert len(encoders) == 1  # the caption run's mapper, and only it (pope's negatives need no encoder)
 
     code, out, err = relabel(workspace, capsys, "evaluate", "--reference", "imgt", "--reference", "team", "--boot", "0",
                              "--no-report")  # fmt: skip
