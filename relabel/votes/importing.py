@@ -91,10 +91,9 @@ def import_votes(
         if parsed.originals:
             check_stated_originals(s, ds, parsed.originals, key_ids.tolist(), str(path))
         source = _new_source(s, ds, name, fmt, path, parsed, replace)
-        _insert_votes(s, stored_id(source), parsed, image_ids, order, show_progress)
-        source.n_votes, source.n_workers = len(parsed), len(np.unique(parsed.worker_of))
-        source.n_images = len(np.unique(image_ids))
-        items = len(np.unique(image_ids * (int(parsed.classes.max()) + 1) + parsed.classes))
+        items = _insert_votes(s, stored_id(source), parsed, image_ids, order, show_progress)
+        source.n_votes, source.n_workers = len(parsed), len(_answering(parsed.worker_of, len(parsed.worker_names)))
+        source.n_images = len(np.unique(key_ids[_answering(parsed.key_of, len(parsed.keys))]))
         counts = np.bincount(parsed.answers, minlength=3)
         report = VoteImportReport(
             name, source.n_votes, source.n_workers, source.n_images, items, dict(zip(ANSWERS, counts.tolist()))
@@ -190,14 +189,22 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _answering(codes: np.ndarray, size: int) -> np.ndarray:
+    """The distinct values of `codes` (N,) of 0..size - 1, ascending: np.unique's answer, counted instead of sorted
+    (ReaL's 924,810 answers: 2-3 ms against numpy's 30-170 ms)."""
+    return np.flatnonzero(np.bincount(codes, minlength=size))
+
+
 def _insert_votes(
     s: Session, source_id: int, parsed: ParsedVotes, image_ids: np.ndarray, order: np.ndarray, show_progress: bool
-) -> None:
+) -> int:
     """Write the source's workers and its votes in `order` (the key order of `storage_order`), one packed row per
-    (image, class) pair, with a progress bar of rate and ETA in votes."""
+    (image, class) pair, with a progress bar of rate and ETA in votes. Returns the number of pairs."""
     conn = s.connection()
     # the workers who answered, numbered in the code point order of their names
-    by_name = sorted(np.unique(parsed.worker_of).tolist(), key=parsed.worker_names.__getitem__)
+    by_name = sorted(
+        _answering(parsed.worker_of, len(parsed.worker_names)).tolist(), key=parsed.worker_names.__getitem__
+    )
     number = np.zeros(len(parsed.worker_names), dtype=np.int64)
     number[by_name] = np.arange(len(by_name))
     names = [parsed.worker_names[w] for w in by_name]
@@ -219,5 +226,6 @@ def _insert_votes(
     bar = progress_bar(len(parsed), "votes", enabled=show_progress, unit="vote")
     counts = iter((ends - starts).tolist())
     written = lambda n: bar.update(sum(islice(counts, n)))  # noqa: E731 - pairs written -> their votes
-    insert_plain(conn, table_of(VotePair), PAIR_COLUMNS, rows, chunk=CHUNK, progress=written)
+    pairs = insert_plain(conn, table_of(VotePair), PAIR_COLUMNS, rows, chunk=CHUNK, progress=written)
     bar.close()
+    return pairs
