@@ -5,7 +5,7 @@ Formats (`VOTE_FORMATS`, the only place that knows their names; each a `relabel.
 * ``real-raters``: ReaL's raw rater answers as published (`real_raters.npz`: `tensor` raters x pairs x 3 one-hot
   no/maybe/yes, `info` (file name, class index) per pair, `ids` rater ids); an all-zero answer is no vote. Each
   member's .npy header and inflated size are checked before it is read (`relabel.common.arrays.read_npz`); the tensor is
-  inflated a few raters at a time, keeping its non-zero entries (`relabel.votes.rater_file`).
+  inflated by zlib-ng a megabyte at a time, keeping its non-zero entries (`relabel.votes.rater_file`).
 * ``mturk``: cleanlab's `mturk_label_errors.json`; each record's five votes (given / guessed / both / neither)
   become five anonymous ballots, each a yes or no on the given and on the guessed class.
 * ``long``: a CSV or JSON Lines table, one row per answer (worker, image, label, answer yes/no/maybe), or one row
