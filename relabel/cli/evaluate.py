@@ -218,7 +218,7 @@ def robustness(
         protocol=protocol,
         encoder=encoder,
         distractors=distractors,
-        cache_dir=settings.workspace / "cache",
+        cache_dir=None,  # class-text embeddings: the user's cache, shared by every workspace
         adapter_options=model_options(model_spec, device=device, batch_size=batch_size, base_url=base_url),
         show_progress=not quiet,
     )

@@ -180,7 +180,8 @@ def suggest(
         return
     from relabel.evaluation.probe_labels import reference_sets
 
-    job = build_job(s, settings.engine, settings.workspace / "cache", read_reference=reference_sets)
+    # class-text embeddings: the user's cache, shared by every workspace (relabel.suggest.embedding_cache)
+    job = build_job(s, settings.engine, None, read_reference=reference_sets)
     name = run_name or f"{model_spec}@{protocol or default_protocol(model_spec)}"
     if batch_api:
         from relabel.suggest.batch_api import run_batch_suggestions

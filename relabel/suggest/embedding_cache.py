@@ -7,8 +7,10 @@ share the texts they have in common. Nothing is shipped with the package: the fi
 it lacks (the built-in vocabulary's ~32,000 class texts with MiniLM: minutes of CPU, 407 CPU s once measured on two
 busy cores, with a progress bar on a terminal) and keeps it; later runs read it back in under a second of CPU.
 
-Where: `CACHE/text-embeddings/ENCODER/`, CACHE being the workspace's cache folder when a workspace is at hand, else the
-user's (`user_cache_dir`: `$RELABEL_CACHE`, else `$XDG_CACHE_HOME/relabel`, else `~/.cache/relabel`). An encoder's
+Where: `CACHE/text-embeddings/ENCODER/`, CACHE being the user's cache folder (`user_cache_dir`: `$RELABEL_CACHE`, else
+`$XDG_CACHE_HOME/relabel`, else `~/.cache/relabel`), which the commands use: a row depends only on the encoder and the
+text, so every workspace of a user shares it and a second workspace embeds nothing again; a caller may name another
+folder (`cache_dir`). An encoder's
 folder holds shard files `DIGEST.npz` (`keys`: (n,) the texts' hashes; `vectors`: (n, D) float16), each written whole
 (`relabel.common.atomic`) and named by its keys: two runs embedding at once never mix bytes, and a run that is
 interrupted keeps the parts it finished. A folder of more than `MAX_SHARDS` shards is merged into one.

@@ -26,7 +26,9 @@ def tiny_qwen(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return save_tiny_qwen2_vl(tmp_path_factory.mktemp("qwen2vl"))
 
 
-def test_open_world_run_with_a_local_vlm_is_stored_mapped_and_resumable(tmp_path: Path, tiny_qwen: Path) -> None:
+def test_open_world_run_with_a_local_vlm_is_stored_mapped_and_resumable(
+    tmp_path: Path, tiny_qwen: Path, user_cache: Path
+) -> None:
     root = tmp_path / "data"
     for i, name in enumerate(["n02123045_a.jpg", "n01440764_b.jpg", "n07920052_c.jpg"]):
         images.photo(root / name, (60 + 20 * i, 50), (40 * i, 90, 200 - 50 * i))
@@ -63,8 +65,9 @@ def test_open_world_run_with_a_local_vlm_is_stored_mapped_and_resumable(tmp_path
     assert all(len(p.classes) == 1 and 0 <= p.classes[0] < len(FIVE) for p in rows)
     assert all(p.details["mapped"] and -1.0 <= p.details["similarity"] <= 1.0 for p in rows)
 
-    # the class texts' embeddings are kept in the workspace's cache
-    assert list((tmp_path / "ws" / "cache" / "text-embeddings").glob("st_sentence-transformers_all-MiniLM*/*.npz"))
+    # the class texts' embeddings are kept in the user's cache (RELABEL_CACHE), shared by every workspace
+    assert list((user_cache / "text-embeddings").glob("st_sentence-transformers_all-MiniLM*/*.npz"))
+    assert not (tmp_path / "ws" / "cache" / "text-embeddings").exists()
 
     again = relabel(tmp_path, *args)
     assert "3 done before, now 0 ok" in again.stdout, again.stderr
