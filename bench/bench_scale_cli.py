@@ -50,18 +50,25 @@ the commit messages, each taken on one machine state):
 - **Writing:** ingest, labels, predictions and votes insert with one statement compiled once and the driver's
   executemany (`db.bulk.insert_plain`); whole-file formats are checked as arrays; JSON Lines are read by Python's
   C reader whenever a scan shows nothing the strict reader would refuse (the strict reader still names the line).
-- **Still over 3 s:** `votes import` writes 184,962 rows, one per (image, class) pair with its answers packed
-  (`db.models.VotePair`; 924,810 rows of one answer each before, whose bare executemany alone was 2.9 CPU s): 5.1 s
-  against 8.0 s for the one-row-per-answer table, run in turn at load 10-15 (median of 3). What is left: about 1 s
-  writing the rows, 1.4 s reading the rater file (inflating the 377 MB tensor about 1 s, its CRC 0.2 s), start-up
-  0.9 s and the image index 0.3 s; 3 s needs fewer rows still (one per image or per source).
-  `predictions import` of scores spends about 0.5 s reading the zip member and 0.5 s
-  writing and hashing the sorted score file, top-5 JSONL about 0.5 s in SQLite and 0.25 s matching image keys.
-  `snapshot create --consensus ds` (its goal of 5 s: met) is start-up 0.8 s, collecting the votes
-  0.6 s (1.2 s before they were packed; the command 3.9 s against 4.4 s, in turn at load 10-15), the fit
-  0.3 s, 235,000 rows written 0.7 s and the hash 0.4 s. `evaluate` draws label sets from the posteriors 7 times
-  (about 4.5 s at load; one pass for every aggregation method would need an evaluator API change) and reads the
-  924,810 votes for the sensitivity (1.2 s).
+- **Still over 3 s (this table, quiet machine, one run each):** `predictions import` of scores (3.71 s), `snapshot
+  create --consensus ds` (3.36 s) and `evaluate` (7.65 s). `votes import` (2.58 s here, a first import) writes
+  184,962 rows, one per (image, class) pair with its answers packed (`db.models.VotePair`; 924,810 rows of one
+  answer each before: 8.0 -> 5.1 s, in turn at load 10-15); its rater file is inflated by zlib-ng a megabyte at a
+  time (`relabel.common.arrays.open_member`: the 377 MB tensor, its CRC and the non-zero scan in about 0.15 s against
+  1.2 s for zlib's inflating alone), the image index gathers file names only for keys that are not paths, counts
+  replace np.unique sorts and the garbage collector is paused (with `--replace` 3.12 s against 5.0 s, in turn at load
+  2.2-2.8, median of 6; the same stored rows). Left there: start-up about 1 s, writing the rows 0.72 s, deleting a
+  replaced source's rows 0.17 s. `predictions import` of scores spends about 0.5 s reading the zip member and 0.5 s
+  writing and hashing the sorted score file. `snapshot create --consensus ds` (its own goal of 5 s: met) is start-up
+  0.8 s, collecting the votes 0.6 s (1.2 s before they were packed), the fit 0.3 s, 235,000 rows written 0.7 s and
+  the hash 0.4 s. `evaluate` draws label sets from the posteriors in 7 passes, one per set of posteriors (the
+  snapshot's, four other aggregations, its unrated images certain and at the base error rate); a pass lays its
+  uniforms over the images its posteriors leave uncertain (0 to 50,000 here), so passes share them bit for bit only
+  where that count and the resample chunk agree, and what they do share (the image resamples of each image count
+  and seed) is drawn once. A pass sums with einsum instead of BLAS products (0.29 CPU s with BLAS's spinning
+  threads, 0.04 s in einsum) and reads the resample counts in place: 11.42 -> 8.48 CPU s, old and new code in turn
+  at load 12-15, the same output. Left: drawing the resamples (`JointBootstrap._draw`, about 20 %), the uniforms
+  (about 15 %), start-up and the SQLite reads, and the 924,810 votes read for the sensitivity (0.6 s).
 """
 
 
