@@ -10,25 +10,46 @@ anything is allocated (`relabel.common.arrays`); the values must be finite float
 Storage: one uncompressed .npz (`scores` as float32, `image_ids` ascending) under the workspace's `scores/`
 folder, named by the content's sha256, written whole before the run's rows are committed; the run's params name
 the file (`scores_file`) and its hash. 50,000 x 1,000 scores take 200 MB there, not 50 million database rows.
+
+A 200 MB matrix costs more in fresh memory than in arithmetic (on a virtual machine, first touching 200 MB costs
+about half a CPU second): an archive that stores `scores` as it is (`np.savez` does; `np.savez_compressed`
+deflates) is read as a read-only view of the file, its CRC checked, and the stored file is written straight to
+disk and hashed from there, so neither matrix is ever copied whole into memory of its own.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+import math
+import mmap
+import os
+import tempfile
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 from numpy.lib import format as npy
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
+from zlib_ng import zlib_ng
 
 from db.enums import SourceKind
 from db.models import Image, Label, LabelSource, ModelRun
-from relabel.common.arrays import MAX_NPZ_BYTES, read_npy, read_npz
-from relabel.common.atomic import atomic_writer, output_error, write_atomic
+from relabel.common.arrays import (
+    LOCAL_HEADER,
+    MAX_ARRAY_BYTES,
+    MAX_HEADER_BYTES,
+    MAX_NPZ_BYTES,
+    UNREAD_FLAGS,
+    check_npy_header,
+    read_npy,
+    read_npz,
+)
+from relabel.common.atomic import check_regular_target, output_error, write_atomic
 from relabel.common.errors import InputError, NotFoundError, brief, unknown_name
 from relabel.common.vocabulary import Vocabulary
 from relabel.common.workspace import dataset_vocabulary, get_dataset
@@ -123,7 +144,7 @@ def read_score_matrix(path: Path, vocab: Vocabulary, order: list[str] | None) ->
         except (OSError, zipfile.BadZipFile) as exc:
             raise InputError(f"{path}: not a readable .npz archive ({brief(str(exc), 120)})") from None
         names = (*SCORE_KEYS, "classes") if "classes" in members else SCORE_KEYS
-        arrays = read_npz(path, names, what="an archive of score vectors")
+        arrays = _read_arrays(path, names)
         scores = _check_matrix(arrays["scores"], f"{path.name} member scores", len(vocab))
         keys = _text_list(arrays["ids"], f"{path.name} member ids", "ids")
         if len(keys) != len(scores):
@@ -139,6 +160,72 @@ def read_score_matrix(path: Path, vocab: Vocabulary, order: list[str] | None) ->
     if len(scores) != len(order):
         raise InputError(f"{path}: shape {scores.shape} does not match the {len(order)} images of the stated order")
     return ScoreMatrix(list(order), scores)
+
+
+def _read_arrays(path: Path, names: Sequence[str]) -> dict[str, np.ndarray]:
+    """The members `names` of the .npz at `path`, as `relabel.common.arrays.read_npz` reads and checks them, with
+    `scores` a read-only view of the file itself when the archive stores it uncompressed (`_mapped_member`)."""
+    what = "an archive of score vectors"
+    mapped = _mapped_member(path, "scores", names)
+    if mapped is None:
+        return read_npz(path, names, what=what)
+    return {"scores": mapped, **read_npz(path, [n for n in names if n != "scores"], what=what)}
+
+
+def _mapped_member(path: Path, name: str, names: Sequence[str]) -> np.ndarray | None:
+    """Member `name` of the .npz at `path` as a read-only array over the file's own bytes (memory-mapped), when the
+    archive stores it uncompressed and whole and everything `read_npz` checks of `names` holds: each of them
+    present, their inflated sizes within MAX_NPZ_BYTES, `name`'s .npy header a plain array within
+    MAX_ARRAY_BYTES that the member holds, its CRC right. None otherwise: `read_npz` then reads the archive, and
+    refuses it with its own message."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            members = {m.filename.removesuffix(".npy"): m for m in z.infolist() if not m.is_dir()}
+        if any(n not in members for n in names) or sum(members[n].file_size for n in names) > MAX_NPZ_BYTES:
+            return None
+        member = members[name]
+        if member.compress_type != zipfile.ZIP_STORED or member.flag_bits & UNREAD_FLAGS:
+            return None
+        with path.open("rb") as f:
+            start = _member_data_offset(f, member)
+            if start is None:
+                return None
+            end = start + member.file_size
+            f.seek(start)
+            nbytes = check_npy_header(f, str(path), end, MAX_ARRAY_BYTES)
+            f.seek(start)
+            shape, fortran, dtype = _npy_header(f)
+            offset = f.tell()
+            if not nbytes or offset + nbytes != end:
+                return None
+            view = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        with memoryview(view) as data, data[start:end] as stored:
+            if zlib_ng.crc32(stored) != member.CRC:
+                return None
+        flat = np.frombuffer(view, dtype=dtype, count=math.prod(shape), offset=offset)
+        return flat.reshape(shape, order="F" if fortran else "C")
+    except (OSError, ValueError, EOFError, SyntaxError, TypeError, zipfile.BadZipFile, InputError):
+        return None
+
+
+def _member_data_offset(f: IO[bytes], member: zipfile.ZipInfo) -> int | None:
+    """Where `member`'s data begin in the archive file `f`: after its local header, whose name must be the
+    directory's (None when it is not)."""
+    f.seek(member.header_offset)
+    header = f.read(LOCAL_HEADER.size)
+    if len(header) != LOCAL_HEADER.size or header[:4] != b"PK\x03\x04":
+        return None
+    _, flags, name_size, extra_size = LOCAL_HEADER.unpack(header)
+    if f.read(name_size).decode("utf-8" if flags & 0x800 else "cp437") != member.orig_filename:
+        return None
+    return member.header_offset + LOCAL_HEADER.size + name_size + extra_size
+
+
+def _npy_header(f: IO[bytes]) -> tuple[tuple[int, ...], bool, np.dtype]:
+    """(shape, fortran order, dtype) of the .npy header at `f`'s position, which `check_npy_header` has passed."""
+    if npy.read_magic(f) == (1, 0):
+        return npy.read_array_header_1_0(f, max_header_size=MAX_HEADER_BYTES)
+    return npy.read_array_header_2_0(f, max_header_size=MAX_HEADER_BYTES)
 
 
 def top_k(scores: np.ndarray, k: int, *, block: int = 2048) -> tuple[np.ndarray, np.ndarray]:
@@ -164,36 +251,79 @@ def top_k(scores: np.ndarray, k: int, *, block: int = 2048) -> tuple[np.ndarray,
 
 def write_scores(workspace: Path, image_ids: np.ndarray, scores: np.ndarray) -> tuple[str, str, bool]:
     """Store `scores` (rows for `image_ids`) sorted by image id under WORKSPACE/scores; returns (the file's path
-    relative to the workspace, its content's sha256, whether this call created it). Written whole or not at all."""
-    data = npz_in_id_order(image_ids, scores).getbuffer()  # the bytes as they are, not a copy
-    digest = hashlib.sha256(data).hexdigest()
-    relative = f"{SCORES_DIR}/{digest[:32]}.npz"
-    target = workspace / relative
-    if target.is_file():
-        return relative, digest, False
+    relative to the workspace, its content's sha256, whether this call created it). Written whole or not at all:
+    into a temporary file beside its final name, hashed there, then renamed to that name (or removed when a file of
+    that content is there already). Its mode is what a plain open() gives."""
+    folder = workspace / SCORES_DIR
     try:
-        with atomic_writer(target) as f:
-            f.write(data)
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(dir=folder, prefix=".scores.", suffix=".npz.tmp")
     except OSError as exc:
+        raise output_error(folder, exc) from None
+    staged, target = Path(name), folder
+    try:
+        with os.fdopen(fd, "w+b") as f:
+            write_npz_in_id_order(f, image_ids, scores)
+            f.flush()
+            digest = _file_sha256(f)
+        relative = f"{SCORES_DIR}/{digest[:32]}.npz"
+        target = workspace / relative
+        if target.is_file():
+            staged.unlink()
+            return relative, digest, False
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(staged, 0o666 & ~umask)
+        check_regular_target(target)
+        os.replace(staged, target)
+    except OSError as exc:
+        staged.unlink(missing_ok=True)
         raise output_error(target, exc) from None
+    except BaseException:
+        staged.unlink(missing_ok=True)
+        raise
     return relative, digest, True
+
+
+def _file_sha256(f: IO[bytes]) -> str:
+    """sha256 of the whole of the file `f` (written and flushed), read through a memory map: no copy of it."""
+    if not f.seek(0, os.SEEK_END):
+        return hashlib.sha256(b"").hexdigest()
+    with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view:
+        return hashlib.sha256(view).hexdigest()
 
 
 def npz_in_id_order(image_ids: np.ndarray, scores: np.ndarray, *, block: int = 4096) -> io.BytesIO:
     """The .npz that `np.savez(f, scores=scores[order].astype(np.float32), image_ids=image_ids[order])` writes, `order`
-    sorting the image ids (stable), byte for byte; the sorted matrix is never made whole (200 MB for 50,000 x 1,000):
-    its rows go to the archive `block` at a time."""
-    order = np.argsort(image_ids, kind="stable")
+    sorting the image ids (stable), byte for byte, in memory (`write_npz_in_id_order`)."""
     buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as z:
-        with z.open("scores.npy", "w", force_zip64=True) as f:
-            header = npy.header_data_from_array_1_0(np.broadcast_to(np.float32(0), scores.shape))
-            npy.write_array_header_1_0(f, header)
-            for start in range(0, len(order), block):
-                f.write(np.ascontiguousarray(scores[order[start : start + block]], dtype=np.float32).data)
-        with z.open("image_ids.npy", "w", force_zip64=True) as f:
-            npy.write_array(f, image_ids[order])
+    write_npz_in_id_order(buffer, image_ids, scores, block=block)
     return buffer
+
+
+def write_npz_in_id_order(f: IO[bytes], image_ids: np.ndarray, scores: np.ndarray, *, block: int = 4096) -> None:
+    """Write to `f` (seekable) the .npz that `np.savez(f, scores=scores[order].astype(np.float32),
+    image_ids=image_ids[order])` writes, `order` sorting the image ids (stable), byte for byte; the sorted matrix is
+    never made whole (200 MB for 50,000 x 1,000): its rows go to the archive `block` at a time, gathered into one
+    reused buffer, or straight from `scores` when they are float32 rows in id order already."""
+    order = np.argsort(image_ids, kind="stable")
+    in_place = scores.dtype == np.float32 and scores.flags.c_contiguous and np.array_equal(order, np.arange(len(order)))
+    gathered = np.empty((0 if in_place else min(block, len(order)), scores.shape[1]), dtype=np.float32)
+    with zipfile.ZipFile(f, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as z:
+        with z.open("scores.npy", "w", force_zip64=True) as member:
+            header = npy.header_data_from_array_1_0(np.broadcast_to(np.float32(0), scores.shape))
+            npy.write_array_header_1_0(member, header)
+            for start in range(0, len(order), block):
+                rows = order[start : start + block]
+                if in_place:
+                    part = scores[start : start + len(rows)]
+                elif scores.dtype == np.float32:
+                    part = np.take(scores, rows, axis=0, out=gathered[: len(rows)], mode="clip")
+                else:
+                    part = np.ascontiguousarray(scores[rows], dtype=np.float32)
+                member.write(part.data)
+        with z.open("image_ids.npy", "w", force_zip64=True) as member:
+            npy.write_array(member, image_ids[order])
 
 
 def discard_scores(workspace: Path, relative: str | None, session: Session | None = None) -> None:

@@ -4,6 +4,7 @@ matrix by argmax; and a bad row deep in a large file is still refused with its l
 
 from __future__ import annotations
 
+import hashlib
 import io
 import itertools
 import json
@@ -25,7 +26,7 @@ from relabel.sources.bulk import matched_rows
 from relabel.sources.predictions import import_predictions
 from relabel.sources.row_store import list_text
 from relabel.sources.rows import LabelRow, resolve_rows
-from relabel.sources.score_vectors import npz_in_id_order, top_k
+from relabel.sources.score_vectors import _mapped_member, _read_arrays, npz_in_id_order, top_k, write_scores
 from tests.relabel.sources.test_sources import val_dataset
 
 PIECES = [
@@ -203,3 +204,49 @@ def test_score_files_are_the_bytes_np_savez_writes_of_the_sorted_rows() -> None:
         expected = io.BytesIO()
         np.savez(expected, scores=scores[order].astype(np.float32), image_ids=image_ids[order])
         assert npz_in_id_order(image_ids, scores, block=7).getvalue() == expected.getvalue()
+
+
+def test_score_files_in_id_order_already_and_stored_once(tmp_path: Path) -> None:
+    """Rows in id order go to the archive as they are; the stored file is named by its sha256, and a second store
+    of the same scores finds it and leaves nothing behind."""
+    rng = np.random.default_rng(9)
+    scores = rng.random((50, 6)).astype(np.float32)
+    image_ids = np.arange(3, 53, dtype=np.int64)
+    expected = io.BytesIO()
+    np.savez(expected, scores=scores, image_ids=image_ids)
+    assert npz_in_id_order(image_ids, scores, block=7).getvalue() == expected.getvalue()
+    shuffled = rng.permutation(50)
+    relative, digest, fresh = write_scores(tmp_path, image_ids[shuffled], scores[shuffled])
+    assert fresh and relative == f"scores/{digest[:32]}.npz"
+    assert (tmp_path / relative).read_bytes() == expected.getvalue()
+    assert digest == hashlib.sha256(expected.getvalue()).hexdigest()
+    assert write_scores(tmp_path, image_ids, scores) == (relative, digest, False)
+    assert [p.name for p in (tmp_path / "scores").iterdir()] == [Path(relative).name]
+
+
+def test_stored_scores_are_read_in_place_and_checked_as_read_npz_checks_them(tmp_path: Path) -> None:
+    """np.savez stores its members as they are: the scores are then a read-only view of the file, equal to what
+    np.load reads in any layout; a compressed archive is read as before; a stored member whose bytes changed after
+    it was written is not mapped, and fails its CRC check as `read_npz` reads it."""
+    rng = np.random.default_rng(3)
+    scores = rng.random((40, 7)).astype(np.float32)
+    ids = np.array([f"k{i}" for i in range(40)])
+    path = tmp_path / "s.npz"
+    for save, layout in (
+        (np.savez, scores),
+        (np.savez, np.asfortranarray(scores)),
+        (np.savez, scores.astype(">f8")),
+        (np.savez_compressed, scores),
+    ):
+        save(path, scores=layout, ids=ids)
+        arrays = _read_arrays(path, ("scores", "ids"))
+        np.testing.assert_array_equal(arrays["scores"], layout)
+        assert arrays["scores"].dtype == layout.dtype and arrays["ids"].tolist() == ids.tolist()
+        assert arrays["scores"].flags.writeable == (save is np.savez_compressed)
+    np.savez(path, scores=scores, ids=ids)
+    data = bytearray(path.read_bytes())
+    data[data.index(scores.tobytes()[:16])] ^= 1
+    path.write_bytes(bytes(data))
+    assert _mapped_member(path, "scores", ("scores", "ids")) is None
+    with pytest.raises(InputError, match="CRC"):
+        _read_arrays(path, ("scores", "ids"))
