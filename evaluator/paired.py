@@ -30,6 +30,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from evaluator.errors import EvaluationError
+from evaluator.index_draws import MAX_IMAGES, IndexDraws
 from evaluator.intervals import LEVEL, wilson_interval
 from evaluator.references import check_boot, check_mask
 
@@ -221,14 +222,30 @@ class JointBootstrap:
         yield from kept[key]
 
     def _draw(self) -> Iterator[np.ndarray]:
+        n = self.n_images
+        if not 2 <= n <= MAX_IMAGES:
+            yield from self._draw_whole()
+            return
+        # the draws of `rng.integers(0, n, size=(size, n), dtype=np.int32)`, one resample at a time
+        # (`evaluator.index_draws`): no chunk-sized array of draws for the system to map and clear
+        draws = IndexDraws(self.seed, n)
+        for start in range(0, self.n_boot, self.chunk):
+            size = min(self.chunk, self.n_boot - start)
+            counts = np.empty((size, n), np.float32)
+            for row in range(size):  # one resample at a time: its counts stay in cache while they are added up
+                counts[row] = np.bincount(draws.take(n), minlength=n)
+            yield counts
+
+    def _draw_whole(self) -> Iterator[np.ndarray]:
+        """`_draw` for one image or more than MAX_IMAGES: numpy's integers for a chunk at once."""
         rng = np.random.default_rng(self.seed)
         n = self.n_images
-        dtype = np.int32 if n < 2**31 else np.int64  # half the bytes to draw and to count
+        dtype = np.int32 if n < 2**31 else np.int64
         for start in range(0, self.n_boot, self.chunk):
             size = min(self.chunk, self.n_boot - start)
             draws = rng.integers(0, n, size=(size, n), dtype=dtype)
             counts = np.empty((size, n), np.float32)
-            for row in range(size):  # one resample at a time: its counts stay in cache while they are added up
+            for row in range(size):
                 counts[row] = np.bincount(draws[row], minlength=n)
             yield counts
 
