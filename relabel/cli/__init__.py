@@ -12,6 +12,7 @@ import click
 
 from relabel import __version__
 from relabel.cli.commands import COMMANDS, ENTRY_POINT_GROUP, LazyCommands
+from relabel.common.collector import pause_for_start_up, start_up_done
 from relabel.common.errors import RelabelError
 from relabel.common.settings import Settings
 
@@ -98,10 +99,15 @@ def cli(ctx: click.Context, workspace: str, db_url: str | None) -> None:
     from pathlib import Path
 
     ctx.obj = Settings(workspace=Path(workspace), db_url=db_url)
+    ctx.call_on_close(ctx.obj.close)
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point; click's usage errors are folded into the same one-line form as ours."""
+    """Entry point; click's usage errors are folded into the same one-line form as ours.
+
+    The cyclic garbage collector is paused from here until the workspace's database is open (or the command ends):
+    see `relabel.common.collector.pause_for_start_up`."""
+    pause_for_start_up()
     try:
         cli.main(args=argv, prog_name="relabel", standalone_mode=False)
     except click.exceptions.Abort:
@@ -111,3 +117,5 @@ def main(argv: list[str] | None = None) -> None:
         _fail(f"{exc.format_message()} (see `{where} --help`)", exc.exit_code)
     except click.ClickException as exc:
         _fail(exc.format_message(), exc.exit_code)
+    finally:
+        start_up_done(freeze=False)  # a command that never opened the workspace: the collector as it was

@@ -38,10 +38,20 @@ class Settings:
         """The workspace database, created or upgraded to the current schema on first use."""
         from db.engine import create_db_engine
         from db.migrations import init_db
+        from relabel.common.collector import start_up_done
 
         engine = create_db_engine(self.url)
         init_db(engine)
+        start_up_done()  # the command's work begins: the collector runs again (see `relabel.cli.main`)
         return engine
+
+    def close(self) -> None:
+        """Close the database connections the settings opened, if they opened any (the engine stays usable: it
+        opens new ones when used again). SQLite folds its write-ahead log back into the database file when the
+        last connection closes; at the end of a command this happens here, not by chance at interpreter exit."""
+        engine = self.__dict__.get("engine")  # only an engine already built: closing must not open one
+        if engine is not None:
+            engine.dispose()
 
     def redacted_url(self) -> str:
         from sqlalchemy.engine import make_url
