@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from evaluator.index_draws import RawWords, unit_thresholds
 from evaluator.paired import JointBootstrap
 from evaluator.posteriors import Posteriors
 
@@ -94,8 +95,8 @@ def draw_accuracies(runs: Sequence[Coins], sampled: np.ndarray, n_draws: int, se
     every = len(cols) == len(sampled)  # every image sampled: the resample counts are read in place, not copied
     step = max(1, BLOCK_VALUES // max(len(cols), 1))
     fixed = [_fixed(c, sampled) for c in runs]
-    q = [c.q[cols].astype(np.float32) for c in runs]
-    r = [c.r[cols].astype(np.float32) for c in runs]
+    q = [unit_thresholds(c.q[cols].astype(np.float32)) for c in runs]  # U < q as integers (`_uniforms`)
+    r = [unit_thresholds(c.r[cols].astype(np.float32)) for c in runs]
     work = _Blocks(min(step, boot.chunk), len(cols), 0 if every else min(boot.chunk, n_draws))
     parts: list[list[list[np.ndarray]]] = [[[], [], []] for _ in runs]
     for counts, (u, v) in zip(boot.counts(), _uniforms(len(cols), boot.chunk, n_draws, seed)):
@@ -162,12 +163,13 @@ class _Blocks:
 
 
 def _uniforms(n_cols: int, chunk: int, n_draws: int, seed: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """(U, V), float32 (size, n_cols) per chunk of draws, valid until the next chunk: they are drawn into the same
-    two buffers each time (the operating system then maps and clears their pages once per pass, not once per
-    chunk). The stream is a child of `seed` apart from the image resamples', so sampling labels leaves those
-    unchanged."""
-    rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0])
-    u, v = np.empty((min(chunk, n_draws), n_cols), np.float32), np.empty((min(chunk, n_draws), n_cols), np.float32)
+    """(U, V) per chunk of draws, (size, n_cols) uint32, valid until the next chunk: the numerators of the float32
+    uniforms `rng.random(dtype=np.float32)` draws for U, then for V, over the chunk (`evaluator.index_draws`: an
+    integer threshold gives the same coin as the float), read from the generator's raw words into the same two
+    buffers each time. The stream is a child of `seed` apart from the image resamples', so sampling labels leaves
+    those unchanged."""
+    words = RawWords(np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0]).bit_generator)
+    u, v = np.empty((min(chunk, n_draws), n_cols), np.uint32), np.empty((min(chunk, n_draws), n_cols), np.uint32)
     for start in range(0, n_draws, chunk):
         size = min(chunk, n_draws - start)
-        yield rng.random(dtype=np.float32, out=u[:size]), rng.random(dtype=np.float32, out=v[:size])
+        yield words.fill_units(u[:size]), words.fill_units(v[:size])
