@@ -35,7 +35,7 @@ def insert_plain(
     compiled = insert(table).compile(dialect=conn.dialect, column_keys=list(columns))
     shape = _row_shape(list(columns), compiled.positiontup if compiled.positional else None)
     sql, source, written = str(compiled), iter(rows), 0
-    while part := [shape(r) for r in islice(source, chunk)]:
+    while part := list(map(shape, islice(source, chunk))):
         conn.exec_driver_sql(sql, part)
         written += len(part)
         if progress is not None:

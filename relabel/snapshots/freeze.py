@@ -5,13 +5,15 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
-from db.bulk import insert_plain, table_of
+from db.bulk import all_plain_rows, insert_plain, table_of
 from db.engine import session_scope
 from db.enums import Category, Verdict
 from db.models import Dataset, Image, Snapshot, SnapshotLabel, SnapshotPosterior, pk, stored_id
@@ -210,9 +212,9 @@ def _freeze(
     base_labels = source_labels(conn, stored_id(get_source(s, ds, base)))
     imgt = get_source(s, ds, IMGT) if base != IMGT else None
     original = source_labels(conn, stored_id(imgt)) if imgt else base_labels
-    images = conn.execute(
-        select(pk(Image.id), col(Image.path)).where(col(Image.dataset_id) == ds.id).order_by(col(Image.path))
-    ).all()
+    images = all_plain_rows(  # plain tuples from the driver: no result row object per image
+        conn, select(pk(Image.id), col(Image.path)).where(col(Image.dataset_id) == ds.id).order_by(col(Image.path))
+    )
     if not images:
         raise InputError(f"dataset {ds.name!r} has no images; nothing to freeze")
     decisions = current_decisions(conn, stored_id(ds))
@@ -261,7 +263,13 @@ def _store(s: Session, snap: Snapshot, rows: list[FrozenRow], voted: dict[int, V
     s.flush()
     conn, snapshot_id = s.connection(), stored_id(snap)
     text = ClassListText()
-    labels = ((snapshot_id, r.image_id, text(r.classes), _CATEGORY_NAME[r.category], r.origin) for r in rows)
+    labels = zip(
+        repeat(snapshot_id),
+        map(attrgetter("image_id"), rows),
+        map(text, map(attrgetter("classes"), rows)),
+        map(_CATEGORY_NAME.__getitem__, map(attrgetter("category"), rows)),
+        map(attrgetter("origin"), rows),
+    )  # iterators alone: no Python step per row
     insert_plain(conn, table_of(SnapshotLabel), LABEL_COLUMNS, labels)
     stored = posterior_rows(snapshot_id, voted, (r.image_id for r in rows if r.voted))
     return insert_plain(conn, table_of(SnapshotPosterior), POSTERIOR_COLUMNS, stored)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from itertools import compress
+from itertools import chain, compress, repeat
 from typing import Protocol
 
 import numpy as np
@@ -168,5 +168,13 @@ def posterior_rows(
     snapshot_id: int, images: Mapping[int, VotedImage], image_ids: Iterable[int]
 ) -> Iterator[tuple[int, int, int, float]]:
     """`snapshot_posteriors` rows (`POSTERIOR_COLUMNS`: snapshot, image, class, posterior) of the voted images
-    among `image_ids`."""
-    return ((snapshot_id, i, c, p) for i in image_ids for c, p in images[i].posteriors.items())
+    among `image_ids`, each image's in the order of its `posteriors`. Made by iterators alone, without a Python step
+    per row (185,000 rows for ReaL's raters)."""
+    ids = list(image_ids)
+    posteriors = [images[i].posteriors for i in ids]
+    return zip(
+        repeat(snapshot_id),
+        chain.from_iterable(map(repeat, ids, map(len, posteriors))),
+        chain.from_iterable(posteriors),
+        chain.from_iterable(map(dict.values, posteriors)),
+    )
