@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from evaluator.index_draws import RawWords, unit_thresholds
-from evaluator.paired import JointBootstrap
+from evaluator.paired import JointBootstrap, scratch
 from evaluator.posteriors import Posteriors
 
 BLOCK_VALUES = 262_144  # sampled (draw, image) pairs handled at once per run: 1 MB of float32, held in cache
@@ -137,7 +137,7 @@ class _Blocks:
     the coins of a block of `step` draws."""
 
     def __init__(self, step: int, n_cols: int, chunk: int) -> None:
-        self.picked = np.empty((chunk, n_cols), np.float32)
+        self.picked = scratch("label_draws.picked", (chunk, n_cols), np.float32)
         self.step = step
         self.right = np.empty((step, n_cols), np.float32)
         self.seen = np.empty((step, n_cols), np.float32)
@@ -166,10 +166,11 @@ def _uniforms(n_cols: int, chunk: int, n_draws: int, seed: int) -> Iterator[tupl
     """(U, V) per chunk of draws, (size, n_cols) uint32, valid until the next chunk: the numerators of the float32
     uniforms `rng.random(dtype=np.float32)` draws for U, then for V, over the chunk (`evaluator.index_draws`: an
     integer threshold gives the same coin as the float), read from the generator's raw words into the same two
-    buffers each time. The stream is a child of `seed` apart from the image resamples', so sampling labels leaves
-    those unchanged."""
+    buffers each time (and each pass, inside `resamples_kept`). The stream is a child of `seed` apart from the
+    image resamples', so sampling labels leaves those unchanged."""
     words = RawWords(np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0]).bit_generator)
-    u, v = np.empty((min(chunk, n_draws), n_cols), np.uint32), np.empty((min(chunk, n_draws), n_cols), np.uint32)
+    shape = (min(chunk, n_draws), n_cols)
+    u, v = scratch("label_draws.u", shape, np.uint32), scratch("label_draws.v", shape, np.uint32)
     for start in range(0, n_draws, chunk):
         size = min(chunk, n_draws - start)
         yield words.fill_units(u[:size]), words.fill_units(v[:size])

@@ -39,6 +39,7 @@ CHUNK_VALUES = 8_000_000  # resample counts held at once (32 MB of float32)
 KEPT_BYTES = 320_000_000  # resample counts `resamples_kept` holds at most (ImageNet val's 50,000 x 1,000: 200 MB)
 
 _kept: ContextVar[dict[tuple[int, int, int], list[np.ndarray]] | None] = ContextVar("kept_resamples", default=None)
+_scratch: ContextVar[dict[str, np.ndarray] | None] = ContextVar("scratch_buffers", default=None)
 
 
 @contextmanager
@@ -46,12 +47,27 @@ def resamples_kept() -> Iterator[None]:
     """Within the block, the resample counts of each (n_images, n_boot, seed) are drawn once and read again from
     memory by every `JointBootstrap` with those settings, the same numbers: for the many statistics of one
     evaluation over the same images. At most KEPT_BYTES are held, the oldest dropped first; outside the block
-    every call draws them again and nothing is held."""
-    token = _kept.set({})
+    every call draws them again and nothing is held. Work buffers (`scratch`) are reused within the block too."""
+    token, scratch_token = _kept.set({}), _scratch.set({})
     try:
         yield
     finally:
         _kept.reset(token)
+        _scratch.reset(scratch_token)
+
+
+def scratch(name: str, shape: tuple[int, ...], dtype: type[np.generic]) -> np.ndarray:
+    """An uninitialised array of `shape`. Inside `resamples_kept` the memory of the last array of that `name` is
+    handed out again (grown when too small): the work buffers of one pass over the resamples, so each new pass
+    does not have the system map and clear tens of megabytes again. The caller must be done with the previous
+    array of the name."""
+    held = _scratch.get()
+    size = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    if held is None:
+        return np.empty(shape, dtype)
+    if name not in held or held[name].nbytes < size:
+        held[name] = np.empty(size, np.uint8)
+    return held[name][:size].view(dtype).reshape(shape)
 
 
 @dataclass(frozen=True)

@@ -52,3 +52,16 @@ def test_the_memory_bound_drops_the_oldest_and_skips_what_cannot_fit(monkeypatch
         assert not any(a is b for a, b in zip(small, drawn(300)))
         assert not any(a is b for a, b in zip(drawn(600), drawn(600)))  # larger than the bound: never held
         assert np.array_equal(np.concatenate(big), np.concatenate(drawn(500)))
+
+
+def test_scratch_buffers_are_reused_inside_the_block_only() -> None:
+    outside = [paired.scratch("t", (4, 5), np.float32) for _ in range(2)]
+    assert not np.shares_memory(*outside)
+    with resamples_kept():
+        first = paired.scratch("t", (40, 50), np.float32)
+        smaller = paired.scratch("t", (3, 7), np.uint32)
+        other_name = paired.scratch("u", (3, 7), np.uint32)
+        larger = paired.scratch("t", (80, 50), np.float32)
+    assert first.shape == (40, 50) and smaller.shape == (3, 7) and smaller.dtype == np.uint32
+    assert np.shares_memory(first, smaller) and not np.shares_memory(first, other_name)
+    assert larger.shape == (80, 50) and not np.shares_memory(first, larger)  # grown: new memory
