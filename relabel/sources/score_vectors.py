@@ -286,11 +286,19 @@ def write_scores(workspace: Path, image_ids: np.ndarray, scores: np.ndarray) -> 
 
 
 def _file_sha256(f: IO[bytes]) -> str:
-    """sha256 of the whole of the file `f` (written and flushed), read through a memory map: no copy of it."""
+    """sha256 of the whole of the file `f` (written and flushed), read through a memory map: no copy of it (a file
+    system that maps no files is read a megabyte at a time)."""
     if not f.seek(0, os.SEEK_END):
         return hashlib.sha256(b"").hexdigest()
-    with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view:
-        return hashlib.sha256(view).hexdigest()
+    try:
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view:
+            return hashlib.sha256(view).hexdigest()
+    except (OSError, ValueError):
+        f.seek(0)
+        digest = hashlib.sha256()
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+        return digest.hexdigest()
 
 
 def npz_in_id_order(image_ids: np.ndarray, scores: np.ndarray, *, block: int = 4096) -> io.BytesIO:

@@ -224,6 +224,19 @@ def test_score_files_in_id_order_already_and_stored_once(tmp_path: Path) -> None
     assert [p.name for p in (tmp_path / "scores").iterdir()] == [Path(relative).name]
 
 
+def test_a_score_file_is_hashed_without_a_memory_map_where_none_can_be_made(tmp_path: Path, monkeypatch) -> None:
+    def refuse(*_: object, **__: object) -> None:
+        raise OSError("no mapping here")
+
+    scores = np.random.default_rng(4).random((30, 5)).astype(np.float32)
+    image_ids = np.arange(30, dtype=np.int64)[::-1].copy()
+    expected = npz_in_id_order(image_ids, scores).getvalue()
+    monkeypatch.setattr("relabel.sources.score_vectors.mmap.mmap", refuse)
+    relative, digest, fresh = write_scores(tmp_path, image_ids, scores)
+    assert fresh and digest == hashlib.sha256(expected).hexdigest()
+    assert (tmp_path / relative).read_bytes() == expected
+
+
 def test_stored_scores_are_read_in_place_and_checked_as_read_npz_checks_them(tmp_path: Path) -> None:
     """np.savez stores its members as they are: the scores are then a read-only view of the file, equal to what
     np.load reads in any layout; a compressed archive is read as before; a stored member whose bytes changed after
