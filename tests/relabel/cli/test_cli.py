@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from relabel.cli import cli, main
 from tests import images
+from tests.cli_process import run_relabel
 from tests.conftest import REPO
 
 
@@ -28,12 +29,8 @@ def all_commands(group: click.Group = cli, prefix: str = "") -> list[tuple[str, 
 
 
 def run(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "relabel", "--workspace", str(tmp_path / "ws"), *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    """`relabel --workspace tmp_path/ws ARGS` as the executable runs it, in this process (tests/cli_process.py)."""
+    return run_relabel(["--workspace", str(tmp_path / "ws"), *args])
 
 
 @pytest.mark.parametrize(("path", "command"), all_commands(), ids=lambda x: x if isinstance(x, str) else "")
@@ -88,6 +85,7 @@ def test_an_import_that_matches_no_image_fails_even_with_skip_unknown(tmp_path: 
 
 
 def test_unreachable_database_is_one_line(tmp_path: Path) -> None:
+    # the one command of this file run by `python -m relabel` in a new interpreter: the executable's own exit status
     r = subprocess.run(
         [sys.executable, "-m", "relabel", "--db", "postgresql+psycopg://nobody@127.0.0.1:1/x", "stats"],
         capture_output=True,

@@ -5,26 +5,21 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
 from tests import images
+from tests.cli_process import run_relabel
 from tests.stub_server import Fault, StubServer
 
 KEY = {"OPENAI_API_KEY": "EMPTY"}
 
 
-def relabel(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    full_env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "relabel", "--workspace", str(tmp_path / "ws"), *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=full_env,
-    )
+def relabel(tmp_path: Path, *args: str, env: Mapping[str, str | None] | None = None) -> subprocess.CompletedProcess:
+    """`relabel --workspace tmp_path/ws ARGS` as the executable runs it, in this process (tests/cli_process.py)."""
+    return run_relabel(["--workspace", str(tmp_path / "ws"), *args], env={"HF_HUB_OFFLINE": "1", **(env or {})})
 
 
 @pytest.fixture
@@ -50,25 +45,8 @@ def test_closed_world_run_through_a_stub_server_resumes_without_new_requests(tmp
 
 
 def test_missing_api_key_fails_before_any_work(tmp_path: Path, dataset: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "relabel",
-            "--workspace",
-            str(tmp_path / "ws"),
-            "suggest",
-            "--model",
-            "openai:gpt-4o",
-            "--protocol",
-            "cw",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
+    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("OPENAI_")}
+    r = relabel(tmp_path, "suggest", "--model", "openai:gpt-4o", "--protocol", "cw", env=env)
     assert r.returncode != 0 and r.stderr.startswith("error: ") and r.stderr.count("\n") == 1
     assert "OPENAI_API_KEY" in r.stderr
 

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +24,7 @@ from relabel.suggest.cache import DbResponseCache
 from relabel.suggest.protocols import ProtocolContext, get_protocol
 from relabel.suggest.runner import RunSummary, SuggestJob, run_suggestions
 from tests import images
+from tests.cli_process import run_relabel
 from tests.stub_server import Fault, StubServer
 
 N_IMAGES = 10
@@ -229,18 +227,12 @@ def test_the_command_line_runs_a_batch_job(tmp_path: Path) -> None:
     root = tmp_path / "data"
     images.photo(root / "n02123045_a.jpg")
     images.photo(root / "n01440764_b.jpg", color=(9, 9, 9))
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OPENAI_API_KEY": "EMPTY"}
-    base = [sys.executable, "-m", "relabel", "--workspace", str(tmp_path / "ws")]
-    subprocess.run([*base, "ingest", str(root), "--quiet"], check=True, env=env, capture_output=True, timeout=300)
+    env = {"HF_HUB_OFFLINE": "1", "OPENAI_API_KEY": "EMPTY"}
+    base = ["--workspace", str(tmp_path / "ws")]
+    assert run_relabel([*base, "ingest", str(root), "--quiet"], env=env).returncode == 0  # in this process
     with StubServer(answer="tabby") as stub:
         args = ["suggest", "--model", "openai:stub-model", "--base-url", stub.url, "--protocol", "cw"]
-        r = subprocess.run(
-            [*base, *args, "--batch-api", "--poll-seconds", "0.05"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        r = run_relabel([*base, *args, "--batch-api", "--poll-seconds", "0.05"], env=env)
         assert r.returncode == 0, r.stderr
         assert "2 image(s), 0 done before, now 2 ok, 0 error(s)" in r.stdout
         assert "batch batch_stub1: completed, 2/2 done, 0 failed" in r.stderr
