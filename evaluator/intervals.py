@@ -18,7 +18,6 @@ from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import special
 
 from evaluator.errors import EvaluationError, unknown_name
 
@@ -45,6 +44,8 @@ def wilson_interval(n_correct: ArrayLike, n: ArrayLike, level: float = LEVEL) ->
 
 def clopper_pearson_interval(n_correct: ArrayLike, n: ArrayLike, level: float = LEVEL) -> tuple[np.ndarray, np.ndarray]:
     """Clopper–Pearson (exact) interval of k/n, shapes as `wilson_interval`; NaN where n = 0."""
+    from scipy import special  # here, not at import: scipy.special is ~0.1 s of every command that reads references
+
     k, trials = _counts(n_correct, n)
     alpha = 1 - _check_level(level)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -77,6 +78,8 @@ def _check_level(level: float) -> float:
 
 def _z(level: float) -> float:
     # the standard normal quantile, as scipy.stats.norm.ppf computes it, without importing scipy.stats (~0.7 s)
+    from scipy import special
+
     return float(special.ndtri((1 + _check_level(level)) / 2))
 
 
