@@ -36,24 +36,29 @@ from evaluator.references import check_boot, check_mask
 
 N_BOOT = 1000
 CHUNK_VALUES = 8_000_000  # resample counts held at once (32 MB of float32)
-KEPT_BYTES = 320_000_000  # resample counts `resamples_kept` holds at most (ImageNet val's 50,000 x 1,000: 200 MB)
+KEPT_BYTES = 320_000_000  # resample counts `resamples_kept` holds at most (ImageNet val's 50,000 x 1,000: 50 MB)
+KEPT_MAX = 255  # counts kept as bytes up to this; a set with a larger count (a handful of images) is kept as float32
 
 _kept: ContextVar[dict[tuple[int, int, int], list[np.ndarray]] | None] = ContextVar("kept_resamples", default=None)
 _scratch: ContextVar[dict[str, np.ndarray] | None] = ContextVar("scratch_buffers", default=None)
+_spare: ContextVar[list[np.ndarray] | None] = ContextVar("spare_count_buffers", default=None)
 
 
 @contextmanager
 def resamples_kept() -> Iterator[None]:
     """Within the block, the resample counts of each (n_images, n_boot, seed) are drawn once and read again from
     memory by every `JointBootstrap` with those settings, the same numbers: for the many statistics of one
-    evaluation over the same images. At most KEPT_BYTES are held, the oldest dropped first; outside the block
-    every call draws them again and nothing is held. Work buffers (`scratch`) are reused within the block too."""
-    token, scratch_token = _kept.set({}), _scratch.set({})
+    evaluation over the same images. They are kept as bytes (a count above KEPT_MAX widens its set to float32),
+    at most KEPT_BYTES, the oldest dropped first, and handed out a chunk at a time in float32 buffers reused from
+    pass to pass; outside the block every call draws them again and nothing is held. Work buffers (`scratch`)
+    are reused within the block too."""
+    token, scratch_token, spare_token = _kept.set({}), _scratch.set({}), _spare.set([])
     try:
         yield
     finally:
         _kept.reset(token)
         _scratch.reset(scratch_token)
+        _spare.reset(spare_token)
 
 
 def scratch(name: str, shape: tuple[int, ...], dtype: type[np.generic]) -> np.ndarray:
@@ -222,20 +227,42 @@ class JointBootstrap:
 
     def counts(self) -> Iterator[np.ndarray]:
         """(chunk, n_images) float32 arrays: how often each image is drawn in each resample; n_boot rows in all.
-        Read-only, and read from memory, inside `resamples_kept`."""
+        Inside `resamples_kept` they are read from memory, read-only, and each is valid only until the next
+        chunk is asked for (one buffer is filled again): a caller holds no chunk across its loop."""
         kept, key = _kept.get(), (self.n_images, self.n_boot, self.seed)
-        if kept is None or 4 * self.n_images * self.n_boot > KEPT_BYTES:
+        if kept is None or self.n_images * self.n_boot > KEPT_BYTES:
             yield from self._draw()
             return
-        if key not in kept:
-            chunks = list(self._draw())
+        chunks = kept.get(key)
+        if chunks is None:
+            chunks = self._draw_bytes() or list(self._draw())
             for chunk in chunks:
                 chunk.setflags(write=False)
             need = sum(chunk.nbytes for chunk in chunks)
-            while kept and sum(c.nbytes for held in kept.values() for c in held) + need > KEPT_BYTES:
-                del kept[next(iter(kept))]  # the oldest first
-            kept[key] = chunks
-        yield from kept[key]
+            if need <= KEPT_BYTES:  # a set widened to float32 may not fit: used for this pass only
+                while kept and sum(c.nbytes for held in kept.values() for c in held) + need > KEPT_BYTES:
+                    del kept[next(iter(kept))]  # the oldest first
+                kept[key] = chunks
+        if chunks[0].dtype == np.float32:
+            yield from chunks
+            return
+        yield from _as_float32(chunks)
+
+    def _draw_bytes(self) -> list[np.ndarray] | None:
+        """The counts of `_draw` as uint8 chunks, or None where a count exceeds KEPT_MAX (or `_draw_whole` draws)."""
+        n = self.n_images
+        if not 2 <= n <= MAX_IMAGES:
+            return None
+        draws, chunks = IndexDraws(self.seed, n), []
+        for start in range(0, self.n_boot, self.chunk):
+            counts = np.empty((min(self.chunk, self.n_boot - start), n), np.uint8)
+            for row in counts:
+                drawn = np.bincount(draws.take(n), minlength=n)
+                if n > KEPT_MAX and drawn.max() > KEPT_MAX:
+                    return None
+                row[...] = drawn
+            chunks.append(counts)
+        return chunks
 
     def _draw(self) -> Iterator[np.ndarray]:
         n = self.n_images
@@ -290,6 +317,25 @@ class JointBootstrap:
             with np.errstate(invalid="ignore", divide="ignore"):
                 out.append((totals / seen).T)
         return np.concatenate(out).astype(np.float64)
+
+
+def _as_float32(chunks: list[np.ndarray]) -> Iterator[np.ndarray]:
+    """Each of `chunks` (uint8) as float32, read-only, in one buffer taken from the spare ones of `resamples_kept`
+    and given back when the pass ends (two passes at once get two buffers)."""
+    spare = _spare.get()
+    size = max(CHUNK_VALUES, max(c.size for c in chunks))
+    ready = [] if spare is None else [i for i, b in enumerate(spare) if len(b) >= size]
+    buffer = spare.pop(ready[0]) if spare is not None and ready else np.empty(size, np.float32)
+    try:
+        for chunk in chunks:
+            out = buffer[: chunk.size].reshape(chunk.shape)
+            np.copyto(out, chunk)
+            view = out.view()
+            view.setflags(write=False)
+            yield view
+    finally:
+        if spare is not None:
+            spare.append(buffer)
 
 
 def percentile_interval(resampled: ArrayLike, level: float = LEVEL) -> tuple[np.ndarray, np.ndarray]:

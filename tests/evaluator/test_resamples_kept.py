@@ -1,7 +1,9 @@
-"""`resamples_kept`: inside the block a bootstrap's resamples are drawn once and read again, the same numbers;
-outside it, and beyond its memory bound, they are drawn on every call and nothing is held."""
+"""`resamples_kept`: inside the block a bootstrap's resamples are drawn once, kept as bytes, and read again, the
+same numbers; outside it, and beyond its memory bound, they are drawn on every call and nothing is held."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -11,19 +13,70 @@ from evaluator.paired import JointBootstrap, resamples_kept
 
 
 def drawn(n_images: int, n_boot: int = 30, seed: int = 5) -> list[np.ndarray]:
-    return list(JointBootstrap(n_images, n_boot, seed).counts())
+    """The chunks of one pass, copied: inside the block a chunk is valid only until the next one."""
+    return [chunk.copy() for chunk in JointBootstrap(n_images, n_boot, seed).counts()]
 
 
-def test_kept_resamples_are_drawn_once_and_equal_the_fresh_ones() -> None:
+@pytest.fixture
+def draws(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The image counts of the bootstraps drawn (kept or not) while the test runs."""
+    made: list[int] = []
+    plain, as_bytes = JointBootstrap._draw, JointBootstrap._draw_bytes
+
+    def counted_draw(self: JointBootstrap) -> Iterator[np.ndarray]:
+        made.append(self.n_images)
+        return plain(self)
+
+    def counted_bytes(self: JointBootstrap) -> list[np.ndarray] | None:
+        made.append(self.n_images)
+        return as_bytes(self)
+
+    monkeypatch.setattr(JointBootstrap, "_draw", counted_draw)
+    monkeypatch.setattr(JointBootstrap, "_draw_bytes", counted_bytes)
+    return made
+
+
+def test_kept_resamples_are_drawn_once_and_equal_the_fresh_ones(draws: list[int]) -> None:
     fresh = drawn(400)
     with resamples_kept():
         first, again = drawn(400), drawn(400)
         other_seed = drawn(400, seed=6)
-    assert all(a is b for a, b in zip(first, again))  # read from memory, not drawn again
-    assert np.array_equal(np.concatenate(first), np.concatenate(fresh))
+        held = paired._kept.get()[(400, 30, 5)]  # type: ignore[index]
+        chunk = next(iter(JointBootstrap(400, 30, 5).counts()))
+    assert draws == [400, 400, 400]  # fresh, first (kept), other seed: `again` is read from memory
+    assert all(c.dtype == np.uint8 for c in held) and sum(c.nbytes for c in held) == 400 * 30
+    assert np.array_equal(np.concatenate(first), np.concatenate(fresh)) and first[0].dtype == np.float32
+    assert np.array_equal(np.concatenate(again), np.concatenate(fresh))
     assert not np.array_equal(np.concatenate(other_seed), np.concatenate(fresh))
     with pytest.raises(ValueError, match="read-only"):
-        first[0][0, 0] = 7  # one statistic cannot change another's resamples
+        chunk[0, 0] = 7  # one statistic cannot change another's resamples
+
+
+def test_two_passes_at_once_read_their_own_buffers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(paired, "CHUNK_VALUES", 4_000)  # chunks of 10 resamples
+    fresh = np.concatenate(drawn(400))
+    with resamples_kept():
+        drawn(400)
+        pairs = [
+            (a.copy(), b.copy())
+            for a, b in zip(JointBootstrap(400, 30, 5).counts(), JointBootstrap(400, 30, 5).counts())
+        ]
+        later = drawn(400)  # the two buffers are spare again
+    assert np.array_equal(np.concatenate([a for a, _ in pairs]), fresh)
+    assert np.array_equal(np.concatenate([b for _, b in pairs]), fresh)
+    assert np.array_equal(np.concatenate(later), fresh)
+
+
+def test_a_count_above_a_byte_keeps_the_set_as_float32(monkeypatch: pytest.MonkeyPatch, draws: list[int]) -> None:
+    fresh = drawn(400)
+    monkeypatch.setattr(paired, "KEPT_MAX", 1)  # every resample draws some image twice
+    with resamples_kept():
+        first, again = drawn(400), drawn(400)
+        (held,) = paired._kept.get().values()  # type: ignore[union-attr]
+    assert draws == [400, 400, 400]  # fresh; the bytes refused, then drawn as float32 and kept
+    assert all(c.dtype == np.float32 for c in held)
+    assert np.array_equal(np.concatenate(first), np.concatenate(fresh))
+    assert np.array_equal(np.concatenate(again), np.concatenate(fresh))
 
 
 def test_the_same_numbers_through_means_inside_and_outside_the_block() -> None:
@@ -35,23 +88,26 @@ def test_the_same_numbers_through_means_inside_and_outside_the_block() -> None:
     assert np.array_equal(inside, outside)
 
 
-def test_outside_the_block_nothing_is_held() -> None:
+def test_outside_the_block_nothing_is_held(draws: list[int]) -> None:
     with resamples_kept():
         pass
-    first, again = drawn(400), drawn(400)
-    assert not any(a is b for a, b in zip(first, again))
+    first, again = list(JointBootstrap(400, 30, 5).counts()), list(JointBootstrap(400, 30, 5).counts())
+    assert draws == [400, 400] and not any(a is b for a, b in zip(first, again))
     assert np.array_equal(np.concatenate(first), np.concatenate(again))
 
 
-def test_the_memory_bound_drops_the_oldest_and_skips_what_cannot_fit(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(paired, "KEPT_BYTES", 4 * 30 * 500)  # room for one 500-image set of 30 resamples
+def test_the_memory_bound_drops_the_oldest_and_skips_what_cannot_fit(
+    monkeypatch: pytest.MonkeyPatch, draws: list[int]
+) -> None:
+    monkeypatch.setattr(paired, "KEPT_BYTES", 30 * 500)  # room for one 500-image set of 30 resamples, as bytes
     monkeypatch.setattr(paired, "CHUNK_VALUES", 4_000)  # drawn in chunks of a few resamples: all of them count
     with resamples_kept():
-        small = drawn(300)
+        drawn(300)
         big = drawn(500)  # fits alone: the 300-image set is dropped
-        assert not any(a is b for a, b in zip(small, drawn(300)))
-        assert not any(a is b for a, b in zip(drawn(600), drawn(600)))  # larger than the bound: never held
+        drawn(300)
+        drawn(600), drawn(600)  # larger than the bound: never held
         assert np.array_equal(np.concatenate(big), np.concatenate(drawn(500)))
+    assert draws == [300, 500, 300, 600, 600, 500]  # 300 again (dropped for 500), which drops 500 in turn
 
 
 def test_scratch_buffers_are_reused_inside_the_block_only() -> None:
