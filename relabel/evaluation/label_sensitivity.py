@@ -22,11 +22,20 @@ any other; the images no vote reached keep the snapshot's labels, certain.
 The label draws of a row depend on the posteriors and the seed, never on a run (`evaluator.label_draws`): each
 method's draws (and image resamples) are made once per snapshot and every run is scored against them, with the
 numbers it would get alone.
+
+The other methods' posteriors (reading the 925,000 ReaL rater votes and fitting four methods: about 0.7 s) are
+kept in the SQLite workspace's cache folder, keyed like `relabel stats`'s reliability fit by what the votes are
+made of (`relabel.review.stats.votes_key`: the vote sources as imported and the studio's decision events), by
+the snapshot's vote settings and by its images. A vote import or a new decision changes the key: the next
+evaluate reads and fits the votes again. A snapshot that reads a model run as a voter is never kept.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
 from sqlalchemy import select
@@ -37,6 +46,7 @@ from evaluator import LabelSets
 from evaluator.label_uncertainty import UncertainScore, base_error_rate
 from evaluator.posteriors import Posteriors
 from evaluator.scoring import multilabel_accuracy
+from relabel import __version__
 from relabel.common.errors import InputError, NotFoundError
 from relabel.evaluation.cells import NA, Table, pct, span
 from relabel.evaluation.references import SOURCE, Reference, read_source_labels
@@ -44,9 +54,10 @@ from relabel.evaluation.result_parts import LabelSensitivity, SensitivityRow
 from relabel.evaluation.runs import Aligned, RunPredictions, align
 from relabel.evaluation.scoring import score_uncertain_runs
 from relabel.votes.aggregation import METHODS, Aggregate, aggregate, decide
-from relabel.votes.table import VoteTable, collect_votes
+from relabel.votes.table import collect_votes
 
 AGGREGATION, SOURCE_KIND, UNRATED = "aggregation", "label source", "unrated images"
+CACHE_PREFIX = "method-posteriors"
 
 
 def label_sensitivity(
@@ -90,37 +101,106 @@ def method_posteriors(session: Session, dataset: Dataset, ref: Reference) -> tup
         raise InputError(f"reference {ref.name!r} has no posteriors: it is not a probabilistic snapshot")
     settings = ref.info.consensus or {}
     post, rule = ref.posteriors, settings.get("rule")
-    try:
-        table = collect_votes(
-            session.connection(), stored_id(dataset), sources=settings.get("vote_sources"),
-            studio=bool(settings.get("studio", True)), with_model=settings.get("with_model"),
-        )  # fmt: skip
-    except NotFoundError as exc:
-        return {str(rule): post}, f"no other aggregation rows: the votes of {ref.name} are gone ({exc})"
-    at = np.searchsorted(ref.image_ids, table.pairs[:, 0])
-    inside = at < len(ref.image_ids)
-    inside[inside] = ref.image_ids[at[inside]] == table.pairs[inside, 0]
+    path = _cache_path(session, dataset, ref)
+    fitted = _read_fits(path) if path is not None else None
+    if fitted is None:
+        try:
+            fitted = _fit_methods(session, dataset, ref)
+        except NotFoundError as exc:
+            return {str(rule): post}, f"no other aggregation rows: the votes of {ref.name} are gone ({exc})"
+        if path is not None:
+            _write_fits(path, fitted)
+    at, classes = fitted["at"], fitted["classes"]
     voted = np.zeros(len(ref.image_ids), bool)
-    voted[at[inside]] = True
+    voted[at] = True
     keep = ~voted[post.rows]
     out = {}
-    for name, method in METHODS.items():
+    for name in METHODS:
         if name == rule:  # the snapshot's own posteriors, as stored (calibrated, when it was)
             out[name] = post
             continue
-        fit = aggregate(table.votes, name)
-        probs = fit.posterior if method.probabilistic else _counted(fit)
         out[name] = Posteriors(
-            np.r_[post.rows[keep], at[inside]], np.r_[post.classes[keep], table.pairs[inside, 1]],
-            np.r_[post.probs[keep], probs[inside]], post.n_images, post.n_classes,
+            np.r_[post.rows[keep], at], np.r_[post.classes[keep], classes],
+            np.r_[post.probs[keep], fitted[f"p:{name}"]], post.n_images, post.n_classes,
         )  # fmt: skip
-    return out, _votes_note(ref.name, settings, table)
+    return out, _votes_note(ref.name, settings, int(fitted["n_pairs"]), int(fitted["n_votes"]))
 
 
-def _votes_note(name: str, settings: dict, table: VoteTable) -> str:
+def _fit_methods(session: Session, dataset: Dataset, ref: Reference) -> dict[str, np.ndarray]:
+    """The votes of `ref`'s consensus settings on its images, fitted by every method but its rule: "at" (the
+    positions of the voted pairs in `ref.image_ids`), "classes", "p:METHOD" (the posteriors of those pairs), and
+    the pairs and votes read ("n_pairs", "n_votes"). Raises NotFoundError when a vote source or run is gone."""
+    settings = ref.info.consensus or {}
+    table = collect_votes(
+        session.connection(), stored_id(dataset), sources=settings.get("vote_sources"),
+        studio=bool(settings.get("studio", True)), with_model=settings.get("with_model"),
+    )  # fmt: skip
+    at = np.searchsorted(ref.image_ids, table.pairs[:, 0])
+    inside = at < len(ref.image_ids)
+    inside[inside] = ref.image_ids[at[inside]] == table.pairs[inside, 0]
+    out = {
+        "at": at[inside], "classes": table.pairs[inside, 1],
+        "n_pairs": np.int64(len(table.pairs)), "n_votes": np.int64(len(table.votes.item)),
+    }  # fmt: skip
+    for name, method in METHODS.items():
+        if name != settings.get("rule"):
+            fit = aggregate(table.votes, name)
+            out[f"p:{name}"] = (fit.posterior if method.probabilistic else _counted(fit))[inside]
+    return out
+
+
+def _cache_path(session: Session, dataset: Dataset, ref: Reference) -> Path | None:
+    """Where the fits of `ref`'s votes are kept (module docstring); None without a cache folder (a database
+    other than a SQLite file), votes, or with a model run among the voters."""
+    from relabel.review.stats import votes_key
+
+    url = session.get_bind().engine.url
+    settings = ref.info.consensus or {}
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:") or settings.get("with_model"):
+        return None
+    votes = votes_key(session.connection(), stored_id(dataset))
+    if votes is None:
+        return None
+    read = [settings.get(k) for k in ("rule", "vote_sources", "studio")]
+    images = hashlib.sha256(np.ascontiguousarray(ref.image_ids, dtype=np.int64).tobytes()).hexdigest()
+    text = json.dumps([__version__, votes, read, list(METHODS), images], default=str)
+    key = hashlib.sha256(text.encode()).hexdigest()[:32]
+    return Path(str(url.database)).parent / "cache" / f"{CACHE_PREFIX}-{stored_id(dataset)}-{key}.npz"
+
+
+def _read_fits(path: Path) -> dict[str, np.ndarray] | None:
+    """The fits kept at `path`, None when there are none or the file is damaged (fitted again and rewritten)."""
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as held:
+            return {name: held[name] for name in held.files}
+    except (OSError, ValueError, KeyError, EOFError):
+        return None
+
+
+def _write_fits(path: Path, fits: dict[str, np.ndarray]) -> None:
+    """Keep `fits` at `path`, the dataset's older fits removed; a read-only workspace keeps nothing."""
+    import io
+
+    from relabel.common.atomic import write_atomic
+    from relabel.common.errors import OutputError
+
+    buffer = io.BytesIO()
+    np.savez(buffer, **fits)  # type: ignore[arg-type]  # names, not the allow_pickle flag
+    try:
+        path.parent.mkdir(exist_ok=True)
+        for old in path.parent.glob(f"{path.name.rsplit('-', 1)[0]}-*.npz"):
+            old.unlink(missing_ok=True)
+        write_atomic(path, buffer.getvalue())
+    except (OSError, OutputError):
+        pass
+
+
+def _votes_note(name: str, settings: dict, n_pairs: int, n_votes: int) -> str:
     """Why the other aggregation rows may not read what the snapshot read; "" when they do."""
     then = (settings.get("n_pairs"), settings.get("n_votes"))
-    now = (len(table.pairs), len(table.votes.item))
+    now = (n_pairs, n_votes)
     notes = [] if then == now or then[0] is None else [
         f"the votes changed since {name} was made ({then[0]} pairs and {then[1]} votes then, {now[0]} and "
         f"{now[1]} now): the other aggregation rows read them as they stand"

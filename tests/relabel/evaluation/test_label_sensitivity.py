@@ -188,3 +188,39 @@ def test_rows_read_from_the_scores_and_the_named_sources_are_those_drawn_and_rea
     assert repr(shared) == repr(fresh)  # repr: NaN equals NaN there
     assert snap.posteriors in drawn[:n_fresh] and snap.posteriors not in drawn[n_fresh:]
     assert len(drawn) - n_fresh == n_fresh - 1
+
+
+def test_the_methods_fits_are_kept_until_the_votes_change(
+    workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other methods' posteriors are read from the workspace's cache folder the second time, the same rows;
+    a damaged file is fitted again, and a vote import fits again under a new key."""
+    folder = tmp_path / "ws"
+    shutil.copytree(workspace[0], folder)
+    for old in (folder / "cache").glob(f"{label_sensitivity_module.CACHE_PREFIX}-*"):
+        old.unlink()
+    read: list[object] = []
+    collect = label_sensitivity_module.collect_votes
+
+    def spy(*args: object, **kwargs: object) -> object:
+        read.append(args)
+        return collect(*args, **kwargs)  # type: ignore[arg-type]
+
+    def rows() -> str:
+        engine = create_db_engine(f"sqlite:///{folder / 'relabel.db'}")
+        ev = evaluate(engine, runs=["m5"], references=["raters-ds"], n_boot=50, store=False)
+        engine.dispose()
+        return repr(ev.label_sensitivity)
+
+    monkeypatch.setattr(label_sensitivity_module, "collect_votes", spy)
+    fitted = rows()
+    (kept,) = (folder / "cache").glob(f"{label_sensitivity_module.CACHE_PREFIX}-*.npz")
+    assert len(read) == 1 and rows() == fitted and len(read) == 1  # read from the cache: no votes read
+    kept.write_bytes(b"not an npz")
+    assert rows() == fitted and len(read) == 2 and kept.stat().st_size > 10  # fitted again and rewritten
+    (tmp_path / "votes.csv").write_text(VOTES + "r4,n02123045_e.jpg,tabby,yes\n")
+    main(["--workspace", str(folder), "votes", "import", str(tmp_path / "votes.csv"), "--format", "long", "--name",
+          "raters", "--replace", "--quiet"])  # fmt: skip
+    changed = rows()
+    assert len(read) == 3 and changed != fitted
+    assert [p.name for p in (folder / "cache").glob(f"{label_sensitivity_module.CACHE_PREFIX}-*")] != [kept.name]
