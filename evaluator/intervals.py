@@ -76,11 +76,19 @@ def _check_level(level: float) -> float:
     return float(level)
 
 
+# scipy.special.ndtri((1 + level) / 2) of the usual levels, as it computes them (tests/evaluator/test_intervals.py):
+# an interval at these levels does not import scipy.special (~0.1 s)
+_Z = {0.9: 1.6448536269514722, 0.95: 1.959963984540054, 0.99: 2.5758293035489004}
+
+
 def _z(level: float) -> float:
     # the standard normal quantile, as scipy.stats.norm.ppf computes it, without importing scipy.stats (~0.7 s)
+    level = _check_level(level)
+    if level in _Z:
+        return _Z[level]
     from scipy import special
 
-    return float(special.ndtri((1 + _check_level(level)) / 2))
+    return float(special.ndtri((1 + level) / 2))
 
 
 def _counts(n_correct: ArrayLike, n: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
