@@ -224,3 +224,37 @@ def test_the_methods_fits_are_kept_until_the_votes_change(
     changed = rows()
     assert len(read) == 3 and changed != fitted
     assert [p.name for p in (folder / "cache").glob(f"{label_sensitivity_module.CACHE_PREFIX}-*")] != [kept.name]
+
+
+def test_a_snapshot_reference_is_read_again_from_the_cache(workspace, tmp_path: Path, monkeypatch) -> None:
+    """The second load of a snapshot reads its arrays from the cache folder, not the database: the same reference;
+    a damaged file is read from the database again."""
+    from relabel.evaluation import references as references_module
+
+    folder = tmp_path / "ws"
+    shutil.copytree(workspace[0], folder)
+    for old in (folder / "cache").glob(f"{references_module.SNAPSHOT_CACHE_PREFIX}-*"):
+        old.unlink()
+    read: list[object] = []
+    rows = references_module.all_plain_rows
+
+    def spy(*args: object, **kwargs: object) -> object:
+        read.append(args)
+        return rows(*args, **kwargs)  # type: ignore[arg-type]
+
+    def loaded() -> tuple[str, ...]:
+        engine = create_db_engine(f"sqlite:///{folder / 'relabel.db'}")
+        with Session(engine) as s:
+            ref = load_reference(s, get_dataset(s, None), "raters-ds")
+        engine.dispose()
+        assert ref.posteriors is not None and ref.unrated is not None and ref.categories is not None
+        arrays = (ref.image_ids, ref.labels.labels, ref.categories, ref.unrated, ref.posteriors.rows,
+                  ref.posteriors.classes, ref.posteriors.probs)  # fmt: skip
+        return (repr(ref.info), ref.base_source or "", *(f"{a.dtype}{a.tolist()}" for a in arrays))
+
+    monkeypatch.setattr(references_module, "all_plain_rows", spy)
+    first = loaded()
+    (kept,) = (folder / "cache").glob(f"{references_module.SNAPSHOT_CACHE_PREFIX}-*.npz")
+    assert len(read) == 2 and loaded() == first and len(read) == 2  # labels and posteriors read once
+    kept.write_bytes(b"damaged")
+    assert loaded() == first and len(read) == 4 and kept.stat().st_size > 7
