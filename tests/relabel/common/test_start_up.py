@@ -18,12 +18,14 @@ from relabel.common.settings import Settings
 
 @pytest.fixture
 def collector_state() -> Iterator[None]:
-    """The collector as the test found it afterwards: enabled or not, nothing left frozen, no pause pending."""
+    """The collector as the test found it afterwards: enabled or not, frozen again if it was, no pause pending."""
     enabled, frozen = gc.isenabled(), gc.get_freeze_count()
+    gc.unfreeze()  # what tests/conftest.py froze: freed objects would lower the count these tests compare
     yield
     collector.start_up_done(freeze=False)
-    if frozen == 0:
-        gc.unfreeze()
+    gc.unfreeze()
+    if frozen:
+        gc.freeze()
     if enabled:
         gc.enable()
     else:
