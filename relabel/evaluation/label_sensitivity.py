@@ -27,7 +27,9 @@ The other methods' posteriors (reading the 925,000 ReaL rater votes and fitting 
 kept in the SQLite workspace's cache folder, keyed like `relabel stats`'s reliability fit by what the votes are
 made of (`relabel.review.stats.votes_key`: the vote sources as imported and the studio's decision events), by
 the snapshot's vote settings and by its images. A vote import or a new decision changes the key: the next
-evaluate reads and fits the votes again. A snapshot that reads a model run as a voter is never kept.
+evaluate reads and fits the votes again. Never kept: a snapshot that reads a model run as a voter, or the studio's
+decisions when the dataset has some (their votes cover each card's candidate classes, which come from the runs
+and the original labels, outside the key).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ import numpy as np
 from sqlalchemy import select
 from sqlmodel import Session, col
 
-from db.models import Dataset, LabelSource, stored_id
+from db.models import Annotation, Dataset, Image, LabelSource, stored_id
 from evaluator import LabelSets
 from evaluator.label_uncertainty import UncertainScore, base_error_rate
 from evaluator.posteriors import Posteriors
@@ -151,12 +153,17 @@ def _fit_methods(session: Session, dataset: Dataset, ref: Reference) -> dict[str
 
 def _cache_path(session: Session, dataset: Dataset, ref: Reference) -> Path | None:
     """Where the fits of `ref`'s votes are kept (module docstring); None without a cache folder (a database
-    other than a SQLite file), votes, or with a model run among the voters."""
+    other than a SQLite file), votes, with a model run among the voters or studio decisions read."""
     from relabel.review.stats import votes_key
 
     url = session.get_bind().engine.url
     settings = ref.info.consensus or {}
     if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:") or settings.get("with_model"):
+        return None
+    if settings.get("studio", True) and session.scalars(
+        select(col(Annotation.id)).join(Image, col(Image.id) == col(Annotation.image_id))
+        .where(col(Image.dataset_id) == stored_id(dataset)).limit(1)
+    ).first() is not None:  # fmt: skip
         return None
     votes = votes_key(session.connection(), stored_id(dataset))
     if votes is None:

@@ -8,6 +8,7 @@ import contextlib
 import io
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -258,3 +259,29 @@ def test_a_snapshot_reference_is_read_again_from_the_cache(workspace, tmp_path: 
     assert len(read) == 2 and loaded() == first and len(read) == 2  # labels and posteriors read once
     kept.write_bytes(b"damaged")
     assert loaded() == first and len(read) == 4 and kept.stat().st_size > 7
+
+
+def test_the_fits_are_not_kept_when_studio_decisions_are_read(workspace, tmp_path: Path) -> None:
+    """Studio votes cover each card's candidate classes, which come from the runs and the original labels, outside
+    the key: a snapshot reading them keeps nothing once the dataset has a decision."""
+    from db.enums import Verdict
+    from db.models import Annotation, Image, User
+
+    folder = tmp_path / "ws"
+    shutil.copytree(workspace[0], folder)
+    engine = create_db_engine(f"sqlite:///{folder / 'relabel.db'}")
+    with Session(engine) as s:
+        ds = get_dataset(s, None)
+        ref = load_reference(s, ds, "raters-ds")
+        studio = replace(ref, info=replace(ref.info, consensus={**(ref.info.consensus or {}), "studio": True}))
+        before = (label_sensitivity_module._cache_path(s, ds, ref), label_sensitivity_module._cache_path(s, ds, studio))
+        user = User(name="ann")
+        s.add(user)
+        s.flush()
+        image = s.scalars(select(Image).where(col(Image.dataset_id) == ds.id)).first()
+        assert image is not None and image.id is not None and user.id is not None
+        s.add(Annotation(image_id=image.id, user_id=user.id, verdict=Verdict.labels, classes=[0], flags=[]))
+        s.commit()
+        after = (label_sensitivity_module._cache_path(s, ds, ref), label_sensitivity_module._cache_path(s, ds, studio))
+    engine.dispose()
+    assert None not in before and after[0] is not None and after[1] is None
