@@ -4,7 +4,10 @@ from a Dawid-Skene fit on the dataset's votes.
 The fit (925,000 ReaL rater votes: about 3 s to read and 2.5 s to fit) is kept in the workspace's cache folder,
 keyed by what the votes are made of: each vote source as imported (id, name, file hash, counts, time) and the
 studio's decision events (count and newest id: they are never updated, an undo is a new event). A new import, a
-replaced source or a new decision changes the key, and the next `relabel stats` fits again.
+replaced source or a new decision changes the key, and the next `relabel stats` fits again. A dataset with studio
+decisions is fitted every time and nothing is kept: a decision votes on its card's candidate classes, which come
+from the original labels and every run's answers (`relabel.votes.table`), and those change outside the key (a new
+run, a resumed one, a re-ingest).
 """
 
 from __future__ import annotations
@@ -163,6 +166,17 @@ def votes_key(conn: Connection, dataset_id: int) -> str | None:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
+def has_decisions(conn: Connection, dataset_id: int) -> bool:
+    """Whether any studio decision event was stored on the dataset's images."""
+    query = (
+        select(col(Annotation.id))
+        .join(Image, col(Image.id) == col(Annotation.image_id))
+        .where(col(Image.dataset_id) == dataset_id)
+        .limit(1)
+    )
+    return conn.execute(query).first() is not None
+
+
 def cached_reliability(conn: Connection, dataset_id: int, cache_dir: Path | None) -> Reliability | None:
     """`relabel.votes.report.dataset_reliability`, read from `cache_dir` when the votes are unchanged since the
     last fit, else fitted and kept there (older fits of the dataset removed). Without votes: None, unfitted."""
@@ -171,6 +185,11 @@ def cached_reliability(conn: Connection, dataset_id: int, cache_dir: Path | None
         return None
     from relabel.votes.report import Reliability, WorkerRow, dataset_reliability
 
+    if has_decisions(conn, dataset_id):  # votes on candidate classes the key does not cover: fit, keep nothing
+        if cache_dir is not None:
+            for old in cache_dir.glob(f"{CACHE_PREFIX}-{dataset_id}-*.json"):
+                old.unlink(missing_ok=True)
+        cache_dir = None
     path = cache_dir / f"{CACHE_PREFIX}-{dataset_id}-{key}.json" if cache_dir is not None else None
     if path is not None and path.is_file():
         try:

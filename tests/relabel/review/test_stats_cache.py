@@ -1,5 +1,6 @@
 """`relabel stats` keeps its Dawid-Skene fit in the workspace's cache: unchanged votes are read back, not refitted;
-a new vote source, a replaced one or a new studio decision fits again; a dataset without votes is never fitted."""
+a new vote source or a replaced one fits again; with studio decisions it fits every time and keeps nothing; a dataset
+without votes is never fitted."""
 
 from __future__ import annotations
 
@@ -55,7 +56,10 @@ def test_unchanged_votes_are_read_back(sqlite_engine, vocab, tmp_path: Path, fit
     record_annotation(sqlite_engine, image_id=image_id, user="alice", verdict=Verdict.labels, classes=[1])
     after = workspace_stats(sqlite_engine, cache)[0].reliability
     assert len(fits) == 3 and after is not None and any(r.name.startswith("studio") for r in after.rows)
-    assert len(list(cache.glob("reliability-*.json"))) == 1  # the older fit is dropped
+    # a decision votes on its card's candidates (original labels, every run's answers), outside the key: the fit
+    # is made every time and nothing is kept, the older fit dropped
+    assert list(cache.glob("reliability-*.json")) == []
+    assert workspace_stats(sqlite_engine, cache)[0].reliability == after and len(fits) == 4
 
 
 def test_a_fit_says_so_on_stderr(
