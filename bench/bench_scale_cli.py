@@ -51,7 +51,14 @@ the commit messages, each taken on one machine state):
 - **Writing:** ingest, labels, predictions and votes insert with one statement compiled once and the driver's
   executemany (`db.bulk.insert_plain`); whole-file formats are checked as arrays; JSON Lines are read by Python's
   C reader whenever a scan shows nothing the strict reader would refuse (the strict reader still names the line).
-- **Still over 3 s (this table, quiet machine, one run each):** `predictions import` of scores (3.71 s), `snapshot
+- **Since the table of 2026-12-03 15:48** (quiet, one run each: scores import 3.71 s, ds snapshot 3.36 s, evaluate
+  7.65 s): start-up lost 0.3-0.4 s (the collector paused and the start-up objects frozen, `relabel.common.collector`),
+  a score matrix in an uncompressed `.npz` is memory-mapped, and evaluate keeps resample counts as bytes and a
+  snapshot's arrays and the other methods' fits in the workspace's cache. On this workspace (three repeats: three
+  snapshots of each kind, the votes replaced twice) evaluate still takes 4.2 s warm and 6.3 s cold, against 2.0 s
+  warm and 3.3 s cold measured in turn with the old code on a one-repeat workspace at load 1-3; the gap is not
+  explained yet. The text below is the reading of the earlier table.
+- **Still over 3 s (the earlier table, quiet machine, one run each):** `predictions import` of scores (3.71 s), `snapshot
   create --consensus ds` (3.36 s) and `evaluate` (7.65 s). `votes import` (2.58 s here, a first import) writes
   184,962 rows, one per (image, class) pair with its answers packed (`db.models.VotePair`; 924,810 rows of one
   answer each before: 8.0 -> 5.1 s, in turn at load 10-15); its rater file is inflated by zlib-ng a megabyte at a
