@@ -58,7 +58,7 @@ the commit messages, each taken on one machine state):
   snapshots of each kind, the votes replaced twice) evaluate still takes 4.2 s warm and 6.3 s cold, against 2.0 s
   warm and 3.3 s cold measured in turn with the old code on a one-repeat workspace at load 1-3; the gap is not
   explained yet. The text below is the reading of the earlier table.
-- **Still over 3 s (the earlier table, quiet machine, one run each):** `predictions import` of scores (3.71 s), `snapshot
+- **Still over 3 s (the earlier table, quiet, one run each):** `predictions import` of scores (3.71 s), `snapshot
   create --consensus ds` (3.36 s) and `evaluate` (7.65 s). `votes import` (2.58 s here, a first import) writes
   184,962 rows, one per (image, class) pair with its answers packed (`db.models.VotePair`; 924,810 rows of one
   answer each before: 8.0 -> 5.1 s, in turn at load 10-15); its rater file is inflated by zlib-ng a megabyte at a
