@@ -43,7 +43,7 @@ import numpy as np
 from sqlalchemy import select
 from sqlmodel import Session, col
 
-from db.models import Annotation, Dataset, Image, LabelSource, stored_id
+from db.models import Dataset, LabelSource, stored_id
 from evaluator import LabelSets
 from evaluator.label_uncertainty import UncertainScore, base_error_rate
 from evaluator.posteriors import Posteriors
@@ -51,7 +51,14 @@ from evaluator.scoring import multilabel_accuracy
 from relabel import __version__
 from relabel.common.errors import InputError, NotFoundError
 from relabel.evaluation.cells import NA, Table, pct, span
-from relabel.evaluation.references import SOURCE, Reference, read_source_labels
+from relabel.evaluation.references import (
+    SOURCE,
+    Reference,
+    keep_arrays,
+    read_kept_arrays,
+    read_source_labels,
+    workspace_cache_dir,
+)
 from relabel.evaluation.result_parts import LabelSensitivity, SensitivityRow
 from relabel.evaluation.runs import Aligned, RunPredictions, align
 from relabel.evaluation.scoring import score_uncertain_runs
@@ -104,14 +111,14 @@ def method_posteriors(session: Session, dataset: Dataset, ref: Reference) -> tup
     settings = ref.info.consensus or {}
     post, rule = ref.posteriors, settings.get("rule")
     path = _cache_path(session, dataset, ref)
-    fitted = _read_fits(path) if path is not None else None
+    fitted = read_kept_arrays(path) if path is not None else None
     if fitted is None:
         try:
             fitted = _fit_methods(session, dataset, ref)
         except NotFoundError as exc:
             return {str(rule): post}, f"no other aggregation rows: the votes of {ref.name} are gone ({exc})"
         if path is not None:
-            _write_fits(path, fitted)
+            keep_arrays(path, fitted)
     at, classes = fitted["at"], fitted["classes"]
     voted = np.zeros(len(ref.image_ids), bool)
     voted[at] = True
@@ -154,54 +161,23 @@ def _fit_methods(session: Session, dataset: Dataset, ref: Reference) -> dict[str
 def _cache_path(session: Session, dataset: Dataset, ref: Reference) -> Path | None:
     """Where the fits of `ref`'s votes are kept (module docstring); None without a cache folder (a database
     other than a SQLite file), votes, with a model run among the voters or studio decisions read."""
-    from relabel.review.stats import votes_key
+    from relabel.review.stats import has_decisions, votes_key
 
-    url = session.get_bind().engine.url
+    folder = workspace_cache_dir(session)
     settings = ref.info.consensus or {}
-    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:") or settings.get("with_model"):
+    if folder is None or settings.get("with_model"):
         return None
-    if settings.get("studio", True) and session.scalars(
-        select(col(Annotation.id)).join(Image, col(Image.id) == col(Annotation.image_id))
-        .where(col(Image.dataset_id) == stored_id(dataset)).limit(1)
-    ).first() is not None:  # fmt: skip
+    conn = session.connection()
+    if settings.get("studio", True) and has_decisions(conn, stored_id(dataset)):
         return None
-    votes = votes_key(session.connection(), stored_id(dataset))
+    votes = votes_key(conn, stored_id(dataset))
     if votes is None:
         return None
     read = [settings.get(k) for k in ("rule", "vote_sources", "studio")]
     images = hashlib.sha256(np.ascontiguousarray(ref.image_ids, dtype=np.int64).tobytes()).hexdigest()
     text = json.dumps([__version__, votes, read, list(METHODS), images], default=str)
     key = hashlib.sha256(text.encode()).hexdigest()[:32]
-    return Path(str(url.database)).parent / "cache" / f"{CACHE_PREFIX}-{stored_id(dataset)}-{key}.npz"
-
-
-def _read_fits(path: Path) -> dict[str, np.ndarray] | None:
-    """The fits kept at `path`, None when there are none or the file is damaged (fitted again and rewritten)."""
-    if not path.is_file():
-        return None
-    try:
-        with np.load(path, allow_pickle=False) as held:
-            return {name: held[name] for name in held.files}
-    except (OSError, ValueError, KeyError, EOFError):
-        return None
-
-
-def _write_fits(path: Path, fits: dict[str, np.ndarray]) -> None:
-    """Keep `fits` at `path`, the dataset's older fits removed; a read-only workspace keeps nothing."""
-    import io
-
-    from relabel.common.atomic import write_atomic
-    from relabel.common.errors import OutputError
-
-    buffer = io.BytesIO()
-    np.savez(buffer, **fits)  # type: ignore[arg-type]  # names, not the allow_pickle flag
-    try:
-        path.parent.mkdir(exist_ok=True)
-        for old in path.parent.glob(f"{path.name.rsplit('-', 1)[0]}-*.npz"):
-            old.unlink(missing_ok=True)
-        write_atomic(path, buffer.getvalue())
-    except (OSError, OutputError):
-        pass
+    return folder / f"{CACHE_PREFIX}-{stored_id(dataset)}-{key}.npz"
 
 
 def _votes_note(name: str, settings: dict, n_pairs: int, n_votes: int) -> str:

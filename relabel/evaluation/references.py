@@ -178,11 +178,11 @@ def _snapshot_reference(session: Session, dataset: Dataset, snap: Snapshot) -> R
     folder = workspace_cache_dir(session)
     key = json.dumps([snap.id, snap.content_hash, str(snap.created_at), n_classes])
     path = None if folder is None else folder / f"{SNAPSHOT_CACHE_PREFIX}-{snap.id}-{_digest(key)}.npz"
-    held = _read_arrays(path) if path is not None else None
+    held = read_kept_arrays(path) if path is not None else None
     if held is None:
         held = _snapshot_arrays(session, dataset, snap)
         if path is not None:
-            _write_arrays(path, held)
+            keep_arrays(path, held)
     ids, categories = held["ids"], held["categories"]
     labels = LabelSets(held["labels"], int(held["n_classes"]))
     ref = _build(session, dataset, snap.name, "snapshot", snap.content_hash, ids, labels, categories)
@@ -199,7 +199,7 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def _read_arrays(path: Path) -> dict[str, np.ndarray] | None:
+def read_kept_arrays(path: Path) -> dict[str, np.ndarray] | None:
     """The arrays kept at `path`; None when there are none or the file is damaged (read again and rewritten)."""
     if not path.is_file():
         return None
@@ -210,7 +210,7 @@ def _read_arrays(path: Path) -> dict[str, np.ndarray] | None:
         return None
 
 
-def _write_arrays(path: Path, arrays: dict[str, np.ndarray]) -> None:
+def keep_arrays(path: Path, arrays: dict[str, np.ndarray]) -> None:
     """Keep `arrays` at `path`, the older files of the same prefix and id removed; a read-only workspace keeps
     nothing."""
     from relabel.common.atomic import write_atomic
