@@ -20,6 +20,7 @@ import compileall
 import datetime
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -188,12 +189,17 @@ def main() -> None:
                 f"export-{fmt}": Step(f"snapshot export {fmt}", f"relabel snapshot export ds-1 --format {fmt}")
                 for fmt in ("real", "jsonl", "csv")
             },
+            "evaluate-first": Step(
+                "evaluate, a workspace's first (1 run, ImGT + ds snapshot; nothing in the cache)",
+                "relabel evaluate --run r50 --reference imgt --reference snapshot:ds-1 --no-report",
+            ),
             "evaluate-cold": Step(
-                "evaluate, first after the snapshot (1 run, ImGT + ds snapshot; reads and fits, fills the cache)",
+                "evaluate, first after a snapshot of new votes (reads, fits and draws; the dataset's resamples "
+                "kept by an earlier evaluate)",
                 "relabel evaluate --run r50 --reference imgt --reference snapshot:ds-1 --no-report",
             ),
             "evaluate": Step(
-                "evaluate again (the snapshot's arrays and the other methods' fits read from the cache)",
+                "evaluate again (the snapshot's arrays, the other methods' fits and the scores read from the cache)",
                 "relabel evaluate --run r50 --reference imgt --reference snapshot:ds-1 --no-report",
             ),
             "stats": Step("stats", "relabel stats"),
@@ -234,8 +240,13 @@ def main() -> None:
                 out = tmp / f"export.{fmt}"
                 timed(steps[f"export-{fmt}"], ws, ["snapshot", "export", "ds-1", "--format", fmt, "--out", str(out)])
             evaluate = ["evaluate", "--run", "r50", "--reference", "imgt", "--reference", "snapshot:ds-1"]
-            for kept in (ws / "cache").glob("*.npz"):  # the snapshot's arrays and the other methods' fits
-                kept.unlink()
+            shutil.rmtree(ws / "cache", ignore_errors=True)
+            timed(steps["evaluate-first"], ws, [*evaluate, "--no-report"])
+            # what a snapshot of new votes would not find: everything but the image resamples, which depend on the
+            # image count and seed alone
+            for kept in (ws / "cache").iterdir():
+                if not kept.name.startswith("resamples-"):
+                    kept.unlink()
             timed(steps["evaluate-cold"], ws, [*evaluate, "--no-report"])
             timed(steps["evaluate"], ws, [*evaluate, "--no-report"])
             timed(steps["stats"], ws, ["stats"])

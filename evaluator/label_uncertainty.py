@@ -44,14 +44,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
+from evaluator import kept_scores
 from evaluator.errors import EvaluationError
 from evaluator.intervals import LEVEL
 from evaluator.label_draws import DrawAccuracies, coins, draw_accuracies, sampled_images, with_noise
-from evaluator.paired import N_BOOT, percentile_interval
+from evaluator.paired import N_BOOT, kept_folder, percentile_interval
 from evaluator.posteriors import THRESHOLD, Posteriors
 from evaluator.references import LabelSets, check_boot, check_predictions
 from evaluator.scoring import INTERVAL, Score, multilabel_accuracy
@@ -138,6 +140,31 @@ def uncertain_accuracies(
     if not isinstance(posteriors, Posteriors):
         raise EvaluationError(f"posteriors must be Posteriors, got {type(posteriors).__name__}")
     check_boot(n_draws, allow_zero=False)
+    arguments = (preds, posteriors, oks, failed, threshold, n_draws, seed, level, interval, decided, unrated,
+                 unrated_noise)  # fmt: skip
+    folder = kept_folder()
+    key = None if folder is None else _digest(*arguments)
+    held = None if folder is None or key is None else kept_scores.read(folder, key)
+    if held is not None and len(held) == len(preds):
+        return held
+    out = _uncertain_accuracies(*arguments)
+    if folder is not None and key is not None:
+        kept_scores.write(folder, key, out)
+    return out
+
+
+def _digest(preds: Sequence[ArrayLike], posteriors: Posteriors, *rest: Any) -> str | None:
+    """The digest (`evaluator.kept_scores`) of the arguments of `uncertain_accuracies`."""
+    post = (posteriors.rows, posteriors.classes, posteriors.probs, posteriors.n_images, posteriors.n_classes)
+    rest = tuple((r.labels, r.n_classes) if isinstance(r, LabelSets) else r for r in rest)
+    return kept_scores.digest(list(preds), post, *rest)
+
+
+def _uncertain_accuracies(
+    preds: Sequence[ArrayLike], posteriors: Posteriors, oks: Sequence[ArrayLike | None] | None,
+    failed: Sequence[ArrayLike | None] | None, threshold: float, n_draws: int, seed: int, level: float,
+    interval: str | None, decided: LabelSets | None, unrated: ArrayLike | None, unrated_noise: float | None,
+) -> list[UncertainScore]:  # fmt: skip
     answers, fails = _per_run(oks, len(preds), "oks"), _per_run(failed, len(preds), "failed")
     support = _support(posteriors)
     sets = posteriors.label_sets(threshold) if decided is None else _check_decided(decided, posteriors)

@@ -25,10 +25,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 from numpy.typing import ArrayLike
 
+from evaluator import stored_resamples
 from evaluator.errors import EvaluationError
 from evaluator.index_draws import MAX_IMAGES, IndexDraws
 from evaluator.intervals import LEVEL, wilson_interval
@@ -42,23 +44,34 @@ KEPT_MAX = 255  # counts kept as bytes up to this; a set with a larger count (a 
 _kept: ContextVar[dict[tuple[int, int, int], list[np.ndarray]] | None] = ContextVar("kept_resamples", default=None)
 _scratch: ContextVar[dict[str, np.ndarray] | None] = ContextVar("scratch_buffers", default=None)
 _spare: ContextVar[list[np.ndarray] | None] = ContextVar("spare_count_buffers", default=None)
+_folder: ContextVar[Path | None] = ContextVar("resamples_folder", default=None)
 
 
 @contextmanager
-def resamples_kept() -> Iterator[None]:
+def resamples_kept(folder: Path | None = None) -> Iterator[None]:
     """Within the block, the resample counts of each (n_images, n_boot, seed) are drawn once and read again from
     memory by every `JointBootstrap` with those settings, the same numbers: for the many statistics of one
     evaluation over the same images. They are kept as bytes (a count above KEPT_MAX widens its set to float32),
     at most KEPT_BYTES, the oldest dropped first, and handed out a chunk at a time in float32 buffers reused from
     pass to pass; outside the block every call draws them again and nothing is held. Work buffers (`scratch`)
-    are reused within the block too."""
+    are reused within the block too.
+
+    With a `folder` (a workspace's cache), a set of bytes is also read from and written to it
+    (`evaluator.stored_resamples`): the next process draws nothing it already drew."""
     token, scratch_token, spare_token = _kept.set({}), _scratch.set({}), _spare.set([])
+    folder_token = _folder.set(folder)
     try:
         yield
     finally:
+        _folder.reset(folder_token)
         _kept.reset(token)
         _scratch.reset(scratch_token)
         _spare.reset(spare_token)
+
+
+def kept_folder() -> Path | None:
+    """The folder of the enclosing `resamples_kept(folder)`; None outside one or without a folder."""
+    return _folder.get()
 
 
 def scratch(name: str, shape: tuple[int, ...], dtype: type[np.generic]) -> np.ndarray:
@@ -235,7 +248,7 @@ class JointBootstrap:
             return
         chunks = kept.get(key)
         if chunks is None:
-            chunks = self._draw_bytes() or list(self._draw())
+            chunks = self._bytes_kept() or list(self._draw())
             for chunk in chunks:
                 chunk.setflags(write=False)
             need = sum(chunk.nbytes for chunk in chunks)
@@ -248,21 +261,32 @@ class JointBootstrap:
             return
         yield from _as_float32(chunks)
 
-    def _draw_bytes(self) -> list[np.ndarray] | None:
-        """The counts of `_draw` as uint8 chunks, or None where a count exceeds KEPT_MAX (or `_draw_whole` draws)."""
+    def _bytes_kept(self) -> list[np.ndarray] | None:
+        """The counts of `_draw` as uint8 chunks (views of one array), read from the folder of `resamples_kept`
+        or drawn (and then stored there); None where a count exceeds KEPT_MAX (or `_draw_whole` draws)."""
+        folder = _folder.get()
+        whole = None if folder is None else stored_resamples.read(folder, self.n_images, self.n_boot, self.seed)
+        if whole is None:
+            whole = self._draw_bytes()
+            if whole is None:
+                return None
+            if folder is not None:
+                stored_resamples.write(folder, whole, self.seed)
+        return [whole[start : start + self.chunk] for start in range(0, self.n_boot, self.chunk)]
+
+    def _draw_bytes(self) -> np.ndarray | None:
+        """The counts of `_draw` as one (n_boot, n_images) uint8 array, or None where a count exceeds KEPT_MAX (or
+        `_draw_whole` draws)."""
         n = self.n_images
         if not 2 <= n <= MAX_IMAGES:
             return None
-        draws, chunks = IndexDraws(self.seed, n), []
-        for start in range(0, self.n_boot, self.chunk):
-            counts = np.empty((min(self.chunk, self.n_boot - start), n), np.uint8)
-            for row in counts:
-                drawn = np.bincount(draws.take(n), minlength=n)
-                if n > KEPT_MAX and drawn.max() > KEPT_MAX:
-                    return None
-                row[...] = drawn
-            chunks.append(counts)
-        return chunks
+        draws, counts = IndexDraws(self.seed, n), np.empty((self.n_boot, n), np.uint8)
+        for row in counts:
+            drawn = np.bincount(draws.take(n), minlength=n)
+            if n > KEPT_MAX and drawn.max() > KEPT_MAX:
+                return None
+            row[...] = drawn
+        return counts
 
     def _draw(self) -> Iterator[np.ndarray]:
         n = self.n_images

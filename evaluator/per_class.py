@@ -13,10 +13,10 @@ paired bootstrap interval of each class's difference (which classes gain and whi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import sparse
 
 from evaluator.errors import EvaluationError
 from evaluator.intervals import LEVEL, wilson_interval
@@ -28,6 +28,9 @@ from evaluator.references import (
     check_predictions,
     correct_and_scored,
 )
+
+if TYPE_CHECKING:  # scipy.sparse is imported where a membership matrix is made (`LabelSets.to_sparse`)
+    from scipy import sparse
 
 N_BOOT = 1000
 
@@ -71,8 +74,23 @@ def mean_per_class_accuracy(
     arr, answered, wrong = check_predictions(pred, sets, k, ok, failed, batched=False)
     check_boot(n_boot)
     correct, scored = correct_and_scored(arr, sets, k, answered, wrong)
+    if not n_boot:  # the counts alone: no membership matrix (nor scipy) needed
+        per_class, images = _class_counts(sets, scored, correct)
+        return _summary(per_class, images, int(scored.sum()), answered | wrong, sets.counts == 0, (None, None))
     member = sets.to_sparse()[scored].astype(np.float64)
     return _per_class_score(member, correct[scored], answered | wrong, sets.counts == 0, n_boot, seed)
+
+
+def _class_counts(sets: LabelSets, scored: np.ndarray, correct: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`_compute_per_class` of the scored images of `sets`, by counting: the same sums of ones, so the same
+    numbers."""
+    labels = sets.labels[scored]
+    rows, cols = np.nonzero(labels >= 0)
+    classes = labels[rows, cols]
+    images = np.bincount(classes, minlength=sets.n_classes)
+    hits = np.bincount(classes, weights=correct[scored][rows].astype(np.float64), minlength=sets.n_classes)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(images > 0, hits / images, np.nan), images.astype(np.int64)
 
 
 def class_mean_accuracy(
@@ -105,11 +123,18 @@ def _per_class_score(
     """`member` (n_scored, C) membership of the scored images, `correct` (n_scored,); counts from the masks."""
     per_class, images = _compute_per_class(member, correct)
     ci = _per_class_ci(member, correct, n_boot, seed) if n_boot else (None, None)
+    return _summary(per_class, images, int(member.shape[0]), counted, empty, ci)
+
+
+def _summary(
+    per_class: np.ndarray, images: np.ndarray, n_scored: int, counted: np.ndarray, empty: np.ndarray,
+    ci: tuple[float | None, float | None],
+) -> PerClassScore:  # fmt: skip
     return PerClassScore(
         float(np.nanmean(per_class)) if np.any(images) else float("nan"),
         per_class,
         images,
-        int(member.shape[0]),
+        n_scored,
         int((~counted).sum()),
         int((counted & empty).sum()),
         *ci,

@@ -31,14 +31,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import sparse
 
 from evaluator.errors import EvaluationError
 from evaluator.references import LabelSets
 from evaluator.retrieval_ranks import PairRanks, Similarity, one_pass_ranks, query_scores
+
+if TYPE_CHECKING:
+    from scipy import sparse
 
 KS = (1, 5, 10)
 
@@ -165,6 +168,8 @@ def _check_ks(ks: Sequence[int]) -> tuple[int, ...]:
 def _relevant_images(labels: np.ndarray, classes: np.ndarray, n_classes: int) -> sparse.csr_matrix:
     """(n_queries, n_gallery) CSR: query q's row holds the gallery images whose set has its class."""
     rows, cols = np.nonzero(labels >= 0)
+    from scipy import sparse  # here, not at import: every evaluation imports this module
+
     by_class = sparse.csr_matrix((np.ones(len(rows), bool), (labels[rows, cols], rows)), shape=(n_classes, len(labels)))
     return by_class[classes]
 

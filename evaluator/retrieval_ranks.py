@@ -15,12 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import sparse
 
 from evaluator.errors import EvaluationError
+
+if TYPE_CHECKING:
+    from scipy import sparse
 
 CHUNK_VALUES = 8_000_000  # similarities per block (32 MB in float32)
 BINS = 2048  # per query: the histogram of all queries is n_queries × BINS counts (16 MB for 1,000 queries)

@@ -22,7 +22,7 @@ from relabel.evaluation.compare import build_outcomes, common_ranking, coverage_
 from relabel.evaluation.label_changes import label_changes
 from relabel.evaluation.label_sensitivity import label_sensitivity
 from relabel.evaluation.published import score_published
-from relabel.evaluation.references import Reference, default_reference_specs, load_reference
+from relabel.evaluation.references import Reference, default_reference_specs, load_reference, workspace_cache_dir
 from relabel.evaluation.reliability import build_reliability
 from relabel.evaluation.results import Evaluation
 from relabel.evaluation.runs import failure_warnings, load_run, select_runs
@@ -54,8 +54,9 @@ def evaluate(
     """
     if n_boot < 0:
         raise InputError(f"--boot must be ≥ 0, got {n_boot}")
-    # resamples kept: the expected top-1 and the label-noise sensitivity draw from the same images many times
-    with session_scope(engine) as s, resamples_kept():
+    # resamples kept: the expected top-1 and the label-noise sensitivity draw from the same images many times, and
+    # a file workspace keeps them in its cache for the next evaluation (they depend on the image count and seed only)
+    with session_scope(engine) as s, resamples_kept(workspace_cache_dir(s)):
         ds = get_dataset(s, dataset)
         specs = list(dict.fromkeys(references or default_reference_specs(s, ds)))
         refs = _unique_names([load_reference(s, ds, spec) for spec in specs])

@@ -200,20 +200,18 @@ def _fit_set_majority(votes: Votes, options: FitOptions) -> Aggregate:
     # sets get equal keys (a collision of two different sets has odds of about 2^-64 per pair).
     codes = np.random.default_rng(0).integers(1, 2**63, size=votes.n_items, dtype=np.uint64)
     image = votes.item_image[votes.item]
-    ballot = np.unique(image * votes.n_workers + votes.worker, return_inverse=True)[1]
+    ballot = _ballots(image, votes.worker, votes.n_images, votes.n_workers)
     key = np.zeros(ballot.max() + 1 if len(ballot) else 0, dtype=np.uint64)
     yes = votes.answer == YES
     np.add.at(key, ballot[yes], codes[votes.item[yes]])  # uint64 wraps around: a sum modulo 2^64
     ballot_image = np.zeros(len(key), dtype=np.intp)
     ballot_image[ballot] = image
     n_ballots = np.bincount(ballot_image, minlength=votes.n_images)
-    kinds, kind_of, kind_count = np.unique(
-        np.stack([ballot_image.astype(np.uint64), key], axis=1), axis=0, return_inverse=True, return_counts=True
-    )
+    kind_image, kind_of, kind_count = _kinds(ballot_image, key)
     winner = np.full(votes.n_images, -1)
-    majority = 2 * kind_count > n_ballots[kinds[:, 0].astype(np.intp)]
-    winner[kinds[majority, 0].astype(np.intp)] = np.flatnonzero(majority)
-    won = yes & (kind_of.ravel()[ballot] == winner[image])
+    majority = 2 * kind_count > n_ballots[kind_image]
+    winner[kind_image[majority]] = np.flatnonzero(majority)
+    won = yes & (kind_of[ballot] == winner[image])
     accepted = np.zeros(votes.n_items, dtype=bool)
     accepted[votes.item[won]] = True
     holding = np.zeros(votes.n_items)
@@ -221,6 +219,31 @@ def _fit_set_majority(votes: Votes, options: FitOptions) -> Aggregate:
     share = holding / n_ballots[votes.item_image]
     undecided = winner[votes.item_image] < 0
     return Aggregate("set-majority", share, accepted=accepted & ~undecided, undecided=undecided)
+
+
+def _ballots(image: np.ndarray, worker: np.ndarray, n_images: int, n_workers: int) -> np.ndarray:
+    """Each vote's ballot: the rank of its (image, worker) among the distinct pairs, as `np.unique`'s inverse gives
+    it; by a table of every pair where that is small beside the votes (no sort), else by `np.unique`."""
+    keys = image.astype(np.int64) * n_workers + worker
+    size = n_images * n_workers
+    if size > 8 * len(keys) + 1_000_000:
+        return np.unique(keys, return_inverse=True)[1].ravel()
+    seen = np.zeros(size, bool)
+    seen[keys] = True
+    rank = np.cumsum(seen) - 1
+    return rank[keys]
+
+
+def _kinds(ballot_image: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct (image, key) pairs of the ballots in (image, key) order, as `np.unique(axis=0)` orders them:
+    each one's image, each ballot's pair number, and how many ballots have each pair."""
+    order = np.lexsort((key, ballot_image))
+    image, k = ballot_image[order], key[order]
+    first = np.r_[True, (image[1:] != image[:-1]) | (k[1:] != k[:-1])] if len(order) else np.zeros(0, bool)
+    kind_of = np.empty(len(order), np.intp)
+    kind_of[order] = np.cumsum(first) - 1
+    starts = np.flatnonzero(first)
+    return image[starts], kind_of, np.diff(np.r_[starts, len(order)])
 
 
 def _initial_posterior(votes: Votes) -> np.ndarray:

@@ -1,14 +1,17 @@
 """`resamples_kept`: inside the block a bootstrap's resamples are drawn once, kept as bytes, and read again, the
-same numbers; outside it, and beyond its memory bound, they are drawn on every call and nothing is held."""
+same numbers; outside it, and beyond its memory bound, they are drawn on every call and nothing is held. With a
+folder, a set is kept there for the next process, checked on reading."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from evaluator import paired
+from evaluator import paired, stored_resamples
 from evaluator.paired import JointBootstrap, resamples_kept
 
 
@@ -27,7 +30,7 @@ def draws(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         made.append(self.n_images)
         return plain(self)
 
-    def counted_bytes(self: JointBootstrap) -> list[np.ndarray] | None:
+    def counted_bytes(self: JointBootstrap) -> np.ndarray | None:
         made.append(self.n_images)
         return as_bytes(self)
 
@@ -121,3 +124,68 @@ def test_scratch_buffers_are_reused_inside_the_block_only() -> None:
     assert first.shape == (40, 50) and smaller.shape == (3, 7) and smaller.dtype == np.uint32
     assert np.shares_memory(first, smaller) and not np.shares_memory(first, other_name)
     assert larger.shape == (80, 50) and not np.shares_memory(first, larger)  # grown: new memory
+
+
+def test_a_folder_keeps_the_set_for_the_next_block_the_same_numbers(tmp_path: Path, draws: list[int]) -> None:
+    fresh = drawn(400)
+    with resamples_kept(tmp_path):
+        first = drawn(400)
+    (stored,) = tmp_path.glob("resamples-*.bin")
+    with resamples_kept(tmp_path):  # another process, as it were: nothing in memory yet
+        again = drawn(400)
+        drawn(400, n_boot=20)
+    assert draws == [400, 400, 400]  # fresh, first (drawn and stored), other settings: `again` read from the file
+    assert np.array_equal(np.concatenate(first), np.concatenate(fresh))
+    assert np.array_equal(np.concatenate(again), np.concatenate(fresh))
+    assert len(list(tmp_path.glob("resamples-*.bin"))) == 2 and stored.exists()
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "settings", "empty"])
+def test_a_damaged_or_foreign_file_is_drawn_again_and_replaced(tmp_path: Path, draws: list[int], damage: str) -> None:
+    with resamples_kept(tmp_path):
+        fresh = drawn(400)
+    (path,) = tmp_path.glob("resamples-*.bin")
+    data = bytearray(path.read_bytes())
+    if damage == "flip":
+        data[-1] ^= 1  # one count changed: the CRC no longer matches
+    elif damage == "truncate":
+        data = data[:-10]
+    elif damage == "settings":  # a file of another seed under this name
+        data[stored_resamples.HEADER.size - 12] ^= 1
+    else:
+        data = bytearray()
+    path.write_bytes(bytes(data))
+    with resamples_kept(tmp_path):
+        again = drawn(400)
+    assert draws == [400, 400]
+    assert np.array_equal(np.concatenate(again), np.concatenate(fresh))
+    with resamples_kept(tmp_path):
+        drawn(400)
+    assert draws == [400, 400]  # rewritten whole by the second block
+
+
+def test_the_folder_is_trimmed_to_its_bound_least_recently_read_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(stored_resamples, "MAX_FOLDER_BYTES", 2 * (400 * 30 + stored_resamples.HEADER.size))
+    with resamples_kept(tmp_path):
+        drawn(400, seed=1)
+        drawn(400, seed=2)
+    old = stored_resamples.path_of(tmp_path, 400, 30, 1)
+    os.utime(old, (1, 1))
+    os.utime(stored_resamples.path_of(tmp_path, 400, 30, 2), (2, 2))
+    with resamples_kept(tmp_path):
+        drawn(400, seed=2)  # read: now the most recent
+        drawn(400, seed=3)  # a third set: seed 1, read longest ago, goes
+    assert sorted(p.name for p in tmp_path.glob("resamples-*.bin")) == [
+        stored_resamples.path_of(tmp_path, 400, 30, s).name for s in (2, 3)
+    ]
+
+
+def test_a_folder_that_cannot_be_written_keeps_nothing_and_raises_nothing(tmp_path: Path) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    with resamples_kept(blocked):
+        counts = drawn(400)
+    assert np.array_equal(np.concatenate(counts), np.concatenate(drawn(400)))
+    assert blocked.read_text() == "not a folder"

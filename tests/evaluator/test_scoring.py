@@ -396,3 +396,22 @@ class TestInputErrors:
 
     def test_is_a_value_error(self) -> None:
         assert issubclass(EvaluationError, ValueError)
+
+
+def test_mean_per_class_without_an_interval_counts_what_the_membership_matrix_sums() -> None:
+    rng = np.random.default_rng(11)
+    labels = [sorted(set(rng.integers(0, 30, rng.integers(0, 4)).tolist())) for _ in range(400)]
+    pred = rng.integers(0, 30, (400, 5))
+    ok = rng.random(400) > 0.1
+    failed = ~ok & (rng.random(400) > 0.5)
+    sets = LabelSets.from_lists(labels, 30)
+    counted = mean_per_class_accuracy(pred, sets, 1, ok, failed=failed, n_boot=0)
+    summed = mean_per_class_accuracy(pred, sets, 1, ok, failed=failed, n_boot=5)  # through the sparse matrix
+    assert counted.accuracy == summed.accuracy and counted.ci_low is None
+    assert np.array_equal(counted.per_class, summed.per_class, equal_nan=True)
+    assert np.array_equal(counted.images_per_class, summed.images_per_class)
+    assert (counted.n_scored, counted.n_errors, counted.n_excluded) == (
+        summed.n_scored,
+        summed.n_errors,
+        summed.n_excluded,
+    )

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from relabel.common.errors import InputError
+from relabel.votes import aggregation
 from relabel.votes.aggregation import (
     MAYBE,
     METHODS,
@@ -404,3 +405,19 @@ class TestRealRaters:
         assert workers.answers[always_yes, YES] / workers.answers[always_yes].sum() > 0.95
         assert abs(workers.log_odds[always_yes, YES]) < 0.1
         assert np.median(workers.log_odds[:, YES]) > 2.0
+
+
+@pytest.mark.parametrize("n_workers", [7, 100_000])  # a table of every pair, and too many pairs for one: unique
+def test_ballots_and_kinds_are_numpy_uniques_numbers(n_workers: int) -> None:
+    rng = np.random.default_rng(3)
+    image, worker = rng.integers(0, 40, 500), rng.integers(0, n_workers, 500)
+    expected = np.unique(image.astype(np.int64) * n_workers + worker, return_inverse=True)[1].ravel()
+    assert np.array_equal(aggregation._ballots(image, worker, 40, n_workers), expected)
+    ballot_image, key = rng.integers(0, 30, 300), rng.integers(0, 4, 300).astype(np.uint64) * np.uint64(2**62)
+    kinds, kind_of, count = np.unique(
+        np.stack([ballot_image.astype(np.uint64), key], axis=1), axis=0, return_inverse=True, return_counts=True
+    )
+    got = aggregation._kinds(ballot_image, key)
+    assert np.array_equal(got[0], kinds[:, 0]) and np.array_equal(got[1], kind_of.ravel())
+    assert np.array_equal(got[2], count)
+    assert [len(a) for a in aggregation._kinds(np.zeros(0, np.intp), np.zeros(0, np.uint64))] == [0, 0, 0]
