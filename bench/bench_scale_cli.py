@@ -52,32 +52,21 @@ the commit messages, each taken on one machine state):
 - **Writing:** ingest, labels, predictions and votes insert with one statement compiled once and the driver's
   executemany (`db.bulk.insert_plain`); whole-file formats are checked as arrays; JSON Lines are read by Python's
   C reader whenever a scan shows nothing the strict reader would refuse (the strict reader still names the line).
-- **Since the table of 2026-12-03 15:48** (quiet, one run each: scores import 3.71 s, ds snapshot 3.36 s, evaluate
-  7.65 s): start-up lost 0.3-0.4 s (the collector paused and the start-up objects frozen, `relabel.common.collector`),
-  a score matrix in an uncompressed `.npz` is memory-mapped, and evaluate keeps resample counts as bytes and a
-  snapshot's arrays and the other methods' fits in the workspace's cache. On this workspace (three repeats: three
-  snapshots of each kind, the votes replaced twice) evaluate still takes 4.2 s warm and 6.3 s cold, against 2.0 s
-  warm and 3.3 s cold measured in turn with the old code on a one-repeat workspace at load 1-3; the gap is not
-  explained yet. The text below is the reading of the earlier table.
-- **Still over 3 s (the earlier table, quiet, one run each):** `predictions import` of scores (3.71 s), `snapshot
-  create --consensus ds` (3.36 s) and `evaluate` (7.65 s). `votes import` (2.58 s here, a first import) writes
-  184,962 rows, one per (image, class) pair with its answers packed (`db.models.VotePair`; 924,810 rows of one
-  answer each before: 8.0 -> 5.1 s, in turn at load 10-15); its rater file is inflated by zlib-ng a megabyte at a
-  time (`relabel.common.arrays.open_member`: the 377 MB tensor, its CRC and the non-zero scan in about 0.15 s against
-  1.2 s for zlib's inflating alone), the image index gathers file names only for keys that are not paths, counts
-  replace np.unique sorts and the garbage collector is paused (with `--replace` 3.12 s against 5.0 s, in turn at load
-  2.2-2.8, median of 6; the same stored rows). Left there: start-up about 1 s, writing the rows 0.72 s, deleting a
-  replaced source's rows 0.17 s. `predictions import` of scores spends about 0.5 s reading the zip member and 0.5 s
-  writing and hashing the sorted score file. `snapshot create --consensus ds` (its own goal of 5 s: met) is start-up
-  0.8 s, collecting the votes 0.6 s (1.2 s before they were packed), the fit 0.3 s, 235,000 rows written 0.7 s and
-  the hash 0.4 s. `evaluate` draws label sets from the posteriors in 7 passes, one per set of posteriors (the
-  snapshot's, four other aggregations, its unrated images certain and at the base error rate); a pass lays its
-  uniforms over the images its posteriors leave uncertain (0 to 50,000 here), so passes share them bit for bit only
-  where that count and the resample chunk agree, and what they do share (the image resamples of each image count
-  and seed) is drawn once. A pass sums with einsum instead of BLAS products (0.29 CPU s with BLAS's spinning
-  threads, 0.04 s in einsum) and reads the resample counts in place: 11.42 -> 8.48 CPU s, old and new code in turn
-  at load 12-15, the same output. Left: drawing the resamples (`JointBootstrap._draw`, about 20 %), the uniforms
-  (about 15 %), start-up and the SQLite reads, and the 924,810 votes read for the sensitivity (0.6 s).
+- **evaluate** (2026-12-04): the workspace's cache holds, besides a snapshot's arrays and the other methods'
+  fits, the image resamples of each (image count, seed) (`evaluator.stored_resamples`: 50 MB for 1,000 x 50,000,
+  read through a map with its CRC in about 0.02 s against 0.35 s to draw) and every expected top-1 by the digest of
+  its inputs (`evaluator.kept_scores`); scipy is no longer imported (per-class counts by bincount) and set-majority
+  sorts once (0.18 -> 0.08 s). Evaluating again reads everything (1.5 s). The first evaluate after a snapshot of
+  new votes still draws 7 label passes over 1,000 draws (about 1.2 s, of which the uniforms about 0.55 s: 263
+  million 32-bit words read from PCG64 at about 3 ns per 64-bit output), reads the snapshot (0.3 s) and fits the
+  other methods on the votes (0.35 s); a workspace's first evaluate also draws three resample sets (0.6 s). Fewer
+  random words would change every seed's numbers (the uniforms are laid over each pass's uncertain images), so the
+  draws stay as they are.
+- **Earlier readings:** `votes import` writes 184,962 rows, one per (image, class) pair with its answers packed
+  (`db.models.VotePair`); its rater file is inflated by zlib-ng a megabyte at a time
+  (`relabel.common.arrays.open_member`); `predictions import` of scores memory-maps an uncompressed `.npz` and
+  writes and hashes the score file in place; `snapshot create --consensus ds` is start-up, collecting the votes,
+  the fit, the rows written and the hash.
 """
 
 
