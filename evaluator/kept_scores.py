@@ -11,20 +11,15 @@ scores is ignored and computed again; the folder keeps the MAX_FILES most recent
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from evaluator import cache_files
-from evaluator.scoring import Score
-
-if TYPE_CHECKING:
-    from evaluator.label_uncertainty import UncertainScore
 
 PREFIX = "uncertain-scores"
 MAX_FILES = 512  # a file is one call's scores (under a kilobyte per run)
@@ -64,23 +59,22 @@ def _update(h: Any, part: Any) -> None:
         _update(h, np.asarray(part))
 
 
-def read(folder: Path, key: str) -> list[UncertainScore] | None:
-    """The scores kept under `key`; None when there are none or the file does not hold scores."""
-    from evaluator.label_uncertainty import UncertainScore
-
+def read(folder: Path, key: str) -> list[dict[str, Any]] | None:
+    """The scores kept under `key`, as the mappings `write` was given; None when there are none or the file does
+    not hold a list of mappings."""
     path = folder / f"{PREFIX}-{key}.json"
     try:
         items = json.loads(path.read_text(encoding="utf-8"))
-        scores = [UncertainScore(**{**item, "thresholded": Score(**item["thresholded"])}) for item in items]
-    except (OSError, ValueError, TypeError, KeyError):
+    except (OSError, ValueError):
+        return None
+    if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
         return None
     cache_files.touch(path)
-    return scores
+    return items
 
 
-def write(folder: Path, key: str, scores: list[UncertainScore]) -> None:
-    """Keep `scores` under `key`, then trim the folder to MAX_FILES; nothing kept, nothing raised, where the folder
-    cannot be written."""
-    text = json.dumps([dataclasses.asdict(s) for s in scores])
-    if cache_files.write_whole(folder / f"{PREFIX}-{key}.json", [text.encode()]):
+def write(folder: Path, key: str, items: list[dict[str, Any]]) -> None:
+    """Keep `items` (one mapping of numbers per score) under `key`, then trim the folder to MAX_FILES; nothing
+    kept, nothing raised, where the folder cannot be written."""
+    if cache_files.write_whole(folder / f"{PREFIX}-{key}.json", [json.dumps(items).encode()]):
         cache_files.trim(folder, f"{PREFIX}-*.json", max_files=MAX_FILES)

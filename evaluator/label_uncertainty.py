@@ -43,7 +43,7 @@ draws and image resamples, made once, and gives each run the numbers `uncertain_
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -144,13 +144,23 @@ def uncertain_accuracies(
                  unrated_noise)  # fmt: skip
     folder = kept_folder()
     key = None if folder is None else _digest(*arguments)
-    held = None if folder is None or key is None else kept_scores.read(folder, key)
-    if held is not None and len(held) == len(preds):
+    held = None if folder is None or key is None else _scores(kept_scores.read(folder, key), len(preds))
+    if held is not None:
         return held
     out = _uncertain_accuracies(*arguments)
     if folder is not None and key is not None:
-        kept_scores.write(folder, key, out)
+        kept_scores.write(folder, key, [asdict(score) for score in out])
     return out
+
+
+def _scores(items: list[dict[str, Any]] | None, n_runs: int) -> list[UncertainScore] | None:
+    """The kept mappings of `n_runs` scores as scores; None where they are not that."""
+    if items is None or len(items) != n_runs:
+        return None
+    try:
+        return [UncertainScore(**{**item, "thresholded": Score(**item["thresholded"])}) for item in items]
+    except (TypeError, KeyError):
+        return None
 
 
 def _digest(preds: Sequence[ArrayLike], posteriors: Posteriors, *rest: Any) -> str | None:
