@@ -28,8 +28,9 @@ def test_equals_the_joint_bootstrap_over_each_rows_own_images() -> None:
     np.testing.assert_allclose(got, expected, rtol=1e-6)
 
 
-def test_a_rows_values_do_not_depend_on_the_rows_beside_it() -> None:
-    correct, scored = rows(6, 2_000)
+@pytest.mark.parametrize("k", [6, 12])  # einsum's sums, and a BLAS product's (from BLAS_ROWS rows)
+def test_a_rows_values_do_not_depend_on_the_rows_beside_it(k: int) -> None:
+    correct, scored = rows(k, 2_000)
 
     alone = resample_top1(correct[:1], scored[:1], 300, seed=1)
     among = resample_top1(correct, scored, 300, seed=1)
