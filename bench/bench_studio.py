@@ -34,6 +34,7 @@ from sqlalchemy import text
 from studio_workspace import DISTINCT, N_IMAGES, PASSWORD, build
 
 from db import create_db_engine
+from relabel.review.queue import one_look
 from relabel.review.studio import Studio
 from ui import card_api
 
@@ -64,10 +65,12 @@ def server_side(folder: Path, rounds: int) -> dict[str, list[float]]:
     for i in range(rounds):
         user = f"bench{i % 16:02d}"
         t0 = time.perf_counter()
-        card = card_api.next_card(studio, user, {})["card"]
+        with one_look():  # one request, as the server runs each handler (`ui.card_component`)
+            card = card_api.next_card(studio, user, {})["card"]
         t1 = time.perf_counter()
         image_id, token = card_api.parse_key(card)
-        studio.decide(user, token, image_id, "original")
+        with one_look():
+            studio.decide(user, token, image_id, "original")
         out["next"].append(t1 - t0)
         out["save"].append(time.perf_counter() - t1)
     engine.dispose()

@@ -27,7 +27,21 @@ from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import DateTime, cast, delete, func, literal, null, or_, select, true, union_all, update
+from sqlalchemy import (
+    DateTime,
+    Select,
+    bindparam,
+    cast,
+    delete,
+    func,
+    literal,
+    null,
+    or_,
+    select,
+    true,
+    union_all,
+    update,
+)
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import col
 
@@ -75,6 +89,7 @@ class DbLeases:
         self._signature: tuple[int, int] | None = None  # the assignments' signature read by the last pull
         self._applied: set[int] = set()  # ids of decisions this process stored that the queue already took
         self._released: dict[int, int] = {}  # user -> image whose lease they left, its row not deleted yet
+        self._pull: Select[Any] | None = None  # the statement of `pull` (`_pull_query`)
 
     # -- leases --------------------------------------------------------------------------------------------------
 
@@ -152,18 +167,8 @@ class DbLeases:
         the next `assigned` uses instead of asking again."""
         now = self.clock()
         self._gaps = {i: until for i, until in self._gaps.items() if until > now}
-        newer = pk(Annotation.id) > self._seen
-        where = or_(newer, pk(Annotation.id).in_(list(self._gaps))) if self._gaps else newer
-        new = (
-            select(pk(Annotation.id).label("id"), col(Annotation.image_id), col(Image.dataset_id))
-            .join(Image, col(Image.id) == col(Annotation.image_id))
-            .where(where)
-            .subquery()
-        )
-        signature = assignment_signature(self.dataset_id).subquery()
-        query = select(signature, new).select_from(signature.outerjoin(new, true()))
         with self.engine.connect() as conn:
-            result = conn.execute(query).all()
+            result = conn.execute(self._pull_query(), {"seen": self._seen, "gaps": list(self._gaps)}).all()
             self._signature = (int(result[0][0] or 0), int(result[0][1] or 0))
             rows = [(i, image, dataset) for _, _, i, image, dataset in result if i is not None]
             if not rows:
@@ -173,6 +178,22 @@ class DbLeases:
                 return {}
             standing = current_decisions(conn, self.dataset_id, image_ids=changed)
         return {image: standing.get(image, []) for image in changed}
+
+    def _pull_query(self) -> Select[Any]:
+        """The statement of `pull`, built once (building it is most of a pull's time when nothing changed): the
+        assignments' signature, outer-joined with the annotations newer than :seen or among :gaps."""
+        if self._pull is None:
+            newer = pk(Annotation.id) > bindparam("seen")
+            gaps = pk(Annotation.id).in_(bindparam("gaps", expanding=True))
+            new = (
+                select(pk(Annotation.id).label("id"), col(Annotation.image_id), col(Image.dataset_id))
+                .join(Image, col(Image.id) == col(Annotation.image_id))
+                .where(or_(newer, gaps))
+                .subquery()
+            )
+            signature = assignment_signature(self.dataset_id).subquery()
+            self._pull = select(signature, new).select_from(signature.outerjoin(new, true()))
+        return self._pull
 
     def _changed(self, rows: list[tuple[int, int, int]], now: float) -> list[int]:
         """The dataset's images among `rows` (new annotations: id, image, dataset) that changed in a way the queue
