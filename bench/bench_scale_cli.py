@@ -56,7 +56,7 @@ the commit messages, each taken on one machine state):
   fits, the image resamples of each (image count, seed) (`evaluator.stored_resamples`: 50 MB for 1,000 x 50,000,
   read through a map with its CRC in about 0.02 s against 0.35 s to draw) and every expected top-1 by the digest of
   its inputs (`evaluator.kept_scores`); scipy is no longer imported (per-class counts by bincount) and set-majority
-  sorts once (0.18 -> 0.08 s). Evaluating again reads everything (1.5 s). The first evaluate after a snapshot of
+  sorts once (0.18 -> 0.08 s). Evaluating again reads everything (1.5-1.8 s). The first evaluate after a snapshot of
   new votes still draws 7 label passes over 1,000 draws (about 1.2 s, of which the uniforms about 0.55 s: 263
   million 32-bit words read from PCG64 at about 3 ns per 64-bit output), reads the snapshot (0.3 s) and fits the
   other methods on the votes (0.35 s); a workspace's first evaluate also draws three resample sets (0.6 s). Fewer
