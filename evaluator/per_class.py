@@ -74,16 +74,12 @@ def mean_per_class_accuracy(
     arr, answered, wrong = check_predictions(pred, sets, k, ok, failed, batched=False)
     check_boot(n_boot)
     correct, scored = correct_and_scored(arr, sets, k, answered, wrong)
-    if not n_boot:  # the counts alone: no membership matrix (nor scipy) needed
-        per_class, images = _class_counts(sets, scored, correct)
-        return _summary(per_class, images, int(scored.sum()), answered | wrong, sets.counts == 0, (None, None))
-    member = sets.to_sparse()[scored].astype(np.float64)
-    return _per_class_score(member, correct[scored], answered | wrong, sets.counts == 0, n_boot, seed)
+    return _per_class_score(sets, scored, correct, answered | wrong, n_boot, seed)
 
 
 def _class_counts(sets: LabelSets, scored: np.ndarray, correct: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """`_compute_per_class` of the scored images of `sets`, by counting: the same sums of ones, so the same
-    numbers."""
+    """Per-class accuracy (n_classes,) (NaN where no image) and images per class over the `scored` images of
+    `sets`, each image counted toward each of its classes with its `correct` (n_images,)."""
     labels = sets.labels[scored]
     rows, cols = np.nonzero(labels >= 0)
     classes = labels[rows, cols]
@@ -113,17 +109,19 @@ def class_mean_accuracy(
     mask = np.ones(labels.n_images, bool) if scored is None else check_mask(scored, "scored", (labels.n_images,))
     check_boot(n_boot)
     rows = mask & (labels.counts > 0)
-    member = labels.to_sparse()[rows].astype(np.float64)
-    return _per_class_score(member, hits[rows], mask, labels.counts == 0, n_boot, seed)
+    return _per_class_score(labels, rows, hits, mask, n_boot, seed)
 
 
 def _per_class_score(
-    member: sparse.csr_matrix, correct: np.ndarray, counted: np.ndarray, empty: np.ndarray, n_boot: int, seed: int
+    sets: LabelSets, scored: np.ndarray, correct: np.ndarray, counted: np.ndarray, n_boot: int, seed: int
 ) -> PerClassScore:
-    """`member` (n_scored, C) membership of the scored images, `correct` (n_scored,); counts from the masks."""
-    per_class, images = _compute_per_class(member, correct)
-    ci = _per_class_ci(member, correct, n_boot, seed) if n_boot else (None, None)
-    return _summary(per_class, images, int(member.shape[0]), counted, empty, ci)
+    """The score over the `scored` images of `sets` (`correct`, `counted` (n_images,)); the membership matrix (and
+    scipy) only for the bootstrap interval."""
+    per_class, images = _class_counts(sets, scored, correct)
+    ci: tuple[float | None, float | None] = (None, None)
+    if n_boot:
+        ci = _per_class_ci(sets.to_sparse()[scored].astype(np.float64), correct[scored], n_boot, seed)
+    return _summary(per_class, images, int(scored.sum()), counted, sets.counts == 0, ci)
 
 
 def _summary(
@@ -139,14 +137,6 @@ def _summary(
         int((counted & empty).sum()),
         *ci,
     )
-
-
-def _compute_per_class(member: sparse.csr_matrix, correct: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per-class accuracy (n_classes,) (NaN where no image) and images per class, from membership (n, C)."""
-    images = np.asarray(member.sum(axis=0)).ravel()
-    hits = member.T @ correct.astype(np.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(images > 0, hits / images, np.nan), images.astype(np.int64)
 
 
 def _per_class_ci(

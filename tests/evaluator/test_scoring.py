@@ -398,7 +398,7 @@ class TestInputErrors:
         assert issubclass(EvaluationError, ValueError)
 
 
-def test_mean_per_class_without_an_interval_counts_what_the_membership_matrix_sums() -> None:
+def test_mean_per_class_gives_the_same_counts_with_and_without_an_interval() -> None:
     rng = np.random.default_rng(11)
     labels = [sorted(set(rng.integers(0, 30, rng.integers(0, 4)).tolist())) for _ in range(400)]
     pred = rng.integers(0, 30, (400, 5))
@@ -406,7 +406,7 @@ def test_mean_per_class_without_an_interval_counts_what_the_membership_matrix_su
     failed = ~ok & (rng.random(400) > 0.5)
     sets = LabelSets.from_lists(labels, 30)
     counted = mean_per_class_accuracy(pred, sets, 1, ok, failed=failed, n_boot=0)
-    summed = mean_per_class_accuracy(pred, sets, 1, ok, failed=failed, n_boot=5)  # through the sparse matrix
+    summed = mean_per_class_accuracy(pred, sets, 1, ok, failed=failed, n_boot=5)  # with the interval too
     assert counted.accuracy == summed.accuracy and counted.ci_low is None
     assert np.array_equal(counted.per_class, summed.per_class, equal_nan=True)
     assert np.array_equal(counted.images_per_class, summed.images_per_class)
