@@ -2,7 +2,7 @@
 concurrent annotators, server memory.
 
 1. Server side: the review handlers called in-process (`ui.card_api.next_card`, and `Studio.decide`, the save
-   alone), rotating over 16 annotators; p50 / p95 in ms.
+   alone), rotating over the annotators (16 unless --users says); p50 / p95 in ms.
 2. Client observed: `relabel serve` in its own process; one annotator over HTTP on 127.0.0.1 (login, then each
    action sent as the card's page script sends it: one POST to Gradio's `/component_server` route), timing "next
    card" and "save" (which answers with the next card), plus fetching the card's image file.
@@ -57,13 +57,13 @@ def ms(values: list[float]) -> tuple[float, float]:
 # -- 1. in-process handlers ------------------------------------------------------------------------------------
 
 
-def server_side(folder: Path, rounds: int) -> dict[str, list[float]]:
+def server_side(folder: Path, rounds: int, users: int) -> dict[str, list[float]]:
     engine = create_db_engine(f"sqlite:///{folder / 'relabel.db'}")
     started = time.perf_counter()
     studio = Studio(engine, cache_dir=folder / "cache", overlap=OVERLAP)
     out: dict[str, list[float]] = {"startup": [time.perf_counter() - started], "next": [], "save": []}
     for i in range(rounds):
-        user = f"bench{i % 16:02d}"
+        user = f"bench{i % users:02d}"
         t0 = time.perf_counter()
         with one_look():  # one request, as the server runs each handler (`ui.card_component`)
             card = card_api.next_card(studio, user, {})["card"]
@@ -125,8 +125,8 @@ def start_server(folder: Path, port: int) -> subprocess.Popen:
     raise SystemExit(f"benchmark aborted: the studio did not start: {proc.stdout.read() if proc.stdout else ''}")
 
 
-def client_side(url: str, rounds: int) -> dict[str, list[float]]:
-    one = Annotator(url, "bench15")
+def client_side(url: str, rounds: int, user: str) -> dict[str, list[float]]:
+    one = Annotator(url, user)
     one.next_card()
     out: dict[str, list[float]] = {"next": [], "save": [], "image": []}
     for _ in range(rounds):
@@ -232,11 +232,11 @@ def main() -> None:
         t = time.perf_counter()
         build(folder, sample, args.users)
         built = time.perf_counter() - t
-        inproc = server_side(folder, args.rounds)
+        inproc = server_side(folder, args.rounds, args.users)
         proc = start_server(folder, args.port)
         try:
             url = f"http://127.0.0.1:{args.port}"
-            client = client_side(url, args.rounds)
+            client = client_side(url, args.rounds, f"bench{args.users - 1:02d}")
             load = load_test(url, args.users, args.per_user)
             rss, hwm = rss_kib(proc.pid)
         finally:
@@ -271,8 +271,8 @@ def report(args, machine, built, inproc, client, load, db, locked, rss, hwm) -> 
         f"top-5 classifier run, an OW run, 150,000 decisions by 10 past annotators; SQLite (WAL); overlap "
         f"{OVERLAP}; built by bulk inserts in {built:.1f} s; studio start-up (queue and evidence) "
         f"{inproc['startup'][0]:.1f} s",
-        f'- Sequential: {args.rounds} rounds of next card + save ("original is right"), 16 annotators in turn '
-        "in-process, one annotator over HTTP (`relabel serve` in its own process)",
+        f'- Sequential: {args.rounds} rounds of next card + save ("original is right"), {args.users} annotators in '
+        "turn in-process, one annotator over HTTP (`relabel serve` in its own process)",
         "",
         "| operation | p50 ms | p95 ms | target p95 | met |",
         "|---|---:|---:|---:|---|",

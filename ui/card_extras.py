@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 
 from relabel.common.errors import InputError, RelabelError
 from relabel.review.examples import pick_example
+from relabel.review.left import QueueLeft
 from relabel.review.queue import QueueFilter
 from relabel.review.recent import decided_today, recent_decisions
 from relabel.review.studio import Studio
@@ -87,50 +88,49 @@ def thumbs(studio: Studio, user: str, data: dict[str, Any]) -> dict[str, Any]:
 
 
 class LeftCounts:
-    """How many images a user's queue still holds under a filter: a full pass over the queue (`remaining`), made
-    at most every LEFT_TTL_S per user and filter, and in between the last count less the user's decisions since
-    (an undo gives one back). Other users' progress shows within LEFT_TTL_S. On a queue of more than SYNC_IMAGES
-    the pass runs in the background: a reply never waits on it, and until the first one is done it says nothing
-    of what is left."""
+    """How many images a user's queue still holds under a filter: one full pass over the queue counts every user
+    at once (`ReviewQueue.left_by_user`), made at most every LEFT_TTL_S per filter; in between, a user's count is
+    that pass's less their decisions since (an undo gives one back). Other users' progress shows within
+    LEFT_TTL_S. On a queue of more than SYNC_IMAGES the pass runs in the background: a reply never waits on it,
+    and until the first one is done it says nothing of what is left."""
 
     def __init__(self, studio: Studio) -> None:
         self.studio = studio
-        self._counts: dict[tuple[int, QueueFilter], tuple[float, int, int]] = {}  # (when, left, decided then)
-        self._running: set[tuple[int, QueueFilter]] = set()
+        # filter -> (when, the pass's counts, each user's standing decisions then)
+        self._counts: dict[QueueFilter, tuple[float, QueueLeft, dict[int, int]]] = {}
+        self._running: set[QueueFilter] = set()
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="left-counts")
 
     def left(self, user_id: int, flt: QueueFilter) -> int | None:
-        key, queue = (user_id, flt), self.studio.queue
+        queue = self.studio.queue
         decided = queue.decided_by(user_id)
         with self._lock:
-            known = self._counts.get(key)
+            known = self._counts.get(flt)
         if known is None or time.monotonic() - known[0] > LEFT_TTL_S:
             if len(queue.order) <= SYNC_IMAGES:
-                self._count(key)
+                self._count(flt)
             else:
                 with self._lock:
-                    start = key not in self._running
-                    self._running.add(key)
+                    start = flt not in self._running
+                    self._running.add(flt)
                 if start:
-                    self._pool.submit(self._count, key)
+                    self._pool.submit(self._count, flt)
             with self._lock:
-                known = self._counts.get(key)
+                known = self._counts.get(flt)
         if known is None:
             return None
         _, left, decided_then = known
-        return max(0, left - (decided - decided_then))
+        return max(0, left.of(user_id) - (decided - decided_then.get(user_id, 0)))
 
-    def _count(self, key: tuple[int, QueueFilter]) -> None:
-        user_id, flt = key
+    def _count(self, flt: QueueFilter) -> None:
         try:
-            decided = self.studio.queue.decided_by(user_id)
-            left = self.studio.queue.remaining(user_id, flt)
+            left, decided = self.studio.queue.left_by_user(flt)
             with self._lock:
-                self._counts[key] = (time.monotonic(), left, decided)
+                self._counts[flt] = (time.monotonic(), left, decided)
         finally:
             with self._lock:
-                self._running.discard(key)
+                self._running.discard(flt)
 
 
 class TodayCounts:

@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
+    CompoundSelect,
     DateTime,
     Select,
     bindparam,
@@ -43,6 +44,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.sql.elements import BindParameter
 from sqlmodel import col
 
 from db.enums import Verdict
@@ -89,7 +91,8 @@ class DbLeases:
         self._signature: tuple[int, int] | None = None  # the assignments' signature read by the last pull
         self._applied: set[int] = set()  # ids of decisions this process stored that the queue already took
         self._released: dict[int, int] = {}  # user -> image whose lease they left, its row not deleted yet
-        self._pull: Select[Any] | None = None  # the statement of `pull` (`_pull_query`)
+        self._pull: dict[bool, Select[Any]] = {}  # the statements of `pull`, with and without gaps (`_pull_query`)
+        self._holders_query: CompoundSelect | None = None  # the statement of `_holders`
 
     # -- leases --------------------------------------------------------------------------------------------------
 
@@ -168,7 +171,10 @@ class DbLeases:
         now = self.clock()
         self._gaps = {i: until for i, until in self._gaps.items() if until > now}
         with self.engine.connect() as conn:
-            result = conn.execute(self._pull_query(), {"seen": self._seen, "gaps": list(self._gaps)}).all()
+            if self._gaps:
+                result = conn.execute(self._pull_query(True), {"seen": self._seen, "gaps": list(self._gaps)}).all()
+            else:
+                result = conn.execute(self._pull_query(False), {"seen": self._seen}).all()
             self._signature = (int(result[0][0] or 0), int(result[0][1] or 0))
             rows = [(i, image, dataset) for _, _, i, image, dataset in result if i is not None]
             if not rows:
@@ -179,21 +185,23 @@ class DbLeases:
             standing = current_decisions(conn, self.dataset_id, image_ids=changed)
         return {image: standing.get(image, []) for image in changed}
 
-    def _pull_query(self) -> Select[Any]:
+    def _pull_query(self, gaps: bool) -> Select[Any]:
         """The statement of `pull`, built once (building it is most of a pull's time when nothing changed): the
-        assignments' signature, outer-joined with the annotations newer than :seen or among :gaps."""
-        if self._pull is None:
+        assignments' signature, outer-joined with the annotations newer than :seen or (`gaps`) among :gaps. The
+        form without gaps is the usual one, and is run as compiled: an expanding list is written into the SQL
+        text again on every run."""
+        if self._pull.get(gaps) is None:
             newer = pk(Annotation.id) > bindparam("seen")
-            gaps = pk(Annotation.id).in_(bindparam("gaps", expanding=True))
+            where = or_(newer, pk(Annotation.id).in_(bindparam("gaps", expanding=True))) if gaps else newer
             new = (
                 select(pk(Annotation.id).label("id"), col(Annotation.image_id), col(Image.dataset_id))
                 .join(Image, col(Image.id) == col(Annotation.image_id))
-                .where(or_(newer, gaps))
+                .where(where)
                 .subquery()
             )
             signature = assignment_signature(self.dataset_id).subquery()
-            self._pull = select(signature, new).select_from(signature.outerjoin(new, true()))
-        return self._pull
+            self._pull[gaps] = select(signature, new).select_from(signature.outerjoin(new, true()))
+        return self._pull[gaps]
 
     def _changed(self, rows: list[tuple[int, int, int]], now: float) -> list[int]:
         """The dataset's images among `rows` (new annotations: id, image, dataset) that changed in a way the queue
@@ -253,28 +261,37 @@ class DbLeases:
 
     def _holders(self, conn: Connection, image_id: int) -> tuple[list[tuple[int, datetime]], set[int]]:
         """(user, expiry) of every lease on `image_id`, and the users with a standing annotator decision (not an
-        adjudication) on it, in one statement: a decision stands unless it is an undo or an undo names it
-        (`relabel.decisions.rules.standing`)."""
-        undone = select(col(Annotation.retracts_id)).where(
-            col(Annotation.image_id) == image_id, col(Annotation.retracts_id).is_not(None)
-        )
-        voters = select(col(Annotation.user_id), cast(null(), DateTime), literal(True)).where(
-            col(Annotation.image_id) == image_id,
-            col(Annotation.is_adjudication).is_(False),
-            col(Annotation.verdict) != Verdict.retract,
-            pk(Annotation.id).not_in(undone),
-        )
-        leases = select(col(QueueLease.user_id), col(QueueLease.expires_at), literal(False)).where(
-            col(QueueLease.image_id) == image_id
-        )
+        adjudication) on it, in one statement (`_holders_query`)."""
+        if self._holders_query is None:
+            self._holders_query = _holders_query()
         leased: list[tuple[int, datetime]] = []
         decided: set[int] = set()
-        for user_id, expires, is_voter in conn.execute(union_all(leases, voters)):
+        for user_id, expires, is_voter in conn.execute(self._holders_query, {"image_id": image_id}):
             if is_voter:
                 decided.add(user_id)
             else:
                 leased.append((user_id, _utc(expires)))
         return leased, decided
+
+
+def _holders_query() -> CompoundSelect:
+    """The leases on the image `:image_id` and its standing annotator decisions: a decision stands unless it is
+    an undo or an undo names it (`relabel.decisions.rules.standing`). Built once per `DbLeases`: making the
+    statement costs more than running it."""
+    image_id: BindParameter[int] = bindparam("image_id")
+    undone = select(col(Annotation.retracts_id)).where(
+        col(Annotation.image_id) == image_id, col(Annotation.retracts_id).is_not(None)
+    )
+    voters = select(col(Annotation.user_id), cast(null(), DateTime), literal(True)).where(
+        col(Annotation.image_id) == image_id,
+        col(Annotation.is_adjudication).is_(False),
+        col(Annotation.verdict) != Verdict.retract,
+        pk(Annotation.id).not_in(undone),
+    )
+    leases = select(col(QueueLease.user_id), col(QueueLease.expires_at), literal(False)).where(
+        col(QueueLease.image_id) == image_id
+    )
+    return union_all(leases, voters)
 
 
 def _utc(moment: datetime) -> datetime:

@@ -36,6 +36,7 @@ from relabel.common.errors import InputError
 from relabel.decisions.rules import DECIDED_CATEGORIES, Decision, DecisionKey, Outcome
 from relabel.review.assignments import NO_ASSIGNMENTS, AssignedImages, candidates
 from relabel.review.image_evidence import Evidence, Settled
+from relabel.review.left import QueueLeft, left_by_user
 from relabel.review.ranking import MIN_BENEFIT as MIN_BENEFIT
 from relabel.review.ranking import UNCERTAIN_WEIGHT as UNCERTAIN_WEIGHT
 from relabel.review.ranking import WEIGHTS as WEIGHTS
@@ -301,10 +302,26 @@ class ReviewQueue:
 
     def remaining(self, user_id: int, flt: QueueFilter = QueueFilter()) -> int:
         """Images still eligible for `user_id` under `flt` (a full pass: for progress displays, not per card)."""
+        return self.left_by_user(flt)[0].of(user_id)
+
+    def left_by_user(self, flt: QueueFilter = QueueFilter()) -> tuple[QueueLeft, dict[int, int]]:
+        """Images still eligible for every user under `flt`, in one full pass (`relabel.review.left`), and each
+        user's count of standing decisions at that moment (`decided_by`)."""
         with self._lock:
             self._sync()
-            now = self.clock()
-            return sum(self._eligible(i, user_id, flt, now) for i in self.order)
+            left = left_by_user(
+                self.order,
+                self.evidence,
+                self._settled,
+                self._leases,
+                self._assigned,
+                self.overlap,
+                class_index=flt.class_index,
+                status=flt.status,
+                category=flt.category,
+                now=self.clock(),
+            )
+            return left, dict(self._decided)
 
     def counts(self) -> dict[str, int]:
         """Images by queue state: needing votes, complete (overlap reached), disputed, adjudicated."""

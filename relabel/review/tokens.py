@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select
+from sqlalchemy import bindparam, delete, func, insert, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import aliased
 from sqlmodel import col
@@ -125,6 +125,9 @@ class DbCardTokens:
         self._write_lock = write_lock if write_lock is not None else nullcontext()
         self._served: dict[int, int] = {}  # user -> cards this object served them
         self._lock = threading.Lock()
+        # built once: making the statement (a correlated subquery) costs more than running it
+        in_pool = col(CardToken.id) >= func.coalesce(self._oldest_kept(col(CardToken.user_id)), 0)
+        self._check_query = select(CardToken).where(col(CardToken.token) == bindparam("token"), in_pool)
 
     def issue(
         self,
@@ -172,9 +175,8 @@ class DbCardTokens:
     def check(self, token: str, user_id: int, image_id: int) -> Shown:
         """The card `token` was issued for; refuses a token that is unknown or was issued for another card."""
         _well_formed(token)
-        in_pool = col(CardToken.id) >= func.coalesce(self._oldest_kept(col(CardToken.user_id)), 0)
         with self.engine.connect() as conn:
-            row = conn.execute(select(CardToken).where(col(CardToken.token) == token, in_pool)).first()
+            row = conn.execute(self._check_query, {"token": token}).first()
         shown = None
         if row is not None:
             served = row.served_at if row.served_at.tzinfo else row.served_at.replace(tzinfo=timezone.utc)

@@ -140,6 +140,34 @@ def test_a_decision_stored_through_one_process_is_seen_by_the_other(db_url: str,
     assert b.queue.counts()["disputed"] == a.queue.counts()["disputed"] == 1
 
 
+def test_a_decision_whose_id_was_skipped_is_read_once_it_lands(db_url: str, tmp_path: Path) -> None:
+    """Another process's transaction in flight leaves a hole in the annotation ids: the pull that sees the newer
+    id remembers the hole and asks for it again (`relabel.review.leases.GAP_SECONDS`), until it lands."""
+    a, b = build(db_url, tmp_path, overlap=3)
+    first, second, third = a.queue.order[:3]
+    _, token = take(b, "alice")
+    b.decide("alice", token, first, "original")
+    a.queue.counts()  # a look at the queue takes what other processes stored (`ReviewQueue._sync`)
+    assert a.queue.evidence[first].voters.keys() == {a.user("alice")[0]}
+    table = Annotation.__table__  # type: ignore[attr-defined]
+    with b.engine.begin() as conn:
+        row = dict(conn.execute(select(table).where(table.c.image_id == first)).mappings().one())
+
+    def land(offset: int, image_id: int, user: str) -> None:
+        copy = {**row, "id": row["id"] + offset, "image_id": image_id, "user_id": b.user(user)[0], "client_token": None}
+        with b.engine.begin() as conn:
+            conn.execute(table.insert().values(**copy))
+
+    land(2, second, "bob")  # the id in between is still in flight
+    a.queue.counts()
+    assert a.queue.evidence[second].voters.keys() == {a.user("bob")[0]}
+    assert a.queue.shared._gaps.keys() == {row["id"] + 1}  # type: ignore[union-attr]
+    land(1, third, "carol")
+    a.queue.counts()
+    assert a.queue.evidence[third].voters.keys() == {a.user("carol")[0]}
+    assert not a.queue.shared._gaps  # type: ignore[union-attr]
+
+
 def test_an_undo_on_one_process_reopens_the_image_on_the_other(db_url: str, tmp_path: Path) -> None:
     a, b = build(db_url, tmp_path, overlap=1)
     first, token = take(a, "alice")
