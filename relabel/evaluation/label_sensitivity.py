@@ -50,15 +50,9 @@ from evaluator.posteriors import Posteriors
 from evaluator.scoring import multilabel_accuracy
 from relabel import __version__
 from relabel.common.errors import InputError, NotFoundError
+from relabel.common.kept_arrays import keep_arrays, read_kept_arrays
 from relabel.evaluation.cells import NA, Table, pct, span
-from relabel.evaluation.references import (
-    SOURCE,
-    Reference,
-    keep_arrays,
-    read_kept_arrays,
-    read_source_labels,
-    workspace_cache_dir,
-)
+from relabel.evaluation.references import SOURCE, Reference, read_source_labels, workspace_cache_dir
 from relabel.evaluation.result_parts import LabelSensitivity, SensitivityRow
 from relabel.evaluation.runs import Aligned, RunPredictions, align
 from relabel.evaluation.scoring import score_uncertain_runs

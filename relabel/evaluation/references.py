@@ -29,8 +29,6 @@ next time; the reference is built from those arrays as from the database's rows.
 
 from __future__ import annotations
 
-import hashlib
-import io
 import json
 from dataclasses import dataclass, replace
 from operator import itemgetter
@@ -48,6 +46,7 @@ from db.models import Dataset, Image, Label, LabelSource, Snapshot, SnapshotLabe
 from evaluator import EvaluationError, LabelSets
 from evaluator.label_uncertainty import THRESHOLD, Posteriors
 from relabel.common.errors import InputError, NotFoundError
+from relabel.common.kept_arrays import cache_dir_of, keep_arrays, key_digest, read_kept_arrays
 from relabel.common.workspace import IMGT, dataset_vocabulary, get_source
 from relabel.evaluation.stored_columns import json_values, pack_label_sets
 from relabel.snapshots.content_hash import snapshot_hash
@@ -164,10 +163,7 @@ def _source_rows(conn: Connection, source: LabelSource) -> list[tuple[int, str, 
 
 def workspace_cache_dir(session: Session) -> Path | None:
     """The cache folder of a SQLite file workspace (beside relabel.db); None for another database."""
-    url = session.get_bind().engine.url
-    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
-        return None
-    return Path(str(url.database)).parent / "cache"
+    return cache_dir_of(session.get_bind().engine.url)
 
 
 SNAPSHOT_CACHE_PREFIX = "snapshot-arrays"
@@ -177,7 +173,7 @@ def _snapshot_reference(session: Session, dataset: Dataset, snap: Snapshot) -> R
     n_classes = len(dataset_vocabulary(session, dataset))
     folder = workspace_cache_dir(session)
     key = json.dumps([snap.id, snap.content_hash, str(snap.created_at), n_classes])
-    path = None if folder is None else folder / f"{SNAPSHOT_CACHE_PREFIX}-{snap.id}-{_digest(key)}.npz"
+    path = None if folder is None else folder / f"{SNAPSHOT_CACHE_PREFIX}-{snap.id}-{key_digest(key)}.npz"
     held = read_kept_arrays(path) if path is not None else None
     if held is None:
         held = _snapshot_arrays(session, dataset, snap)
@@ -193,38 +189,6 @@ def _snapshot_reference(session: Session, dataset: Dataset, snap: Snapshot) -> R
     info = replace(ref.info, consensus=snap.consensus, n_posteriors=posteriors.n_posteriors)
     unrated = (categories == Category.U.value) & ~posteriors.rated
     return replace(ref, info=info, posteriors=posteriors.posteriors, unrated=unrated, base_source=snap.base_source)
-
-
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
-
-
-def read_kept_arrays(path: Path) -> dict[str, np.ndarray] | None:
-    """The arrays kept at `path`; None when there are none or the file is damaged (read again and rewritten)."""
-    if not path.is_file():
-        return None
-    try:
-        with np.load(path, allow_pickle=False) as held:
-            return {name: held[name] for name in held.files}
-    except (OSError, ValueError, KeyError, EOFError):
-        return None
-
-
-def keep_arrays(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    """Keep `arrays` at `path`, the older files of the same prefix and id removed; a read-only workspace keeps
-    nothing."""
-    from relabel.common.atomic import write_atomic
-    from relabel.common.errors import OutputError
-
-    buffer = io.BytesIO()
-    np.savez(buffer, **arrays)  # type: ignore[arg-type]  # names, not the allow_pickle flag
-    try:
-        path.parent.mkdir(exist_ok=True)
-        for old in path.parent.glob(f"{path.name.rsplit('-', 1)[0]}-*.npz"):
-            old.unlink(missing_ok=True)
-        write_atomic(path, buffer.getvalue())
-    except (OSError, OutputError):
-        pass
 
 
 def _snapshot_arrays(session: Session, dataset: Dataset, snap: Snapshot) -> dict[str, np.ndarray]:

@@ -8,6 +8,7 @@ in the table's key order: image, class, worker number (which is the workers' cod
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import itemgetter
@@ -22,8 +23,12 @@ from db.bulk import plain_rows
 from db.models import VotePair, VoteWorker
 from db.vote_packing import WORKER_DTYPE
 from relabel.common.errors import InputError
+from relabel.common.kept_arrays import cache_dir_of, keep_arrays, key_digest, read_kept_arrays
 
 WORKER_BYTES = np.dtype(WORKER_DTYPE).itemsize
+CACHE_PREFIX = "votes"
+KEPT_COLUMNS = ("image", "cls", "worker", "answer", "names")
+KEPT_FORMAT = 1  # bump when what a kept file holds changes: older files are then never read
 
 
 @dataclass(frozen=True)
@@ -37,9 +42,47 @@ class SourceVotes:
     names: list[str]
 
 
-def scan_votes(conn: Connection, source_id: int, source: str) -> SourceVotes:
+def scan_votes(conn: Connection, source_id: int, source: str, *, key: str | None = None) -> SourceVotes:
     """Every answer of the vote source `source_id` (named `source` in errors). Raises InputError when a stored row
-    does not unpack (a worker number with no name, worker and answer bytes of different counts)."""
+    does not unpack (a worker number with no name, worker and answer bytes of different counts).
+
+    `key`: what identifies this import of the source (`source_key`); the columns are then kept in the workspace's
+    cache under it (`relabel.common.kept_arrays`) and read from there by the next command: ReaL's 924,810
+    answers in about 0.01 s instead of 0.2 s of rows. A source imported again has another key."""
+    folder = cache_dir_of(conn.engine.url) if key is not None else None
+    path = None if folder is None or key is None else folder / f"{CACHE_PREFIX}-{source_id}-{key_digest(key)}.npz"
+    held = read_kept_arrays(path) if path is not None else None
+    if held is not None and set(held) == set(KEPT_COLUMNS):
+        image, cls, worker, answer = (held[name].astype(np.int64) for name in KEPT_COLUMNS[:4])
+        return SourceVotes(image, cls, worker, answer, held["names"].tolist())
+    scanned = _scan(conn, source_id, source)
+    if path is not None:
+        names = np.array(scanned.names, dtype=str) if scanned.names else np.zeros(0, "U1")
+        keep_arrays(path, {**_compact(scanned), "names": names})
+    return scanned
+
+
+def source_key(source: Any) -> str:
+    """What identifies one import of a vote source (a `vote_sources` row): its id, file digest, time and size."""
+    fields = (source.id, source.sha256, str(source.imported_at), source.n_votes, source.n_workers, KEPT_FORMAT)
+    return json.dumps(fields)
+
+
+def _compact(scanned: SourceVotes) -> dict[str, np.ndarray]:
+    """The columns in the smallest integer type that holds them (a tenth of the int64 bytes for ReaL's)."""
+    out = {}
+    for name in KEPT_COLUMNS[:4]:
+        column = getattr(scanned, name)
+        low, high = (int(column.min()), int(column.max())) if len(column) else (0, 0)
+        dtype = next(
+            t for t in (np.uint8, np.int16, np.int32, np.int64) if np.iinfo(t).min <= low and high <= np.iinfo(t).max
+        )
+        out[name] = column.astype(dtype)
+    return out
+
+
+def _scan(conn: Connection, source_id: int, source: str) -> SourceVotes:
+    """`scan_votes` from the rows."""
     names = list(
         conn.execute(
             select(col(VoteWorker.name)).where(col(VoteWorker.source_id) == source_id).order_by(col(VoteWorker.number))

@@ -32,7 +32,7 @@ from relabel.common.collector import cyclic_gc_paused
 from relabel.common.errors import NotFoundError, unknown_name
 from relabel.decisions.log import ParsedLists, current_decisions
 from relabel.votes.aggregation import NO, YES, Votes, make_votes
-from relabel.votes.scan import SourceVotes, scan_votes
+from relabel.votes.scan import SourceVotes, scan_votes, source_key
 
 STUDIO = "studio"  # the name `VoteTable.sources` gives the studio's decisions
 ANSWER_CODES = {"no": NO, "maybe": 1, "yes": YES}
@@ -152,7 +152,7 @@ def _imported_votes(conn: Connection, dataset_id: int, wanted: Sequence[str] | N
             raise unknown_name("vote source", name, list(known))
     chosen = [known[n] for n in (dict.fromkeys(wanted) if wanted is not None else known)]
     for source in chosen:
-        scanned = scan_votes(conn, stored_id(source), source.name)
+        scanned = scan_votes(conn, stored_id(source), source.name, key=source_key(source))
         if source.workers_identified:
             _identified_votes(conn, stored_id(source), source.name, scanned, answers)
         else:

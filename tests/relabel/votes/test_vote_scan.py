@@ -57,7 +57,11 @@ def written(engine, vocab, tmp_path: Path):
     """Four val images and a long-table file of random answers by `WORKERS` (shuffled), imported as "round";
     returns the engine and {(image id, class, "round:WORKER"): answer code} of the file."""
     val_dataset(engine, vocab, tmp_path, [1, 2, 3, 4])
-    rng = random.Random(0)
+    return engine, import_round(engine, tmp_path, seed=0)
+
+
+def import_round(engine, tmp_path: Path, seed: int, replace: bool = False) -> dict[tuple[int, int, str], int]:
+    rng = random.Random(seed)
     with Session(engine) as s:
         ids = {int(p.split("_")[-1].split(".")[0]): i for p, i in s.exec(select(Image.path, Image.id))}
     lines, expected = ["worker,image,label,answer"], {}
@@ -69,8 +73,8 @@ def written(engine, vocab, tmp_path: Path):
                 expected[(image_id, c, f"round:{worker}")] = ANSWER_CODES[answer]
     rng.shuffle(lines[1:])
     (tmp_path / "round.csv").write_text("\n".join(lines) + "\n")
-    import_votes(engine, tmp_path / "round.csv", fmt="long", name="round")
-    return engine, expected
+    import_votes(engine, tmp_path / "round.csv", fmt="long", name="round", replace=replace)
+    return expected
 
 
 def test_imported_answers_read_back_exactly_in_key_order(written) -> None:
@@ -119,6 +123,44 @@ def test_a_source_without_votes_reads_as_empty(sqlite_engine, vocab, tmp_path: P
             assert len(scan_votes(conn, stored_id(source), "empty").image) == 0
     t = read(sqlite_engine)
     assert (len(t.pairs), t.workers, t.sources) == (0, (), ("empty",))
+
+
+def kept_files(engine) -> list[Path]:
+    return sorted((Path(engine.url.database).parent / "cache").glob("votes-*.npz"))
+
+
+def test_a_source_read_again_comes_from_the_workspace_cache(sqlite_engine, vocab, tmp_path, monkeypatch) -> None:
+    """The first read keeps the source's columns in the workspace's cache; the next reads them from there, the same
+    answers in the same order; a source imported again is read from its rows."""
+    val_dataset(sqlite_engine, vocab, tmp_path, [1, 2, 3, 4])
+    expected = import_round(sqlite_engine, tmp_path, seed=0)
+    first = read(sqlite_engine)
+    (kept,) = kept_files(sqlite_engine)
+    assert answers_of(first) == expected
+
+    def no_rows(*args: object) -> None:
+        raise AssertionError("read from the rows")
+
+    with monkeypatch.context() as m:
+        m.setattr("relabel.votes.scan._scan", no_rows)
+        again = read(sqlite_engine)
+    assert answers_of(again) == expected and again.workers == first.workers
+    for name in ("item", "worker", "answer", "item_image"):
+        assert np.array_equal(getattr(again.votes, name), getattr(first.votes, name))
+    assert np.array_equal(again.pairs, first.pairs)
+    replaced = import_round(sqlite_engine, tmp_path, seed=1, replace=True)
+    assert replaced != expected and answers_of(read(sqlite_engine)) == replaced
+    assert kept_files(sqlite_engine) not in ([], [kept])  # the source's new import in a file of its own
+
+
+def test_a_damaged_kept_source_is_read_from_its_rows_and_kept_again(sqlite_engine, vocab, tmp_path) -> None:
+    val_dataset(sqlite_engine, vocab, tmp_path, [1, 2, 3, 4])
+    expected = import_round(sqlite_engine, tmp_path, seed=0)
+    read(sqlite_engine)
+    (kept,) = kept_files(sqlite_engine)
+    kept.write_bytes(kept.read_bytes()[:100])
+    assert answers_of(read(sqlite_engine)) == expected
+    assert kept_files(sqlite_engine) == [kept] and kept.stat().st_size > 100
 
 
 def test_packing_round_trips_and_uses_the_aggregation_codes() -> None:

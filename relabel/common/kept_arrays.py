@@ -1,0 +1,57 @@
+"""Arrays a command derives from the database, kept in the workspace's cache folder (`cache/` beside a SQLite
+file's relabel.db) under a digest of what they were derived from, so that the next command reads one file instead
+of the rows: a snapshot's labels and posteriors (`relabel.evaluation.references`), the other aggregation methods'
+fits (`relabel.evaluation.label_sensitivity`), a vote source's answers (`relabel.votes.scan`). A file is replaced
+whole (`relabel.common.atomic`); a damaged one is read as missing and derived again; a workspace on another
+database, or one that cannot be written, keeps nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import zipfile
+from pathlib import Path
+
+import numpy as np
+from sqlalchemy.engine import URL
+
+from relabel.common.atomic import write_atomic
+from relabel.common.errors import OutputError
+
+
+def cache_dir_of(url: URL) -> Path | None:
+    """The cache folder of the SQLite file workspace at `url`; None for another database."""
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return None
+    return Path(str(url.database)).parent / "cache"
+
+
+def key_digest(text: str) -> str:
+    """The digest a kept file's name carries for the key `text` (what its arrays were derived from)."""
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def read_kept_arrays(path: Path) -> dict[str, np.ndarray] | None:
+    """The arrays kept at `path`; None when there are none or the file is damaged (read again and rewritten)."""
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as held:
+            return {name: held[name] for name in held.files}
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):  # BadZipFile: a cut-off file
+        return None
+
+
+def keep_arrays(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """Keep `arrays` at `path` (PREFIX-ID-DIGEST.npz), the older files of the same prefix and id removed; a
+    read-only workspace keeps nothing."""
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)  # type: ignore[arg-type]  # names, not the allow_pickle flag
+    try:
+        path.parent.mkdir(exist_ok=True)
+        for old in path.parent.glob(f"{path.name.rsplit('-', 1)[0]}-*.npz"):
+            old.unlink(missing_ok=True)
+        write_atomic(path, buffer.getvalue())
+    except (OSError, OutputError):
+        pass
