@@ -142,6 +142,7 @@ def main() -> None:
     for needed in ("real.json", "real_raters.npz", "index_to_filepath.json", "original_labels_by_index.npy"):
         if not (VAL / needed).exists():
             sys.exit(f"{VAL / needed} is not here; nothing to measure")
+    n_val = len(np.load(VAL / "original_labels_by_index.npy"))
     # every module compiled first, as after a user's first command: a stale or missing .pyc (an edited tree, or a
     # shell with PYTHONDONTWRITEBYTECODE set) would otherwise be compiled again in every timed process
     for package in ("relabel", "db", "evaluator", "ui"):
@@ -184,7 +185,7 @@ def main() -> None:
             ),
             "evaluate-cold": Step(
                 "evaluate, first after a snapshot of new votes (reads, fits and draws; the dataset's resamples "
-                "kept by an earlier evaluate)",
+                "kept by an earlier evaluate, the votes by the snapshot)",
                 "relabel evaluate --run r50 --reference imgt --reference snapshot:ds-1 --no-report",
             ),
             "evaluate": Step(
@@ -231,10 +232,12 @@ def main() -> None:
             evaluate = ["evaluate", "--run", "r50", "--reference", "imgt", "--reference", "snapshot:ds-1"]
             shutil.rmtree(ws / "cache", ignore_errors=True)
             timed(steps["evaluate-first"], ws, [*evaluate, "--no-report"])
-            # what a snapshot of new votes would not find: everything but the image resamples, which depend on the
-            # image count and seed alone
+            # what a snapshot of new votes would not find: everything but the resamples of the dataset's images
+            # (they depend on the image count and seed alone; those of the rated images go, as new votes may rate
+            # other images) and the vote source's answers (kept by the snapshot that read them)
             for kept in (ws / "cache").iterdir():
-                if not kept.name.startswith("resamples-"):
+                dataset_resamples = kept.name.startswith("resamples-") and f"-{n_val}-" in kept.name
+                if not (dataset_resamples or kept.name.startswith("votes-")):
                     kept.unlink()
             timed(steps["evaluate-cold"], ws, [*evaluate, "--no-report"])
             timed(steps["evaluate"], ws, [*evaluate, "--no-report"])

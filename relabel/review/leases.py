@@ -93,6 +93,7 @@ class DbLeases:
         self._released: dict[int, int] = {}  # user -> image whose lease they left, its row not deleted yet
         self._pull: dict[bool, Select[Any]] = {}  # the statements of `pull`, with and without gaps (`_pull_query`)
         self._holders_query: CompoundSelect | None = None  # the statement of `_holders`
+        self._lease_writes: dict[bool, tuple[Any, ...]] = {}  # the statements of `_write_lease`, by `renew`
 
     # -- leases --------------------------------------------------------------------------------------------------
 
@@ -236,28 +237,12 @@ class DbLeases:
 
     def _write_lease(self, conn: Connection, image_id: int, user_id: int, expires: datetime, *, renew: bool) -> None:
         """Give `user_id` the lease on `image_id` until `expires` (`renew`: their row is there already) and end
-        their other lease in the dataset: one statement on PostgreSQL, two on SQLite."""
-        others = delete(QueueLease).where(
-            col(QueueLease.dataset_id) == self.dataset_id,
-            col(QueueLease.user_id) == user_id,
-            col(QueueLease.image_id) != image_id,
-        )
-        table = QueueLease.__table__  # type: ignore[attr-defined]
-        if renew:
-            write: Any = (
-                update(QueueLease)
-                .where(col(QueueLease.image_id) == image_id, col(QueueLease.user_id) == user_id)
-                .values(expires_at=expires)
-            )
-        else:
-            write = table.insert().values(
-                dataset_id=self.dataset_id, image_id=image_id, user_id=user_id, expires_at=expires
-            )
-        if self.sqlite:
-            conn.execute(others)
-            conn.execute(write)
-        else:  # the deletion rides along as a data-modifying WITH clause
-            conn.execute(write.add_cte(others.cte("others")))
+        their other lease in the dataset: one statement on PostgreSQL, two on SQLite (`_lease_writes`)."""
+        if renew not in self._lease_writes:
+            self._lease_writes[renew] = _lease_writes(self.dataset_id, renew=renew, sqlite=self.sqlite)
+        values = {"lease_image": image_id, "lease_user": user_id, "lease_until": expires}
+        for statement in self._lease_writes[renew]:
+            conn.execute(statement, values)
 
     def _holders(self, conn: Connection, image_id: int) -> tuple[list[tuple[int, datetime]], set[int]]:
         """(user, expiry) of every lease on `image_id`, and the users with a standing annotator decision (not an
@@ -272,6 +257,28 @@ class DbLeases:
             else:
                 leased.append((user_id, _utc(expires)))
         return leased, decided
+
+
+def _lease_writes(dataset_id: int, *, renew: bool, sqlite: bool) -> tuple[Any, ...]:
+    """The statements of `DbLeases._write_lease` on :lease_image, :lease_user and :lease_until, built once:
+    the deletion of the user's other lease in the dataset, then the new row or the renewed expiry; on PostgreSQL
+    the deletion rides along as a data-modifying WITH clause of the one statement."""
+    image_id: BindParameter[int] = bindparam("lease_image")
+    user_id: BindParameter[int] = bindparam("lease_user")
+    until: BindParameter[datetime] = bindparam("lease_until")
+    others = delete(QueueLease).where(
+        col(QueueLease.dataset_id) == dataset_id,
+        col(QueueLease.user_id) == user_id,
+        col(QueueLease.image_id) != image_id,
+    )
+    table = QueueLease.__table__  # type: ignore[attr-defined]
+    write: Any
+    if renew:
+        write = update(QueueLease).where(col(QueueLease.image_id) == image_id, col(QueueLease.user_id) == user_id)
+        write = write.values(expires_at=until)
+    else:
+        write = table.insert().values(dataset_id=dataset_id, image_id=image_id, user_id=user_id, expires_at=until)
+    return (others, write) if sqlite else (write.add_cte(others.cte("others")),)
 
 
 def _holders_query() -> CompoundSelect:
