@@ -38,7 +38,8 @@ from benchlib import MET, command_line, machine_line, write_section
 
 from evaluator import LabelSets
 from evaluator.chair import compare_chair
-from evaluator.presence import ERROR, FAILED, NO, YES, compare_presence, probe_truth, probes
+from evaluator.presence import ERROR, FAILED, NO, YES, compare_presence, probe_truth
+from evaluator.presence_sampling import probes
 from evaluator.retrieval import compare_retrieval, retrieval_scores
 
 SECTION = "## Evaluator: presence probes, caption hallucination and retrieval"

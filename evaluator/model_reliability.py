@@ -50,11 +50,6 @@ from evaluator.paired import JointBootstrap
 from evaluator.ranking import ranking_shift
 from evaluator.references import check_mask
 from evaluator.reliability_parts import CAPABILITY, part_names
-from evaluator.reliability_parts import RELIABILITY_PARTS as RELIABILITY_PARTS  # the registry, also read from here
-from evaluator.reliability_parts import ReliabilityPart as ReliabilityPart
-from evaluator.reliability_parts import parts as parts
-from evaluator.reliability_parts import register_part as register_part
-from evaluator.reliability_parts import weight_entries as weight_entries
 
 MIN_DATASETS = 2  # CDC needs a spread: two datasets at least
 

@@ -2,7 +2,7 @@
 Models", EMNLP 2023), on ImageNet-style label sets.
 
 The probes (one per class of an image's reference set, and negatives sampled random, popular or adversarial, as
-POPE samples them) are built by `evaluator.presence_sampling`, re-exported here.
+POPE samples them) are built by `evaluator.presence_sampling`.
 
 Answers are int codes per probe: YES 1, NO 0, FAILED -1 (the model replied but the reply reads as neither yes nor
 no: scored as wrong), ERROR -2 (no reply: an infrastructure error, never scored, counted in `n_errors`). Booleans
@@ -39,9 +39,7 @@ from numpy.typing import ArrayLike
 from evaluator.errors import EvaluationError
 from evaluator.intervals import LEVEL, wilson_interval
 from evaluator.paired import N_BOOT, percentile_interval
-from evaluator.presence_sampling import SAMPLINGS as SAMPLINGS
-from evaluator.presence_sampling import Probes as Probes
-from evaluator.presence_sampling import probes as probes
+from evaluator.presence_sampling import Probes
 from evaluator.references import LabelSets, check_boot
 
 YES, NO, FAILED, ERROR = 1, 0, -1, -2

@@ -50,7 +50,7 @@ from relabel.common.kept_arrays import cache_dir_of, keep_arrays, key_digest, re
 from relabel.common.workspace import IMGT, dataset_vocabulary, get_source
 from relabel.evaluation.stored_columns import json_values, pack_label_sets
 from relabel.snapshots.content_hash import snapshot_hash
-from relabel.snapshots.freeze import get_snapshot
+from relabel.snapshots.reader import get_snapshot
 
 SOURCE, SNAPSHOT, LATEST = "source:", "snapshot:", "latest"
 _CATEGORY_VALUES = {c.name: c.value for c in Category}  # the column stores a category's name

@@ -28,7 +28,7 @@ DEFAULT_WEIGHT = 1.0  # a part the weights do not name
 
 
 def weight_names() -> dict[str, str]:
-    """symbol -> part name of every registered part (`evaluator.model_reliability.RELIABILITY_PARTS`)."""
+    """symbol -> part name of every registered part (`evaluator.reliability_parts.RELIABILITY_PARTS`)."""
     return {p.symbol: p.name for p in parts()}
 
 

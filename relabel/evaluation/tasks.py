@@ -34,8 +34,9 @@ from db.enums import PredictionStatus
 from db.models import ModelRun, Prediction
 from evaluator import LabelSets
 from evaluator.chair import ChairScore, chair, compare_chair
-from evaluator.presence import ERROR, FAILED, NO, SAMPLINGS, YES, PresenceScore, Probes, compare_presence
+from evaluator.presence import ERROR, FAILED, NO, YES, PresenceScore, compare_presence
 from evaluator.presence import score_presence as score_probes
+from evaluator.presence_sampling import SAMPLINGS, Probes
 from relabel.evaluation.failure_causes import failure_cause
 from relabel.evaluation.references import Reference
 from relabel.evaluation.tasks_retrieval import RetrievalRow, load_run_embeddings, retrieval_rows

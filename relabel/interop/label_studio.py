@@ -37,7 +37,7 @@ from relabel.common.errors import InputError, NotFoundError, brief
 from relabel.common.textfiles import read_json
 from relabel.common.vocabulary import Vocabulary
 from relabel.interop.rows import DecisionRow
-from relabel.snapshots.freeze import SnapshotRow
+from relabel.snapshots.reader import SnapshotRow
 from relabel.sources.rows import is_integer
 
 FROM_NAME, TO_NAME = "label", "image"  # the <Choices name> and <Image name> of the labeling config

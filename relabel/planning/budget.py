@@ -31,7 +31,7 @@ from relabel.evaluation.runs import select_runs
 from relabel.planning.plan import REVIEW_RESIDUAL, STABILITY, TARGET_HALFWIDTH, Plan, forecast
 from relabel.review.active import NO_RUN
 from relabel.review.benefit import newest_vote_snapshot
-from relabel.snapshots.freeze import get_snapshot
+from relabel.snapshots.reader import get_snapshot
 from relabel.suggest.failures import RETRYABLE_MARK
 
 

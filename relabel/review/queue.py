@@ -37,10 +37,6 @@ from relabel.decisions.rules import DECIDED_CATEGORIES, Decision, DecisionKey, O
 from relabel.review.assignments import NO_ASSIGNMENTS, AssignedImages, candidates
 from relabel.review.image_evidence import Evidence, Settled
 from relabel.review.left import QueueLeft, left_by_user
-from relabel.review.ranking import MIN_BENEFIT as MIN_BENEFIT
-from relabel.review.ranking import UNCERTAIN_WEIGHT as UNCERTAIN_WEIGHT
-from relabel.review.ranking import WEIGHTS as WEIGHTS
-from relabel.review.ranking import by_benefit as by_benefit
 from relabel.review.ranking import priority, rank_key
 
 STATUSES = ("open", "disputed", "decided", "mine")  # the queue's status filter: see ReviewQueue._eligible

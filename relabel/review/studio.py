@@ -36,7 +36,8 @@ from relabel.review.display import DisplayCache, StoredImage
 from relabel.review.evidence import load_evidence
 from relabel.review.examples import load_examples
 from relabel.review.leases import DbLeases
-from relabel.review.queue import QueueFilter, ReviewQueue, by_benefit
+from relabel.review.queue import QueueFilter, ReviewQueue
+from relabel.review.ranking import by_benefit
 from relabel.review.tokens import CardTokens, DbCardTokens, Shown
 
 CARD_CACHE_SIZE = 4096  # cards kept in memory; with N-way overlap each image is served N times

@@ -23,7 +23,8 @@ from relabel.review.assignments import assigned_images, load_rows, user_id_of
 from relabel.review.benefit import class_names, load_benefit
 from relabel.review.cards import pick_runs
 from relabel.review.evidence import load_evidence
-from relabel.review.queue import NOBODY, Evidence, ReviewQueue, by_benefit
+from relabel.review.queue import NOBODY, Evidence, ReviewQueue
+from relabel.review.ranking import by_benefit
 
 LOW_CONFIDENCE = 0.5  # the classifier's probability of the original class under which the listing names it
 

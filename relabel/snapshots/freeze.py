@@ -35,20 +35,10 @@ from relabel.decisions.rules import (
 )
 from relabel.decisions.rules import consensus as image_consensus
 from relabel.snapshots.content_hash import ClassListText, snapshot_hash
-from relabel.snapshots.reader import SnapshotRow as SnapshotRow  # the read side, also reached from here
 from relabel.snapshots.reader import check_classes, source_labels
-from relabel.snapshots.reader import get_snapshot as get_snapshot
-from relabel.snapshots.reader import snapshot_posteriors as snapshot_posteriors
-from relabel.snapshots.reader import snapshot_rows as snapshot_rows
 from relabel.votes.aggregation import METHODS
 from relabel.votes.fit import VoteFit, fit_votes
-from relabel.votes.posteriors import (
-    POSTERIOR_COLUMNS,
-    UNCERTAIN,
-    VotedImage,
-    check_rule,
-    posterior_rows,
-)
+from relabel.votes.posteriors import POSTERIOR_COLUMNS, UNCERTAIN, VotedImage, check_rule, posterior_rows
 
 KEEP_ORIGINAL = 0.5  # posterior an original class needs to stay, as `relabel votes aggregate` decides
 # (threshold, keep_original) for calibrated posteriors: what bench/bench_calibration.py chose on each half of ReaL's

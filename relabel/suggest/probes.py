@@ -3,9 +3,10 @@ captions (caption, after CHAIR, Rohrbach et al. 2018). Their runs are scored by 
 
 **pope** asks "Is there a {class} in the image? Answer yes or no." once per probe. An image's probes are the classes
 of its reference set (`--reference`, ImGT by default) and, for each of POPE's three samplings (random, popular,
-adversarial; `evaluator.presence.probes`), `ctx.negatives` classes outside it: 1 positive and 3 × 1 negatives on
-a single-label image by default, so each sampling's table has one probe of each truth per image (POPE: three of
-each). A class drawn by two samplings, and every positive, is asked once and scored in every table it belongs to.
+adversarial; `evaluator.presence_sampling.probes`), `ctx.negatives` classes outside it: 1 positive and 3 × 1
+negatives on a single-label image by default, so each sampling's table has one probe of each truth per image (POPE:
+three of each). A class drawn by two samplings, and every positive, is asked once and scored in every table it
+belongs to.
 Adversarial negatives are the classes `--distractors` links to the positives (its default, random, reads as the
 shipped hard sources, `relabel.suggest.distractor_sources.DEFAULT_HARD`), each source's first neighbour scoring
 highest.
@@ -32,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from evaluator import EvaluationError, LabelSets
-from evaluator.presence import SAMPLINGS, probes
+from evaluator.presence_sampling import SAMPLINGS, probes
 from relabel.common.errors import InputError
 from relabel.suggest.distractors import MAX_NEIGHBOURS, DistractorSource
 from relabel.suggest.phrases import PLAIN_ADJECTIVES, object_phrase

@@ -2,7 +2,7 @@
 the `Protocol` base class, and the batch mapping of free-text answers (`map_pending`).
 
 The protocols themselves and their registry are in `relabel.suggest.protocols` (and `relabel.suggest.probes` for
-the presence probes and captions), which re-exports these names.
+the presence probes and captions); import these names from here.
 """
 
 from __future__ import annotations

@@ -21,11 +21,16 @@ from relabel.common.vocabulary import INDEX, Vocabulary
 from relabel.suggest.class_texts import normalize_answer
 from relabel.suggest.distractors import RANDOM, REFERENCE, summarize_distractors
 from relabel.suggest.probes import Caption, PresenceProbes
-from relabel.suggest.protocol_base import CLASSES, Answer, Pending, Protocol, ProtocolContext, listed_key, load_prompt
-from relabel.suggest.protocol_base import details_json as details_json  # re-exported: the runner's names
-from relabel.suggest.protocol_base import map_pending as map_pending
-from relabel.suggest.protocol_base import prompt_version as prompt_version
-from relabel.suggest.protocol_base import split_lines as split_lines
+from relabel.suggest.protocol_base import (
+    CLASSES,
+    Answer,
+    Pending,
+    Protocol,
+    ProtocolContext,
+    listed_key,
+    load_prompt,
+    prompt_version,
+)
 from relabel.suggest.retrieval_protocol import Retrieval
 from relabel.suggest.types import ChatRequest, ImageRef, ModelOutput
 

@@ -14,7 +14,8 @@ from db.engine import session_scope
 from db.enums import PredictionStatus
 from db.models import Prediction, utcnow
 from relabel.suggest.failures import RETRYABLE_MARK
-from relabel.suggest.protocols import Answer, details_json
+from relabel.suggest.protocol_base import details_json
+from relabel.suggest.protocols import Answer
 from relabel.suggest.types import ImageRef
 
 

@@ -35,7 +35,8 @@ from relabel.common.progress import progress_bar
 from relabel.common.workspace import IMGT, get_dataset, get_source
 from relabel.suggest.adapters import ranks_classes
 from relabel.suggest.failures import OutageError, needs_retry
-from relabel.suggest.protocols import Answer, Pending, Protocol, ProtocolContext, map_pending
+from relabel.suggest.protocol_base import map_pending
+from relabel.suggest.protocols import Answer, Pending, Protocol, ProtocolContext
 from relabel.suggest.run_store import RunSummary, store_answers
 from relabel.suggest.textmap import ClassNameIndex
 from relabel.suggest.types import Adapter, GenerativeAdapter, ImageRef, ModelOutput, ScoringAdapter

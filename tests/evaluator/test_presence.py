@@ -7,16 +7,8 @@ import numpy as np
 import pytest
 
 from evaluator import EvaluationError, LabelSets
-from evaluator.presence import (
-    ERROR,
-    FAILED,
-    NO,
-    YES,
-    Probes,
-    compare_presence,
-    probes,
-    score_presence,
-)
+from evaluator.presence import ERROR, FAILED, NO, YES, compare_presence, score_presence
+from evaluator.presence_sampling import Probes, probes
 
 # The hand-made table. Reference a: image 0 holds {0, 1}, image 1 {2}, image 2 {3}.
 #

@@ -50,7 +50,8 @@ from relabel.decisions.rules import DEFAULT_RULE, RULES, ConsensusRule, Decision
 from relabel.exports.formats import EXPORT_FORMATS, ExportFormat, export_snapshot, render_snapshot
 from relabel.ingest.layouts import LAYOUTS
 from relabel.review.studio import Studio
-from relabel.snapshots.freeze import DEFAULT_UNDECIDED, UNDECIDED_POLICIES, SnapshotRow, create_snapshot
+from relabel.snapshots.freeze import DEFAULT_UNDECIDED, UNDECIDED_POLICIES, create_snapshot
+from relabel.snapshots.reader import SnapshotRow
 from relabel.suggest import protocols
 from relabel.suggest.adapters import REGISTRY, AdapterKind, adapter_kind, load_adapter, ranks_classes, reads_text
 from relabel.suggest.setup import default_protocol

@@ -18,7 +18,8 @@ from db.models import Annotation, Image, User
 from relabel.cli import cli
 from relabel.common.workspace import get_dataset
 from relabel.decisions.annotations import store_annotation
-from relabel.snapshots.freeze import create_snapshot, get_snapshot, snapshot_rows
+from relabel.snapshots.freeze import create_snapshot
+from relabel.snapshots.reader import get_snapshot, snapshot_rows
 from tests.studio_workspace import build_workspace
 
 RUN = "efficientnet-lite0@topk"

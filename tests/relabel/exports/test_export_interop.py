@@ -13,7 +13,8 @@ from click.testing import CliRunner
 
 from relabel.common.errors import InputError
 from relabel.exports.formats import export_snapshot, val_order_problem
-from relabel.snapshots.freeze import SnapshotRow, create_snapshot
+from relabel.snapshots.freeze import create_snapshot
+from relabel.snapshots.reader import SnapshotRow
 from tests.relabel.snapshots.test_snapshots_consensus import EXPECTED, NAMES, jsonl_rows, stored_posteriors, ws  # noqa: F401
 
 datasets = pytest.importorskip("datasets")

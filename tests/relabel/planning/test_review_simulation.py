@@ -237,8 +237,8 @@ class TestSteps:
 
 class TestDisputedOrder:
     def test_the_weights_are_the_queues_and_the_defaults_a_snapshots(self) -> None:
-        from relabel.review.queue import UNCERTAIN_WEIGHT as QUEUE_UNCERTAIN
-        from relabel.review.queue import WEIGHTS
+        from relabel.review.ranking import UNCERTAIN_WEIGHT as QUEUE_UNCERTAIN
+        from relabel.review.ranking import WEIGHTS
         from relabel.snapshots.freeze import UNCALIBRATED_DEFAULTS
 
         queue = (WEIGHTS["suggestion"], sum(WEIGHTS.values()), QUEUE_UNCERTAIN)

@@ -18,7 +18,8 @@ from relabel.review.active import active_order
 from relabel.review.benefit import load_benefit
 from relabel.review.cards import pick_runs
 from relabel.review.evidence import load_evidence
-from relabel.review.queue import MIN_BENEFIT, Evidence, QueueFilter, ReviewQueue
+from relabel.review.queue import Evidence, QueueFilter, ReviewQueue
+from relabel.review.ranking import MIN_BENEFIT
 from relabel.review.studio import Studio
 from relabel.review.upcoming import list_queue
 from relabel.sources.bulk import store_run

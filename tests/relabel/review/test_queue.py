@@ -6,7 +6,8 @@ import pytest
 
 from db.enums import Verdict
 from relabel.common.errors import InputError
-from relabel.review.queue import WEIGHTS, Evidence, QueueFilter, ReviewQueue, priority
+from relabel.review.queue import Evidence, QueueFilter, ReviewQueue, priority
+from relabel.review.ranking import WEIGHTS
 
 CAT = (Verdict.labels, frozenset({281}))
 DOG = (Verdict.labels, frozenset({207}))

@@ -26,7 +26,8 @@ from relabel.ingest import ingest_dataset, plan_ingest
 from relabel.ingest.layouts import LayoutOptions
 from relabel.review.cards import RunChoice
 from relabel.review.evidence import load_evidence, uncertain_images
-from relabel.review.queue import UNCERTAIN_WEIGHT, WEIGHTS, Evidence, QueueFilter, ReviewQueue, priority
+from relabel.review.queue import Evidence, QueueFilter, ReviewQueue, priority
+from relabel.review.ranking import UNCERTAIN_WEIGHT, WEIGHTS
 from relabel.snapshots.diff import diff_snapshots
 from relabel.snapshots.freeze import create_snapshot, list_snapshots
 from relabel.sources.bulk import store_run

@@ -15,7 +15,8 @@ from db.models import Image, ModelRun, Prediction
 from relabel.common.errors import ConflictError, InputError
 from relabel.suggest.class_texts import normalize_answer
 from relabel.suggest.distractors import DistractorSource, confusion_from_predictions, load_confusion
-from relabel.suggest.protocols import ProtocolContext, get_protocol, mc_options, parse_choice, split_lines
+from relabel.suggest.protocol_base import split_lines
+from relabel.suggest.protocols import ProtocolContext, get_protocol, mc_options, parse_choice
 from relabel.suggest.runner import SuggestJob, run_suggestions
 from relabel.suggest.textmap import ClassNameIndex
 from tests import images
