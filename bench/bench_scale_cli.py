@@ -54,14 +54,15 @@ the commit messages, each taken on one machine state):
   C reader whenever a scan shows nothing the strict reader would refuse (the strict reader still names the line).
 - **evaluate** (2026-12-04): the workspace's cache holds, besides a snapshot's arrays and the other methods'
   fits, the image resamples of each (image count, seed) (`evaluator.stored_resamples`: 50 MB for 1,000 x 50,000,
-  read through a map with its CRC in about 0.02 s against 0.35 s to draw) and every expected top-1 by the digest of
-  its inputs (`evaluator.kept_scores`); scipy is no longer imported (per-class counts by bincount) and set-majority
-  sorts once (0.18 -> 0.08 s). Evaluating again reads everything (1.5-1.8 s). The first evaluate after a snapshot of
-  new votes still draws 7 label passes over 1,000 draws (about 1.2 s, of which the uniforms about 0.55 s: 263
-  million 32-bit words read from PCG64 at about 3 ns per 64-bit output), reads the snapshot (0.3 s) and fits the
-  other methods on the votes (0.35 s); a workspace's first evaluate also draws three resample sets (0.6 s). Fewer
-  random words would change every seed's numbers (the uniforms are laid over each pass's uncertain images), so the
-  draws stay as they are.
+  read through a map with its CRC in about 0.02 s against 0.35 s to draw), every expected top-1 by the digest of
+  its inputs (`evaluator.kept_scores`) and each vote source's answers (`relabel.votes.scan`, kept by the first
+  command that reads them, such as the consensus snapshot: 0.01 s against 0.2 s of rows); scipy is no longer
+  imported and set-majority sorts once. Evaluating again reads everything. The first evaluate after a snapshot of
+  new votes still draws 7 label passes over 1,000 draws (about 1.1 s, of which the uniforms about 0.45 s: PCG64's
+  words at about 1.5 ns each, as fast as numpy's own `random`) and the rated images' resamples, and fits the other
+  methods. A workspace's first evaluate also draws and stores the dataset's resample sets (125 M index draws at
+  about 3.7 ns each, drawing and counting, plus 125 MB written): about 1 s over the 3 s goal. Fewer random words
+  would change every seed's numbers (the tests pin them bit for bit), so the draws stay as they are.
 - **Earlier readings:** `votes import` writes 184,962 rows, one per (image, class) pair with its answers packed
   (`db.models.VotePair`); its rater file is inflated by zlib-ng a megabyte at a time
   (`relabel.common.arrays.open_member`); `predictions import` of scores memory-maps an uncompressed `.npz` and
