@@ -54,6 +54,7 @@ OUT_DIR = click.Path(file_okay=False, path_type=Path)
 @click.option("--out", type=OUT_DIR, help="Report folder (default: WORKSPACE/reports/<UTC time>).")
 @click.option("--no-report", is_flag=True, help="Print and store only; write no report files.")
 @click.option("--history", is_flag=True, help="Print the stored evaluations and how each run's score moved.")
+@click.option("--quiet", is_flag=True, help="No step lines on stderr (they show on a terminal).")
 @click.option(
     "--protocol-analysis",
     is_flag=True,
@@ -74,6 +75,7 @@ def evaluate(
     out: Path | None,
     no_report: bool,
     history: bool,
+    quiet: bool,
     protocol_analysis: bool,
 ) -> None:
     """Score stored model runs against ImGT and ReGT references; store the evaluation and write a report.
@@ -110,7 +112,7 @@ def evaluate(
         return
     ev = evaluate_runs(
         settings.engine, dataset, runs=runs, references=references, weights=parse_weights(weights), metrics=metrics,
-        n_boot=boot, seed=seed,
+        n_boot=boot, seed=seed, show_progress=not quiet,
     )  # fmt: skip
     click.echo(text.render_evaluation(ev))
     report = None

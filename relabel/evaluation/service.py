@@ -17,6 +17,7 @@ from db.models import Dataset, utcnow
 from evaluator.paired import resamples_kept
 from relabel import __version__
 from relabel.common.errors import InputError
+from relabel.common.stages import stage
 from relabel.common.workspace import dataset_vocabulary, get_dataset
 from relabel.evaluation.compare import build_outcomes, common_ranking, coverage_warnings, paired_scores
 from relabel.evaluation.label_changes import label_changes
@@ -42,6 +43,7 @@ def evaluate(
     n_boot: int = 1000,
     seed: int = 0,
     store: bool = True,
+    show_progress: bool = False,
 ) -> Evaluation:
     """Score `runs` (default: every run of the dataset) against `references` (specs as in
     `relabel.evaluation.references`; default: ImGT and the newest snapshot), and store the evaluation.
@@ -50,7 +52,8 @@ def evaluate(
     published metrics (`relabel.evaluation.published`, e.g. "shankar"). Every top-1 has its Wilson interval;
     `n_boot` bootstrap resamples give the paired intervals against the first reference and the rank intervals
     (0: none). Raises InputError, nothing stored, for an empty reference or a run without
-    a prediction on a reference's labelled images.
+    a prediction on a reference's labelled images. `show_progress`: each step's line on stderr
+    (`relabel.common.stages`).
     """
     if n_boot < 0:
         raise InputError(f"--boot must be ≥ 0, got {n_boot}")
@@ -58,19 +61,27 @@ def evaluate(
     # a file workspace keeps them in its cache for the next evaluation (they depend on the image count and seed only)
     with session_scope(engine) as s, resamples_kept(workspace_cache_dir(s)):
         ds = get_dataset(s, dataset)
-        specs = list(dict.fromkeys(references or default_reference_specs(s, ds)))
-        refs = _unique_names([load_reference(s, ds, spec) for spec in specs])
-        by_classes, by_task = task_runs(select_runs(s, ds, runs))  # pope and caption runs: their own tables
-        loaded = [load_run(s, r) for r in by_classes]
-        scores = [score_run(run, ref, n_boot=n_boot, seed=seed) for run in loaded for ref in refs]
-        outcomes = build_outcomes(loaded, refs)
-        paired = paired_scores(outcomes, n_boot=n_boot, seed=seed)
-        scores = [replace(sc, paired=paired.get((sc.run, sc.reference))) for sc in scores]
-        ranking = common_ranking(outcomes, n_boot=n_boot, seed=seed)
-        published = score_published(s, ds, metrics, loaded, n_boot=n_boot, seed=seed) if metrics else []
+        with stage(f"reading the references and runs of dataset {ds.name!r}", enabled=show_progress):
+            specs = list(dict.fromkeys(references or default_reference_specs(s, ds)))
+            refs = _unique_names([load_reference(s, ds, spec) for spec in specs])
+            by_classes, by_task = task_runs(select_runs(s, ds, runs))  # pope and caption runs: their own tables
+            loaded = [load_run(s, r) for r in by_classes]
+        with stage(f"scoring {len(loaded)} run(s) × {len(refs)} reference(s)", enabled=show_progress):
+            scores = [score_run(run, ref, n_boot=n_boot, seed=seed) for run in loaded for ref in refs]
+            outcomes = build_outcomes(loaded, refs)
+            paired = paired_scores(outcomes, n_boot=n_boot, seed=seed)
+            scores = [replace(sc, paired=paired.get((sc.run, sc.reference))) for sc in scores]
+            ranking = common_ranking(outcomes, n_boot=n_boot, seed=seed)
+            published = score_published(s, ds, metrics, loaded, n_boot=n_boot, seed=seed) if metrics else []
         run_infos = [r.info for r in loaded]
         expected = {(sc.run, sc.reference): sc.uncertain for sc in scores}  # read again by the sensitivity
-        robustness = latest_robustness(s, {r.model for r in run_infos})
+        with stage("reliability (P, CDC, RR, E)", enabled=show_progress):
+            robustness = latest_robustness(s, {r.model for r in run_infos})
+            reliability = build_reliability(s, ds, loaded, refs, weights=weights, n_boot=n_boot, seed=seed)
+        with stage("label sensitivity and what each difference is made of", enabled=show_progress):
+            sensitivity = label_sensitivity(s, ds, loaded, refs, n_boot=n_boot, seed=seed, expected=expected)
+            changes = label_changes(outcomes, refs, _class_names(s, ds), n_boot=n_boot, seed=seed)
+            tasks = score_tasks(s, by_task, refs, n_boot=n_boot, seed=seed)
         evaluation = Evaluation(
             dataset=ds.name,
             created_at=utcnow(),
@@ -79,7 +90,7 @@ def evaluate(
             runs=run_infos,
             scores=scores,
             ranking=ranking.shift if ranking else None,
-            reliability=build_reliability(s, ds, loaded, refs, weights=weights, n_boot=n_boot, seed=seed),
+            reliability=reliability,
             robustness=list(robustness.values()),
             n_boot=n_boot,
             seed=seed,
@@ -87,10 +98,10 @@ def evaluate(
             rank_intervals=ranking.intervals if ranking else (),
             warnings=[*(w for r in run_infos for w in failure_warnings(r)), *coverage_warnings(outcomes, refs)],
             published=published,
-            label_sensitivity=label_sensitivity(s, ds, loaded, refs, n_boot=n_boot, seed=seed, expected=expected),
-            label_changes=label_changes(outcomes, refs, _class_names(s, ds), n_boot=n_boot, seed=seed),
+            label_sensitivity=sensitivity,
+            label_changes=changes,
             outcomes=outcomes,
-            tasks=score_tasks(s, by_task, refs, n_boot=n_boot, seed=seed),
+            tasks=tasks,
         )
         if store:
             store_evaluation(s, ds, evaluation)

@@ -87,3 +87,24 @@ def test_bad_input_is_one_line_and_stores_nothing(workspace: Path, tmp_path: Pat
     assert relabel(workspace, capsys, "evaluate", "--history")[1].startswith("no stored evaluation yet")
     with Session(create_db_engine(f"sqlite:///{workspace / 'relabel.db'}")) as s:
         assert sorted(s.scalars(select(ModelRun.name))) == ["m1", "m5"]
+
+
+def test_each_step_says_what_it_does_on_stderr_unless_quiet(workspace: Path, capsys, monkeypatch) -> None:
+    """On a terminal (here: RELABEL_PROGRESS=1) every step of an evaluation names itself and its seconds; --quiet
+    and a pipe keep stderr for errors; stdout is the same either way."""
+    monkeypatch.setenv("RELABEL_PROGRESS", "1")
+    args = ("evaluate", "--reference", "imgt", "--reference", "team", "--boot", "0", "--no-report")
+    code, out, err = relabel(workspace, capsys, *args)
+    steps = [line.rsplit(" ... ", 1) for line in err.splitlines()]
+    assert code == 0 and [what for what, _ in steps] == [
+        "reading the references and runs of dataset 'five'",
+        "scoring 2 run(s) × 2 reference(s)",
+        "reliability (P, CDC, RR, E)",
+        "label sensitivity and what each difference is made of",
+    ]
+    assert all(took.endswith(" s") and float(took[:-2]) >= 0 for _, took in steps)
+    code, quiet_out, quiet_err = relabel(workspace, capsys, *args, "--quiet")
+    assert code == 0 and quiet_err == ""
+    assert quiet_out.replace("#2", "#1") == out
+    monkeypatch.delenv("RELABEL_PROGRESS")
+    assert relabel(workspace, capsys, *args)[2] == ""  # not a terminal
