@@ -115,6 +115,31 @@ def test_every_review_reply_says_what_is_left_and_what_was_decided_today(studio:
     assert "today" not in call(studio, "boot", "lena", {}, mode="adjudicate")  # a verdict queue has no "left"
 
 
+def test_one_count_of_what_is_left_serves_every_user_until_it_is_stale(
+    studio: Studio, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full pass over the queue counts every user at once; until it is LEFT_TTL_S old a user's count is that
+    pass's less their own decisions since, and a stale one is counted again."""
+    passes = []
+    count = studio.queue.left_by_user
+
+    def counted(flt: Any) -> Any:
+        passes.append(flt)
+        return count(flt)
+
+    monkeypatch.setattr(studio.queue, "left_by_user", counted)
+    alice, bob = call(studio, "boot", "alice", {}), call(studio, "boot", "bob", {})
+    everything = len(studio.queue.order)
+    assert len(passes) == 1 and alice["today"]["left"] == bob["today"]["left"] == everything
+    decided = call(studio, "decide", "bob", {"key": bob["card"]["key"], "action": "original"})
+    assert decided["today"]["left"] == everything - 1 and len(passes) == 1
+    monkeypatch.setattr(card_extras, "LEFT_TTL_S", -1.0)  # every count is stale
+    again = call(studio, "next", "alice", {})
+    bob_id = studio.user("bob")[0]
+    assert len(passes) == 2 and again["today"]["left"] == studio.queue.remaining(studio.user("alice")[0])
+    assert studio.queue.remaining(bob_id) == everything - 1
+
+
 def test_recent_lists_the_user_s_decisions_with_whether_they_may_open_them(studio: Studio) -> None:
     card = call(studio, "boot", "alice", {})["card"]
     call(studio, "decide", "alice", {"key": card["key"], "action": "none_fit"})
