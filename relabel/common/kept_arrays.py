@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import io
 import zipfile
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +31,25 @@ def cache_dir_of(url: URL) -> Path | None:
 def key_digest(text: str) -> str:
     """The digest a kept file's name carries for the key `text` (what its arrays were derived from)."""
     return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def kept_path(folder: Path | None, prefix: str, item: int, key: str) -> Path | None:
+    """Where the arrays of `item` (a snapshot, dataset or vote source id) derived under `key` are kept:
+    PREFIX-ITEM-DIGEST.npz in `folder`; None without a folder."""
+    return None if folder is None else folder / f"{prefix}-{item}-{key_digest(key)}.npz"
+
+
+def kept_or_derived(
+    path: Path | None, derive: Callable[[], dict[str, np.ndarray]], *, need: Iterable[str] = ()
+) -> dict[str, np.ndarray]:
+    """The arrays kept at `path` (a file without the arrays `need` names is read as damaged), or `derive()`d now
+    and kept there; with no `path`, derived and kept nowhere."""
+    held = read_kept_arrays(path) if path is not None else None
+    if held is None or not set(need) <= set(held):
+        held = derive()
+        if path is not None:
+            keep_arrays(path, held)
+    return held
 
 
 def read_kept_arrays(path: Path) -> dict[str, np.ndarray] | None:

@@ -50,7 +50,7 @@ from evaluator.posteriors import Posteriors
 from evaluator.scoring import multilabel_accuracy
 from relabel import __version__
 from relabel.common.errors import InputError, NotFoundError
-from relabel.common.kept_arrays import keep_arrays, read_kept_arrays
+from relabel.common.kept_arrays import kept_or_derived, kept_path
 from relabel.evaluation.cells import NA, Table, pct, span
 from relabel.evaluation.references import SOURCE, Reference, read_source_labels, workspace_cache_dir
 from relabel.evaluation.result_parts import LabelSensitivity, SensitivityRow
@@ -104,15 +104,10 @@ def method_posteriors(session: Session, dataset: Dataset, ref: Reference) -> tup
         raise InputError(f"reference {ref.name!r} has no posteriors: it is not a probabilistic snapshot")
     settings = ref.info.consensus or {}
     post, rule = ref.posteriors, settings.get("rule")
-    path = _cache_path(session, dataset, ref)
-    fitted = read_kept_arrays(path) if path is not None else None
-    if fitted is None:
-        try:
-            fitted = _fit_methods(session, dataset, ref)
-        except NotFoundError as exc:
-            return {str(rule): post}, f"no other aggregation rows: the votes of {ref.name} are gone ({exc})"
-        if path is not None:
-            keep_arrays(path, fitted)
+    try:
+        fitted = kept_or_derived(_cache_path(session, dataset, ref), lambda: _fit_methods(session, dataset, ref))
+    except NotFoundError as exc:
+        return {str(rule): post}, f"no other aggregation rows: the votes of {ref.name} are gone ({exc})"
     at, classes = fitted["at"], fitted["classes"]
     voted = np.zeros(len(ref.image_ids), bool)
     voted[at] = True
@@ -170,8 +165,7 @@ def _cache_path(session: Session, dataset: Dataset, ref: Reference) -> Path | No
     read = [settings.get(k) for k in ("rule", "vote_sources", "studio")]
     images = hashlib.sha256(np.ascontiguousarray(ref.image_ids, dtype=np.int64).tobytes()).hexdigest()
     text = json.dumps([__version__, votes, read, list(METHODS), images], default=str)
-    key = hashlib.sha256(text.encode()).hexdigest()[:32]
-    return folder / f"{CACHE_PREFIX}-{stored_id(dataset)}-{key}.npz"
+    return kept_path(folder, CACHE_PREFIX, stored_id(dataset), text)
 
 
 def _votes_note(name: str, settings: dict, n_pairs: int, n_votes: int) -> str:

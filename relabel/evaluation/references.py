@@ -42,11 +42,11 @@ from sqlmodel import Session, col
 
 from db.bulk import all_plain_rows
 from db.enums import Category
-from db.models import Dataset, Image, Label, LabelSource, Snapshot, SnapshotLabel, SnapshotPosterior
+from db.models import Dataset, Image, Label, LabelSource, Snapshot, SnapshotLabel, SnapshotPosterior, stored_id
 from evaluator import EvaluationError, LabelSets
 from evaluator.label_uncertainty import THRESHOLD, Posteriors
 from relabel.common.errors import InputError, NotFoundError
-from relabel.common.kept_arrays import cache_dir_of, keep_arrays, key_digest, read_kept_arrays
+from relabel.common.kept_arrays import cache_dir_of, kept_or_derived, kept_path
 from relabel.common.workspace import IMGT, dataset_vocabulary, get_source
 from relabel.evaluation.stored_columns import json_values, pack_label_sets
 from relabel.snapshots.content_hash import snapshot_hash
@@ -173,12 +173,8 @@ def _snapshot_reference(session: Session, dataset: Dataset, snap: Snapshot) -> R
     n_classes = len(dataset_vocabulary(session, dataset))
     folder = workspace_cache_dir(session)
     key = json.dumps([snap.id, snap.content_hash, str(snap.created_at), n_classes])
-    path = None if folder is None else folder / f"{SNAPSHOT_CACHE_PREFIX}-{snap.id}-{key_digest(key)}.npz"
-    held = read_kept_arrays(path) if path is not None else None
-    if held is None:
-        held = _snapshot_arrays(session, dataset, snap)
-        if path is not None:
-            keep_arrays(path, held)
+    path = kept_path(folder, SNAPSHOT_CACHE_PREFIX, stored_id(snap), key)
+    held = kept_or_derived(path, lambda: _snapshot_arrays(session, dataset, snap))
     ids, categories = held["ids"], held["categories"]
     labels = LabelSets(held["labels"], int(held["n_classes"]))
     ref = _build(session, dataset, snap.name, "snapshot", snap.content_hash, ids, labels, categories)

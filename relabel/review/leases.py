@@ -91,9 +91,10 @@ class DbLeases:
         self._signature: tuple[int, int] | None = None  # the assignments' signature read by the last pull
         self._applied: set[int] = set()  # ids of decisions this process stored that the queue already took
         self._released: dict[int, int] = {}  # user -> image whose lease they left, its row not deleted yet
-        self._pull: dict[bool, Select[Any]] = {}  # the statements of `pull`, with and without gaps (`_pull_query`)
-        self._holders_query: CompoundSelect | None = None  # the statement of `_holders`
-        self._lease_writes: dict[bool, tuple[Any, ...]] = {}  # the statements of `_write_lease`, by `renew`
+        # the statements run on every request, built once: making one costs more than running it
+        self._pull = {gaps: _pull_query(dataset_id, gaps=gaps) for gaps in (False, True)}  # by whether ids lag
+        self._holders_query = _holders_query()
+        self._lease_writes = {new: _lease_writes(dataset_id, renew=new, sqlite=self.sqlite) for new in (False, True)}
 
     # -- leases --------------------------------------------------------------------------------------------------
 
@@ -173,9 +174,9 @@ class DbLeases:
         self._gaps = {i: until for i, until in self._gaps.items() if until > now}
         with self.engine.connect() as conn:
             if self._gaps:
-                result = conn.execute(self._pull_query(True), {"seen": self._seen, "gaps": list(self._gaps)}).all()
+                result = conn.execute(self._pull[True], {"seen": self._seen, "gaps": list(self._gaps)}).all()
             else:
-                result = conn.execute(self._pull_query(False), {"seen": self._seen}).all()
+                result = conn.execute(self._pull[False], {"seen": self._seen}).all()
             self._signature = (int(result[0][0] or 0), int(result[0][1] or 0))
             rows = [(i, image, dataset) for _, _, i, image, dataset in result if i is not None]
             if not rows:
@@ -185,24 +186,6 @@ class DbLeases:
                 return {}
             standing = current_decisions(conn, self.dataset_id, image_ids=changed)
         return {image: standing.get(image, []) for image in changed}
-
-    def _pull_query(self, gaps: bool) -> Select[Any]:
-        """The statement of `pull`, built once (building it is most of a pull's time when nothing changed): the
-        assignments' signature, outer-joined with the annotations newer than :seen or (`gaps`) among :gaps. The
-        form without gaps is the usual one, and is run as compiled: an expanding list is written into the SQL
-        text again on every run."""
-        if self._pull.get(gaps) is None:
-            newer = pk(Annotation.id) > bindparam("seen")
-            where = or_(newer, pk(Annotation.id).in_(bindparam("gaps", expanding=True))) if gaps else newer
-            new = (
-                select(pk(Annotation.id).label("id"), col(Annotation.image_id), col(Image.dataset_id))
-                .join(Image, col(Image.id) == col(Annotation.image_id))
-                .where(where)
-                .subquery()
-            )
-            signature = assignment_signature(self.dataset_id).subquery()
-            self._pull[gaps] = select(signature, new).select_from(signature.outerjoin(new, true()))
-        return self._pull[gaps]
 
     def _changed(self, rows: list[tuple[int, int, int]], now: float) -> list[int]:
         """The dataset's images among `rows` (new annotations: id, image, dataset) that changed in a way the queue
@@ -238,8 +221,6 @@ class DbLeases:
     def _write_lease(self, conn: Connection, image_id: int, user_id: int, expires: datetime, *, renew: bool) -> None:
         """Give `user_id` the lease on `image_id` until `expires` (`renew`: their row is there already) and end
         their other lease in the dataset: one statement on PostgreSQL, two on SQLite (`_lease_writes`)."""
-        if renew not in self._lease_writes:
-            self._lease_writes[renew] = _lease_writes(self.dataset_id, renew=renew, sqlite=self.sqlite)
         values = {"lease_image": image_id, "lease_user": user_id, "lease_until": expires}
         for statement in self._lease_writes[renew]:
             conn.execute(statement, values)
@@ -247,8 +228,6 @@ class DbLeases:
     def _holders(self, conn: Connection, image_id: int) -> tuple[list[tuple[int, datetime]], set[int]]:
         """(user, expiry) of every lease on `image_id`, and the users with a standing annotator decision (not an
         adjudication) on it, in one statement (`_holders_query`)."""
-        if self._holders_query is None:
-            self._holders_query = _holders_query()
         leased: list[tuple[int, datetime]] = []
         decided: set[int] = set()
         for user_id, expires, is_voter in conn.execute(self._holders_query, {"image_id": image_id}):
@@ -257,6 +236,22 @@ class DbLeases:
             else:
                 leased.append((user_id, _utc(expires)))
         return leased, decided
+
+
+def _pull_query(dataset_id: int, *, gaps: bool) -> Select[Any]:
+    """The statement of `DbLeases.pull`: the assignments' signature, outer-joined with the annotations newer than
+    :seen or (`gaps`) among :gaps. The form without gaps is the usual one, and is run as compiled: an expanding
+    list is written into the SQL text again on every run."""
+    newer = pk(Annotation.id) > bindparam("seen")
+    where = or_(newer, pk(Annotation.id).in_(bindparam("gaps", expanding=True))) if gaps else newer
+    new = (
+        select(pk(Annotation.id).label("id"), col(Annotation.image_id), col(Image.dataset_id))
+        .join(Image, col(Image.id) == col(Annotation.image_id))
+        .where(where)
+        .subquery()
+    )
+    signature = assignment_signature(dataset_id).subquery()
+    return select(signature, new).select_from(signature.outerjoin(new, true()))
 
 
 def _lease_writes(dataset_id: int, *, renew: bool, sqlite: bool) -> tuple[Any, ...]:
@@ -283,8 +278,7 @@ def _lease_writes(dataset_id: int, *, renew: bool, sqlite: bool) -> tuple[Any, .
 
 def _holders_query() -> CompoundSelect:
     """The leases on the image `:image_id` and its standing annotator decisions: a decision stands unless it is
-    an undo or an undo names it (`relabel.decisions.rules.standing`). Built once per `DbLeases`: making the
-    statement costs more than running it."""
+    an undo or an undo names it (`relabel.decisions.rules.standing`)."""
     image_id: BindParameter[int] = bindparam("image_id")
     undone = select(col(Annotation.retracts_id)).where(
         col(Annotation.image_id) == image_id, col(Annotation.retracts_id).is_not(None)
