@@ -95,18 +95,21 @@ def draw_accuracies(runs: Sequence[Coins], sampled: np.ndarray, n_draws: int, se
     every = len(cols) == len(sampled)  # every image sampled: the resample counts are read in place, not copied
     step = max(1, BLOCK_VALUES // max(len(cols), 1))
     fixed = [_fixed(c, sampled) for c in runs]
+    held = _scored_outside(fixed, len(sampled))  # only these images' counts are read for the part fixed in a draw
+    fixed = [(None if right is None else right[held], None if scored is None else scored[held], n_right, n_scored)
+             for right, scored, n_right, n_scored in fixed]  # fmt: skip
     q = [unit_thresholds(c.q[cols].astype(np.float32)) for c in runs]  # U < q as integers (`_uniforms`)
     r = [unit_thresholds(c.r[cols].astype(np.float32)) for c in runs]
-    work = _Blocks(min(step, boot.chunk), len(cols), 0 if every else min(boot.chunk, n_draws))
+    work = _Blocks(min(step, boot.chunk), len(cols))
     parts: list[list[list[np.ndarray]]] = [[[], [], []] for _ in runs]
-    for counts, (u, v) in zip(boot.counts(), _uniforms(len(cols), boot.chunk, n_draws, seed)):
-        picked = counts if every else np.take(counts, cols, axis=1, out=work.picked[: len(counts)])
+    chunks = ((counts, counts) for counts in boot.counts()) if every else boot.columns(cols, held)
+    for (picked, outside), (u, v) in zip(chunks, _uniforms(len(cols), boot.chunk, n_draws, seed)):
         for (right, scored, n_fixed_right, n_fixed_seen), q_run, r_run, part in zip(fixed, q, r, parts):
             drawn_right, drawn_seen, n_right, n_seen = work.counts(picked, u, v, q_run, r_run)
             n_seen += n_fixed_seen
             with np.errstate(invalid="ignore", divide="ignore"):
                 part[0].append((n_fixed_right + n_right) / n_seen)
-                part[1].append((_drawn(counts, right) + drawn_right) / (_drawn(counts, scored) + drawn_seen))
+                part[1].append((_drawn(outside, right) + drawn_right) / (_drawn(outside, scored) + drawn_seen))
             part[2].append(n_seen)
     return [DrawAccuracies(*(np.concatenate(p).astype(np.float64) for p in part)) for part in parts]
 
@@ -125,19 +128,27 @@ def _fixed(c: Coins, sampled: np.ndarray) -> tuple[np.ndarray | None, np.ndarray
     )
 
 
+def _scored_outside(fixed: list[tuple[np.ndarray | None, np.ndarray | None, float, float]], n: int) -> np.ndarray:
+    """The images some run scores in every draw (outside the sampled ones), as indices: the right ones are among
+    them."""
+    mask = np.zeros(n, bool)
+    for _, scored, _, _ in fixed:
+        if scored is not None:
+            mask |= scored > 0
+    return np.flatnonzero(mask)
+
+
 def _drawn(counts: np.ndarray, images: np.ndarray | None) -> np.ndarray:
-    """(size,) float32: how often each resample of `counts` (size, n_images) drew `images` ((n_images,) 0 or 1)."""
+    """(size,) float32: how often each resample of `counts` (size, m) drew `images` ((m,) 0 or 1)."""
     if images is None:
         return np.zeros(len(counts), np.float32)
     return np.einsum("ij,j->i", counts, images)
 
 
 class _Blocks:
-    """Buffers allocated once for a pass: the resample counts of the sampled images (`chunk` draws × `n_cols`) and
-    the coins of a block of `step` draws."""
+    """Buffers allocated once for a pass: the coins of a block of `step` draws."""
 
-    def __init__(self, step: int, n_cols: int, chunk: int) -> None:
-        self.picked = scratch("label_draws.picked", (chunk, n_cols), np.float32)
+    def __init__(self, step: int, n_cols: int) -> None:
         self.step = step
         self.right = np.empty((step, n_cols), np.float32)
         self.seen = np.empty((step, n_cols), np.float32)

@@ -23,8 +23,10 @@ interval         draw b resamples the images with replacement (the b-th resample
 
 unrated images   images whose label set rests on one unverified source (a snapshot's base labels, ImGT by
                  default, where nobody rated the image). By default (`unrated_noise` None) they are left out of
-                 every number, thresholded top-1 included, as if the reference did not hold them, and counted in
-                 `n_unrated`: that source's error rate can only be estimated on the rated images
+                 every number and counted in `n_unrated`: the thresholded top-1 is taken as if the reference did
+                 not hold them, and a draw scores none of them, though they stay among the images resampled (a
+                 resample's rated images are those it drew), so that every statistic over the reference's images
+                 reads one set of resamples. That source's error rate can only be estimated on the rated images
                  (`base_error_rate`), which are rarely a random sample (ReaL rated the images some model doubted:
                  by Dawid-Skene ImGT's label is absent from 30 % of them; Shankar et al. give a different label or
                  none to under 1 % of the never-rated images they labelled). With a rate ε in [0, 1] they are
@@ -179,20 +181,26 @@ def _uncertain_accuracies(
     support = _support(posteriors)
     sets = posteriors.label_sets(threshold) if decided is None else _check_decided(decided, posteriors)
     aside = _check_unrated(unrated, unrated_noise, posteriors.n_images)
-    keep = np.flatnonzero(~aside) if unrated_noise is None and aside.any() else None  # left out: as if not held
-    runs = [_checked(p, o, f, support, aside, keep) for p, o, f in zip(preds, answers, fails)]
-    if keep is not None:
-        posteriors, sets, aside = posteriors.subset(keep), LabelSets(sets.labels[keep], sets.n_classes), aside[keep]
+    # left out (no rate): an unrated image counts in no number, yet stays among the images resampled, so every
+    # statistic over the reference's images reads the same resamples of them (`evaluator.paired.JointBootstrap`)
+    left_out = unrated_noise is None and bool(aside.any())
+    runs = [_checked(p, o, f, support, aside, left_out) for p, o, f in zip(preds, answers, fails)]
     noise = None if unrated_noise is None else float(unrated_noise)
     run_coins = [coins(arr[:, 0], posteriors, answered, wrong) for arr, answered, wrong, _ in runs]
     if noise is not None:
         run_coins = [with_noise(c, aside, noise) for c in run_coins]
     if not runs:
         return []
-    draws = draw_accuracies(run_coins, sampled_images(posteriors, aside, noise), n_draws, seed)
+    sampled = sampled_images(posteriors, aside, noise)
+    if left_out:
+        sampled &= ~aside
+    draws = draw_accuracies(run_coins, sampled, n_draws, seed)
+    # the thresholded top-1 is taken as if the reference did not hold the images left out
+    held = np.flatnonzero(~aside) if left_out else slice(None)
+    sets = LabelSets(sets.labels[held], sets.n_classes) if left_out else sets
     out = []
     for (arr, answered, wrong, n_unrated), c, d in zip(runs, run_coins, draws):
-        thresholded = _thresholded(arr[:, :1], sets, answered, wrong, interval, level)
+        thresholded = _thresholded(arr[held, :1], sets, answered[held], wrong[held], interval, level)
         n_uncertain = _n_uncertain(posteriors, c.counted, threshold)
         out.append(_summary(d, thresholded, n_uncertain, threshold, n_draws, seed, level, n_unrated, noise))
     return out
@@ -217,14 +225,14 @@ def _per_run(masks: Sequence[ArrayLike | None] | None, n_runs: int, what: str) -
 
 def _checked(
     pred: ArrayLike, ok: ArrayLike | None, failed: ArrayLike | None, support: LabelSets, aside: np.ndarray,
-    keep: np.ndarray | None,
+    left_out: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:  # fmt: skip
-    """One run's predictions, answered and failed masks (the images of `keep` only, when given), and how many of
-    its counted images are unrated."""
+    """One run's predictions, answered and failed masks (the images `aside` in neither when they are `left_out`),
+    and how many of its counted images are unrated."""
     arr, answered, wrong = check_predictions(pred, support, 1, ok, failed, batched=False)
     n_unrated = int((aside & (answered | wrong)).sum())
-    if keep is not None:
-        arr, answered, wrong = arr[keep], answered[keep], wrong[keep]
+    if left_out:
+        answered, wrong = answered & ~aside, wrong & ~aside
     return arr, answered, wrong, n_unrated
 
 

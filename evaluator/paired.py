@@ -242,10 +242,39 @@ class JointBootstrap:
         """(chunk, n_images) float32 arrays: how often each image is drawn in each resample; n_boot rows in all.
         Inside `resamples_kept` they are read from memory, read-only, and each is valid only until the next
         chunk is asked for (one buffer is filled again): a caller holds no chunk across its loop."""
+        chunks = self._held()
+        if chunks is None:
+            yield from self._draw()
+        elif chunks[0].dtype == np.float32:
+            yield from chunks
+        else:
+            yield from _as_float32(chunks)
+
+    def columns(self, *picks: np.ndarray) -> Iterator[tuple[np.ndarray, ...]]:
+        """Per chunk of `counts`, the counts of the images each of `picks` (int index arrays) names, as
+        C-contiguous (chunk, len(pick)) float32 arrays, each valid only until the next chunk. The same numbers as
+        `counts()[:, pick]`; a set kept as bytes is picked before it is widened, so a pass over part of the images
+        widens that part only."""
+        chunks = self._held()
+        for chunk in self._draw() if chunks is None else chunks:
+            out = []
+            for i, pick in enumerate(picks):
+                into = scratch(f"paired.columns.{i}", (len(chunk), len(pick)), np.float32)
+                if chunk.dtype == np.float32:
+                    np.take(chunk, pick, axis=1, out=into)
+                else:
+                    np.copyto(
+                        into, np.take(chunk, pick, axis=1, out=scratch("paired.columns.bytes", into.shape, np.uint8))
+                    )
+                out.append(into)
+            yield tuple(out)
+
+    def _held(self) -> list[np.ndarray] | None:
+        """Inside `resamples_kept`, the resample counts as chunks held in memory (uint8, or float32 where a count
+        exceeds KEPT_MAX), drawn or read now when not held yet; None outside it or for a set too large to hold."""
         kept, key = _kept.get(), (self.n_images, self.n_boot, self.seed)
         if kept is None or self.n_images * self.n_boot > KEPT_BYTES:
-            yield from self._draw()
-            return
+            return None
         chunks = kept.get(key)
         if chunks is None:
             chunks = self._bytes_kept() or list(self._draw())
@@ -256,10 +285,7 @@ class JointBootstrap:
                 while kept and sum(c.nbytes for held in kept.values() for c in held) + need > KEPT_BYTES:
                     del kept[next(iter(kept))]  # the oldest first
                 kept[key] = chunks
-        if chunks[0].dtype == np.float32:
-            yield from chunks
-            return
-        yield from _as_float32(chunks)
+        return chunks
 
     def _bytes_kept(self) -> list[np.ndarray] | None:
         """The counts of `_draw` as uint8 chunks (views of one array), read from the folder of `resamples_kept`

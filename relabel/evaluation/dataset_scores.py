@@ -19,8 +19,9 @@ use the images every compared run scored (`ReferenceOutcomes.common`), and say h
 another dataset by its model name and protocol.
 
 Resamples: every run's top-1 is resampled over the same draws of the reference's images (`row_resamples`, seeded
-per dataset; the draws depend on the reference's image count and the seed only), each run on its own scored images
-within a draw. So a row's resamples are the same whatever other rows exist, and rows are still resampled jointly.
+per dataset by `dataset_seed`; the draws depend on the reference's image count and the seed only), each run on its
+own scored images within a draw. So a row's resamples are the same whatever other rows exist, and rows are still
+resampled jointly.
 """
 
 from __future__ import annotations
@@ -42,8 +43,17 @@ from relabel.evaluation.row_resamples import resample_top1
 from relabel.evaluation.runs import RunPredictions, align
 from relabel.suggest.protocols import PROTOCOLS
 
+DATASET_SEED_SHIFT = 32  # dataset k's resamples are seeded with seed + (k − 1)·2^32 (`dataset_seed`)
 CLASSES = "classes"  # the task of every protocol that chooses among the dataset's classes
 TOPK = "topk"
+
+
+def dataset_seed(seed: int, dataset: Dataset) -> int:
+    """The seed of every resample of `dataset`'s images. Datasets are independent samples, so each draws its own
+    (dataset k: seed + (k − 1)·2^32, the first dataset the seed itself), and every statistic of one dataset (the
+    expected top-1, the label sensitivity, P and the ranks) reads the same resamples of its images: a set of
+    draws depends on the image count and this seed only, so it is drawn once and kept."""
+    return int(seed) + ((int(dataset.id or 1) - 1) << DATASET_SEED_SHIFT)
 
 
 def task_of(protocol: str) -> str:

@@ -39,6 +39,7 @@ from evaluator.paired import paired_difference
 from relabel.common.errors import InputError
 from relabel.common.workspace import dataset_vocabulary, get_dataset
 from relabel.evaluation.compare import Outcomes
+from relabel.evaluation.dataset_scores import dataset_seed
 from relabel.evaluation.references import SNAPSHOT, SOURCE, load_reference
 from relabel.evaluation.results import Evaluation
 from relabel.evaluation.runs import load_run
@@ -183,11 +184,12 @@ def analyze_protocols(engine: Engine, evaluation: Evaluation, *, n_boot: int = 1
     spec = (SNAPSHOT if ref_info.kind == "snapshot" else SOURCE) + ref_info.name
     with session_scope(engine) as s:
         ds = get_dataset(s, evaluation.dataset)
+        drawn = dataset_seed(seed, ds)  # the dataset's resamples, as its evaluation draws them
         ref = load_reference(s, ds, spec)
         names = [c.name for c in dataset_vocabulary(s, ds).classes]
         views = [_view(s, outcomes, ref_info.name, run.id) for run in evaluation.runs]
     truth = _truth(outcomes.image_ids, ref.image_ids, ref.labels.labels)
-    return build_analysis(views, truth, names, reference=ref_info.name, n_boot=n_boot, seed=seed)
+    return build_analysis(views, truth, names, reference=ref_info.name, n_boot=n_boot, seed=drawn)
 
 
 def _view(session: Session, outcomes: Outcomes, reference: str, run_id: int) -> RunView:

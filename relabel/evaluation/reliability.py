@@ -50,6 +50,7 @@ from relabel.evaluation.dataset_scores import (
     CLASSES,
     ReferenceChoice,
     ReferenceOutcomes,
+    dataset_seed,
     matching_runs,
     other_datasets,
     reference_outcomes,
@@ -160,7 +161,7 @@ def build_reliability(
         task_rows, anchor = _task_rows(session, dataset, task, members, choice, n_boot, seed, notes)
         rows += task_rows
         if anchor is not None:
-            anchors[task] = TaskImages(anchor, _seed(seed, dataset))
+            anchors[task] = TaskImages(anchor, dataset_seed(seed, dataset))
     rows = with_robustness(session, rows, notes, n_boot, seed)
     ranked = rank_rows(rows, anchors, weights, notes, n_boot)
     return ReliabilityTable(
@@ -194,12 +195,12 @@ def _task_rows(
     others = _other_scores(session, dataset, task, members, choice)
     per_key: dict[str, list[Scored]] = {key: [] for key in members}
     for other, found in [(dataset, anchor), *others]:
-        resampled = found.resample(list(found.scored), n_boot, _seed(seed, other))
+        resampled = found.resample(list(found.scored), n_boot, dataset_seed(seed, other))
         for key in found.scored:
             # the evaluated dataset comes first: a run without P there has no CDC either
             if other is dataset or per_key[key]:
                 per_key[key].append((found, resampled.get(key)))
-    noise = _noise_of(dataset, task, members, anchor, choice, n_boot, seed, notes)
+    noise = _noise_of(dataset, task, members, anchor, choice, n_boot, dataset_seed(seed, dataset), notes)
     rows = [_row(run, task, per_key[key], noise.get(key), n_boot > 0) for key, run in members.items()]
     return rows, anchor
 
@@ -304,8 +305,3 @@ def _dataset_score(scores: ReferenceOutcomes, key: str, with_interval: bool) -> 
     n, right = scores.n_images(key), int(np.count_nonzero(scores.correct[key]))
     low, high = (float(v[()]) for v in wilson_interval(right, n)) if with_interval else (None, None)
     return DatasetScore(scores.dataset, scores.runs.get(key, key), scores.reference, n, right / n, low, high)
-
-
-def _seed(seed: int, dataset: Dataset) -> int:
-    """Each dataset's images are resampled on their own (datasets are independent samples), seeded per dataset."""
-    return (seed << 20) + int(dataset.id or 0)

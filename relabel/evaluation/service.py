@@ -20,6 +20,7 @@ from relabel.common.errors import InputError
 from relabel.common.stages import stage
 from relabel.common.workspace import dataset_vocabulary, get_dataset
 from relabel.evaluation.compare import build_outcomes, common_ranking, coverage_warnings, paired_scores
+from relabel.evaluation.dataset_scores import dataset_seed
 from relabel.evaluation.label_changes import label_changes
 from relabel.evaluation.label_sensitivity import label_sensitivity
 from relabel.evaluation.published import score_published
@@ -61,27 +62,28 @@ def evaluate(
     # a file workspace keeps them in its cache for the next evaluation (they depend on the image count and seed only)
     with session_scope(engine) as s, resamples_kept(workspace_cache_dir(s)):
         ds = get_dataset(s, dataset)
+        drawn = dataset_seed(seed, ds)  # every resample of the dataset's images, reliability's included
         with stage(f"reading the references and runs of dataset {ds.name!r}", enabled=show_progress):
             specs = list(dict.fromkeys(references or default_reference_specs(s, ds)))
             refs = _unique_names([load_reference(s, ds, spec) for spec in specs])
             by_classes, by_task = task_runs(select_runs(s, ds, runs))  # pope and caption runs: their own tables
             loaded = [load_run(s, r) for r in by_classes]
         with stage(f"scoring {len(loaded)} run(s) × {len(refs)} reference(s)", enabled=show_progress):
-            scores = [score_run(run, ref, n_boot=n_boot, seed=seed) for run in loaded for ref in refs]
+            scores = [score_run(run, ref, n_boot=n_boot, seed=drawn) for run in loaded for ref in refs]
             outcomes = build_outcomes(loaded, refs)
-            paired = paired_scores(outcomes, n_boot=n_boot, seed=seed)
+            paired = paired_scores(outcomes, n_boot=n_boot, seed=drawn)
             scores = [replace(sc, paired=paired.get((sc.run, sc.reference))) for sc in scores]
-            ranking = common_ranking(outcomes, n_boot=n_boot, seed=seed)
-            published = score_published(s, ds, metrics, loaded, n_boot=n_boot, seed=seed) if metrics else []
+            ranking = common_ranking(outcomes, n_boot=n_boot, seed=drawn)
+            published = score_published(s, ds, metrics, loaded, n_boot=n_boot, seed=drawn) if metrics else []
         run_infos = [r.info for r in loaded]
         expected = {(sc.run, sc.reference): sc.uncertain for sc in scores}  # read again by the sensitivity
         with stage("reliability (P, CDC, RR, E)", enabled=show_progress):
             robustness = latest_robustness(s, {r.model for r in run_infos})
             reliability = build_reliability(s, ds, loaded, refs, weights=weights, n_boot=n_boot, seed=seed)
         with stage("label sensitivity and what each difference is made of", enabled=show_progress):
-            sensitivity = label_sensitivity(s, ds, loaded, refs, n_boot=n_boot, seed=seed, expected=expected)
-            changes = label_changes(outcomes, refs, _class_names(s, ds), n_boot=n_boot, seed=seed)
-            tasks = score_tasks(s, by_task, refs, n_boot=n_boot, seed=seed)
+            sensitivity = label_sensitivity(s, ds, loaded, refs, n_boot=n_boot, seed=drawn, expected=expected)
+            changes = label_changes(outcomes, refs, _class_names(s, ds), n_boot=n_boot, seed=drawn)
+            tasks = score_tasks(s, by_task, refs, n_boot=n_boot, seed=drawn)
         evaluation = Evaluation(
             dataset=ds.name,
             created_at=utcnow(),

@@ -230,8 +230,9 @@ def _ballots(image: np.ndarray, worker: np.ndarray, n_images: int, n_workers: in
         return np.unique(keys, return_inverse=True)[1].ravel()
     seen = np.zeros(size, bool)
     seen[keys] = True
-    rank = np.cumsum(seen) - 1
-    return rank[keys]
+    # a rank is at most the vote count: int32 below 2^31 votes, half of int64's memory to write
+    rank = np.cumsum(seen, dtype=np.int32 if len(keys) < 2**31 else np.int64)
+    return rank[keys].astype(np.intp) - 1
 
 
 def _kinds(ballot_image: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

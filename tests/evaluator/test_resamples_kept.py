@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +54,24 @@ def test_kept_resamples_are_drawn_once_and_equal_the_fresh_ones(draws: list[int]
     assert not np.array_equal(np.concatenate(other_seed), np.concatenate(fresh))
     with pytest.raises(ValueError, match="read-only"):
         chunk[0, 0] = 7  # one statistic cannot change another's resamples
+
+
+@pytest.mark.parametrize("kept_as", ["drawn", "bytes", "float32"])
+def test_columns_are_the_counts_of_the_images_picked(monkeypatch: pytest.MonkeyPatch, kept_as: str) -> None:
+    monkeypatch.setattr(paired, "CHUNK_VALUES", 4_000)  # chunks of 10 resamples: three chunks
+    fresh = np.concatenate(drawn(400))
+    picks = np.array([399, 3, 3, 0, 250]), np.arange(0, 400, 7), np.zeros(0, np.int64)
+    if kept_as == "float32":
+        monkeypatch.setattr(paired, "KEPT_MAX", 1)
+    with resamples_kept() if kept_as != "drawn" else nullcontext():
+        got = [[c.copy() for c in chunk] for chunk in JointBootstrap(400, 30, 5).columns(*picks)]
+        if kept_as != "drawn":
+            (held,) = paired._kept.get().values()  # type: ignore[union-attr]
+            assert held[0].dtype == (np.uint8 if kept_as == "bytes" else np.float32)
+    for i, pick in enumerate(picks):
+        part = np.concatenate([chunk[i] for chunk in got])
+        assert part.dtype == np.float32 and part.flags.c_contiguous
+        assert np.array_equal(part, fresh[:, pick])
 
 
 def test_two_passes_at_once_read_their_own_buffers(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -285,3 +285,25 @@ def test_the_fits_are_not_kept_when_studio_decisions_are_read(workspace, tmp_pat
         after = (label_sensitivity_module._cache_path(s, ds, ref), label_sensitivity_module._cache_path(s, ds, studio))
     engine.dispose()
     assert None not in before and after[0] is not None and after[1] is None
+
+
+def test_every_statistic_of_the_dataset_reads_one_set_of_resamples(workspace, tmp_path: Path) -> None:
+    """The expected top-1 (its unrated image among the images resampled, scored in no draw), the rows put back,
+    the other methods' rows and the reliability table's P all resample the dataset's five images from one seed:
+    one set is drawn and kept, whatever statistic asks first."""
+    folder = tmp_path / "ws"
+    shutil.copytree(workspace[0], folder)
+    shutil.rmtree(folder / "cache", ignore_errors=True)
+    args = ["--workspace", str(folder), "evaluate", "--run", "m5", "--reference", "imgt", "--reference", "raters-ds"]
+    main([*args, "--boot", "200", "--no-report", "--quiet"])
+    kept = sorted(p.name.split("-")[3:] for p in (folder / "cache").glob("resamples-*"))
+    assert kept == [["5", "200", "0.bin"]]  # images, resamples, seed
+
+
+def test_each_dataset_draws_from_its_own_seed() -> None:
+    from db.models import Dataset
+    from relabel.evaluation.dataset_scores import dataset_seed
+
+    first, second, third = (Dataset(id=i, name=f"d{i}") for i in (1, 2, 3))
+    assert dataset_seed(7, first) == 7  # the first dataset: the seed itself
+    assert len({dataset_seed(s, d) for s in range(50) for d in (first, second, third)}) == 150
