@@ -1,7 +1,7 @@
 """Evaluation: score stored model runs against ImGT and ReGT references, measure robustness and efficiency,
 combine them into the reliability table (after ARGUS), and write reports.
 
-The modules follow the data: `references` and `runs` read the workspace into arrays (with `stored_columns`,
+The modules follow the data: `references` and `runs` read the workspace into arrays (with `relabel.common.stored_columns`,
 which reads the rows as plain columns), `scoring` hands them to the pure `evaluator` package, `compare` sets every
 number beside another on the same images (paired differences, the ranking on common images, coverage warnings),
 `published` adds metrics as their authors define them,

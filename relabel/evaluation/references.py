@@ -21,17 +21,15 @@ the snapshot's labels without a stored posterior (an adjudicated image, one the 
 label) is certain (p = 1), and a class neither listed nor labelled is absent. Its images of category U without a
 stored posterior (nobody rated or decided them; they keep the labels of the snapshot's base source) are `unrated`.
 
-Snapshots are immutable, so what a snapshot reference reads from the database (its image ids, packed label sets,
-categories and stored posteriors: about 0.3 s for 50,000 images) is kept in the SQLite workspace's cache folder,
-keyed by the snapshot's id, content hash and creation time and the vocabulary's size, and read from there the
-next time; the reference is built from those arrays as from the database's rows.
+Snapshots are immutable, so what a snapshot reference reads (its image ids, packed label sets, categories and stored
+posteriors) is kept in the SQLite workspace's cache folder from the moment it is frozen (`relabel.snapshots.arrays`),
+and the reference is built from those arrays; where none are kept they are read from the rows (about 0.3 s for
+50,000 images) and kept.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
-from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -42,18 +40,18 @@ from sqlmodel import Session, col
 
 from db.bulk import all_plain_rows
 from db.enums import Category
-from db.models import Dataset, Image, Label, LabelSource, Snapshot, SnapshotLabel, SnapshotPosterior, stored_id
+from db.models import Dataset, Image, Label, LabelSource, Snapshot
 from evaluator import EvaluationError, LabelSets
 from evaluator.label_uncertainty import THRESHOLD, Posteriors
 from relabel.common.errors import InputError, NotFoundError
-from relabel.common.kept_arrays import cache_dir_of, kept_or_derived, kept_path
+from relabel.common.kept_arrays import cache_dir_of
+from relabel.common.stored_columns import json_values, pack_label_sets
 from relabel.common.workspace import IMGT, dataset_vocabulary, get_source
-from relabel.evaluation.stored_columns import json_values, pack_label_sets
+from relabel.snapshots.arrays import snapshot_arrays
 from relabel.snapshots.content_hash import snapshot_hash
 from relabel.snapshots.reader import get_snapshot
 
 SOURCE, SNAPSHOT, LATEST = "source:", "snapshot:", "latest"
-_CATEGORY_VALUES = {c.name: c.value for c in Category}  # the column stores a category's name
 
 
 @dataclass(frozen=True)
@@ -166,15 +164,12 @@ def workspace_cache_dir(session: Session) -> Path | None:
     return cache_dir_of(session.get_bind().engine.url)
 
 
-SNAPSHOT_CACHE_PREFIX = "snapshot-arrays"
-
-
 def _snapshot_reference(session: Session, dataset: Dataset, snap: Snapshot) -> Reference:
     n_classes = len(dataset_vocabulary(session, dataset))
-    folder = workspace_cache_dir(session)
-    key = json.dumps([snap.id, snap.content_hash, str(snap.created_at), n_classes])
-    path = kept_path(folder, SNAPSHOT_CACHE_PREFIX, stored_id(snap), key)
-    held = kept_or_derived(path, lambda: _snapshot_arrays(session, dataset, snap))
+    try:
+        held = snapshot_arrays(session, snap, n_classes, workspace_cache_dir(session))
+    except EvaluationError as exc:
+        raise InputError(f"reference {snap.name!r}: {exc}") from None
     ids, categories = held["ids"], held["categories"]
     labels = LabelSets(held["labels"], int(held["n_classes"]))
     ref = _build(session, dataset, snap.name, "snapshot", snap.content_hash, ids, labels, categories)
@@ -185,38 +180,6 @@ def _snapshot_reference(session: Session, dataset: Dataset, snap: Snapshot) -> R
     info = replace(ref.info, consensus=snap.consensus, n_posteriors=posteriors.n_posteriors)
     unrated = (categories == Category.U.value) & ~posteriors.rated
     return replace(ref, info=info, posteriors=posteriors.posteriors, unrated=unrated, base_source=snap.base_source)
-
-
-def _snapshot_arrays(session: Session, dataset: Dataset, snap: Snapshot) -> dict[str, np.ndarray]:
-    """What a snapshot reference reads from the database, as arrays (module docstring)."""
-    rows = all_plain_rows(
-        session.connection(),
-        select(
-            col(SnapshotLabel.image_id),
-            cast(col(SnapshotLabel.classes), String),
-            cast(col(SnapshotLabel.category), String),
-        )
-        .where(col(SnapshotLabel.snapshot_id) == snap.id)
-        .order_by(col(SnapshotLabel.image_id)),
-    )
-    ids = np.fromiter((image_id for image_id, _, _ in rows), dtype=np.int64, count=len(rows))
-    categories = np.array([_CATEGORY_VALUES[c] for _, _, c in rows], dtype=str)
-    labels = _label_sets(session, dataset, snap.name, [text for _, text, _ in rows])
-    stored = all_plain_rows(
-        session.connection(),
-        select(
-            col(SnapshotPosterior.image_id), col(SnapshotPosterior.class_index), col(SnapshotPosterior.posterior)
-        ).where(col(SnapshotPosterior.snapshot_id) == snap.id),
-    )
-    post_ids, post_classes, post_probs = (
-        np.fromiter(map(itemgetter(k), stored), dtype=dtype, count=len(stored))  # a column at a time: 10x zip(*rows)
-        for k, dtype in enumerate((np.int64, np.int64, np.float64))
-    )
-    return {
-        "ids": ids, "categories": categories, "labels": labels.labels, "n_classes": np.array(labels.n_classes),
-        "has_posteriors": np.array(bool(stored)), "post_ids": post_ids, "post_classes": post_classes,
-        "post_probs": post_probs,
-    }  # fmt: skip
 
 
 @dataclass(frozen=True, eq=False)

@@ -20,6 +20,7 @@ from db.models import Dataset, Image, Snapshot, SnapshotLabel, SnapshotPosterior
 from relabel import __version__
 from relabel.common.collector import cyclic_gc_paused
 from relabel.common.errors import ConflictError, InputError
+from relabel.common.kept_arrays import cache_dir_of
 from relabel.common.storable import one_line_name
 from relabel.common.workspace import IMGT, dataset_vocabulary, get_dataset, get_source
 from relabel.decisions.log import current_decisions
@@ -34,6 +35,7 @@ from relabel.decisions.rules import (
     settle_images,
 )
 from relabel.decisions.rules import consensus as image_consensus
+from relabel.snapshots.arrays import keep_frozen_arrays
 from relabel.snapshots.content_hash import ClassListText, snapshot_hash
 from relabel.snapshots.reader import check_classes, source_labels
 from relabel.votes.aggregation import METHODS
@@ -158,6 +160,8 @@ def create_snapshot(
             consensus=settings,
         )
         n_posteriors = _store(s, snap, rows, voted)
+        snapshot_id, n_classes = stored_id(snap), len(dataset_vocabulary(s, ds))
+    _keep_arrays(engine, snapshot_id, n_classes, rows, voted)
     origins = dict(sorted(Counter(r.origin for r in rows).items()))
     return SnapshotSummary(name, digest, len(rows), counts, origins, settings, n_posteriors)
 
@@ -263,6 +267,22 @@ def _store(s: Session, snap: Snapshot, rows: list[FrozenRow], voted: dict[int, V
     insert_plain(conn, table_of(SnapshotLabel), LABEL_COLUMNS, labels)
     stored = posterior_rows(snapshot_id, voted, (r.image_id for r in rows if r.voted))
     return insert_plain(conn, table_of(SnapshotPosterior), POSTERIOR_COLUMNS, stored)
+
+
+def _keep_arrays(
+    engine: Engine, snapshot_id: int, n_classes: int, rows: list[FrozenRow], voted: dict[int, VotedImage]
+) -> None:
+    """Keep the new snapshot's arrays in a SQLite workspace's cache folder (`relabel.snapshots.arrays`), made from
+    the rows just written as `_store` wrote them, under the snapshot as its readers will read it back."""
+    folder = cache_dir_of(engine.url)
+    if folder is None:
+        return
+    text = ClassListText()
+    labels = [(r.image_id, text(r.classes), _CATEGORY_NAME[r.category]) for r in rows]
+    stored = posterior_rows(snapshot_id, voted, (r.image_id for r in rows if r.voted))
+    posteriors = [(image_id, class_index, p) for _, image_id, class_index, p in stored]
+    with session_scope(engine) as s:
+        keep_frozen_arrays(folder, s.get_one(Snapshot, snapshot_id), n_classes, labels, posteriors)
 
 
 def _frozen_row(

@@ -8,6 +8,7 @@ import contextlib
 import io
 import json
 import shutil
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from relabel.evaluation.references import load_reference
 from relabel.evaluation.runs import load_run, select_runs
 from relabel.evaluation.scoring import score_run, score_uncertain_runs
 from relabel.evaluation.service import evaluate
+from relabel.snapshots import arrays as arrays_module
 from relabel.votes.aggregation import METHODS, Aggregate, Method, Votes
 from tests import evaluation_workspace as ws
 
@@ -227,17 +229,10 @@ def test_the_methods_fits_are_kept_until_the_votes_change(
     assert [p.name for p in (folder / "cache").glob(f"{label_sensitivity_module.CACHE_PREFIX}-*")] != [kept.name]
 
 
-def test_a_snapshot_reference_is_read_again_from_the_cache(workspace, tmp_path: Path, monkeypatch) -> None:
-    """The second load of a snapshot reads its arrays from the cache folder, not the database: the same reference;
-    a damaged file is read from the database again."""
-    from relabel.evaluation import references as references_module
-
-    folder = tmp_path / "ws"
-    shutil.copytree(workspace[0], folder)
-    for old in (folder / "cache").glob(f"{references_module.SNAPSHOT_CACHE_PREFIX}-*"):
-        old.unlink()
+def _spied_loads(folder: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[list[object], Callable[[], tuple[str, ...]]]:
+    """The queries a snapshot's arrays cost (one list entry each), and a load of the snapshot reference as text."""
     read: list[object] = []
-    rows = references_module.all_plain_rows
+    rows = arrays_module.all_plain_rows
 
     def spy(*args: object, **kwargs: object) -> object:
         read.append(args)
@@ -253,12 +248,43 @@ def test_a_snapshot_reference_is_read_again_from_the_cache(workspace, tmp_path: 
                   ref.posteriors.classes, ref.posteriors.probs)  # fmt: skip
         return (repr(ref.info), ref.base_source or "", *(f"{a.dtype}{a.tolist()}" for a in arrays))
 
-    monkeypatch.setattr(references_module, "all_plain_rows", spy)
+    monkeypatch.setattr(arrays_module, "all_plain_rows", spy)
+    return read, loaded
+
+
+def test_a_snapshot_reference_is_read_again_from_the_cache(workspace, tmp_path: Path, monkeypatch) -> None:
+    """Without kept arrays, the first load reads the snapshot's rows and keeps them; the second reads the cache
+    folder, not the database: the same reference; a damaged file is read from the database again."""
+    folder = tmp_path / "ws"
+    shutil.copytree(workspace[0], folder)
+    for old in (folder / "cache").glob(f"{arrays_module.CACHE_PREFIX}-*"):
+        old.unlink()
+    read, loaded = _spied_loads(folder, monkeypatch)
     first = loaded()
-    (kept,) = (folder / "cache").glob(f"{references_module.SNAPSHOT_CACHE_PREFIX}-*.npz")
+    (kept,) = (folder / "cache").glob(f"{arrays_module.CACHE_PREFIX}-*.npz")
     assert len(read) == 2 and loaded() == first and len(read) == 2  # labels and posteriors read once
     kept.write_bytes(b"damaged")
     assert loaded() == first and len(read) == 4 and kept.stat().st_size > 7
+
+
+def test_a_snapshot_keeps_its_arrays_as_it_is_frozen(workspace, tmp_path: Path, monkeypatch) -> None:
+    """`snapshot create` keeps the arrays it has just written: the first load reads no row, and they are the
+    arrays the rows give, bit for bit."""
+    folder = tmp_path / "ws"
+    shutil.copytree(workspace[0], folder)
+    (made,) = (folder / "cache").glob(f"{arrays_module.CACHE_PREFIX}-*.npz")
+    at_creation = dict(np.load(made))
+    read, loaded = _spied_loads(folder, monkeypatch)
+    first = loaded()
+    assert read == []  # nothing queried: the arrays kept by `snapshot create`
+    made.unlink()
+    assert loaded() == first and len(read) == 2  # read from the rows: the same reference
+    (again,) = (folder / "cache").glob(f"{arrays_module.CACHE_PREFIX}-*.npz")
+    from_rows = dict(np.load(again))
+    assert again.name == made.name and from_rows.keys() == at_creation.keys()
+    for name, array in at_creation.items():
+        assert array.dtype == from_rows[name].dtype and np.array_equal(array, from_rows[name]), name
+    assert at_creation["has_posteriors"] and len(at_creation["post_probs"]) > 0
 
 
 def test_the_fits_are_not_kept_when_studio_decisions_are_read(workspace, tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from evaluator import EvaluationError, LabelSets
-from relabel.evaluation.stored_columns import json_values, pack_label_sets
+from relabel.common.stored_columns import json_values, pack_label_sets
 
 
 def test_packed_sets_equal_the_lists_deduplicated() -> None:
