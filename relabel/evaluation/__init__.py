@@ -1,9 +1,10 @@
 """Evaluation: score stored model runs against ImGT and ReGT references, measure robustness and efficiency,
 combine them into the reliability table (after ARGUS), and write reports.
 
-The modules follow the data: `references` and `runs` read the workspace into arrays (with `relabel.common.stored_columns`,
-which reads the rows as plain columns), `scoring` hands them to the pure `evaluator` package, `compare` sets every
-number beside another on the same images (paired differences, the ranking on common images, coverage warnings),
+The modules follow the data: `references` and `runs` read the workspace into arrays (with
+`relabel.common.stored_columns`, which reads the rows as plain columns), `scoring` hands them to the pure
+`evaluator` package, `compare` sets every number beside another on the same images (paired differences, the
+ranking on common images, coverage warnings),
 `published` adds metrics as their authors define them,
 `reliability` (with `dataset_scores`, `reliability_robustness` for RR and E, `reliability_ranks` for the overall
 score and the ranks on common images, and `reliability_intervals` for the bootstrap of its intervals) builds the

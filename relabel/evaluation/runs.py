@@ -30,8 +30,8 @@ from db.enums import PredictionStatus
 from db.models import Dataset, ModelRun, Prediction, stored_id
 from evaluator.scoring import OopRate, oop_rate
 from relabel.common.errors import InputError, unknown_name
-from relabel.evaluation.failure_causes import FailureCause, exclusion_warnings, failure_cause
 from relabel.common.stored_columns import json_values
+from relabel.evaluation.failure_causes import FailureCause, exclusion_warnings, failure_cause
 from relabel.suggest.failures import RETRYABLE_MARK, needs_retry
 
 MAX_K = 5  # top-5 is the widest score reported; longer rankings are cut
