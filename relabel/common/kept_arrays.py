@@ -2,14 +2,17 @@
 file's relabel.db) under a digest of what they were derived from, so that the next command reads one file instead
 of the rows: a snapshot's labels and posteriors (`relabel.evaluation.references`), the other aggregation methods'
 fits (`relabel.evaluation.label_sensitivity`), a vote source's answers (`relabel.votes.scan`). A file is replaced
-whole (`relabel.common.atomic`); a damaged one is read as missing and derived again; a workspace on another
-database, or one that cannot be written, keeps nothing.
+whole (`relabel.common.atomic`); a damaged one is read as missing and derived again; a folder that cannot be
+written keeps nothing. A workspace on a database server (PostgreSQL) keeps them in the user's cache folder, one
+folder per database (`cache_dir_of`): every key says what the arrays were derived from, so a folder is never read
+for other content, whoever changed the database meanwhile.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+import os
 import zipfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -20,12 +23,27 @@ from sqlalchemy.engine import URL
 from relabel.common.atomic import write_atomic
 from relabel.common.errors import OutputError
 
+CACHE_ENV = "RELABEL_CACHE"  # the user cache folder, where no workspace folder is at hand
+DATABASES = "databases"  # the user cache folder's subfolder of the database workspaces' caches
+
+
+def user_cache_dir() -> Path:
+    """The cache folder used where there is no workspace folder: `$RELABEL_CACHE`, else `$XDG_CACHE_HOME/relabel`,
+    else `~/.cache/relabel`."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "relabel"
+
 
 def cache_dir_of(url: URL) -> Path | None:
-    """The cache folder of the SQLite file workspace at `url`; None for another database."""
-    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
-        return None
-    return Path(str(url.database)).parent / "cache"
+    """The cache folder of the workspace at `url`: `cache/` beside a SQLite file's relabel.db; for a database
+    server (PostgreSQL), a folder of the user's cache (`user_cache_dir`) named by the database's address without
+    its password, so every command a user runs against that database shares it; None for an in-memory database."""
+    if url.get_backend_name() == "sqlite":
+        return None if url.database in (None, "", ":memory:") else Path(str(url.database)).parent / "cache"
+    address = url.render_as_string(hide_password=True)
+    return user_cache_dir() / DATABASES / f"{url.get_backend_name()}-{key_digest(address)[:16]}"
 
 
 def key_digest(text: str) -> str:

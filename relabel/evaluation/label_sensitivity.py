@@ -24,7 +24,7 @@ method's draws (and image resamples) are made once per snapshot and every run is
 numbers it would get alone.
 
 The other methods' posteriors (reading the 925,000 ReaL rater votes and fitting four methods: about 0.7 s) are
-kept in the SQLite workspace's cache folder, keyed like `relabel stats`'s reliability fit by what the votes are
+kept in the workspace's cache folder, keyed like `relabel stats`'s reliability fit by what the votes are
 made of (`relabel.review.stats.votes_key`: the vote sources as imported and the studio's decision events), by
 the snapshot's vote settings and by its images. A vote import or a new decision changes the key: the next
 evaluate reads and fits the votes again. Never kept: a snapshot that reads a model run as a voter, or the studio's

@@ -22,7 +22,7 @@ label) is certain (p = 1), and a class neither listed nor labelled is absent. It
 stored posterior (nobody rated or decided them; they keep the labels of the snapshot's base source) are `unrated`.
 
 Snapshots are immutable, so what a snapshot reference reads (its image ids, packed label sets, categories and stored
-posteriors) is kept in the SQLite workspace's cache folder from the moment it is frozen (`relabel.snapshots.arrays`),
+posteriors) is kept in the workspace's cache folder from the moment it is frozen (`relabel.snapshots.arrays`),
 and the reference is built from those arrays; where none are kept they are read from the rows (about 0.3 s for
 50,000 images) and kept.
 """
@@ -160,7 +160,7 @@ def _source_rows(conn: Connection, source: LabelSource) -> list[tuple[int, str, 
 
 
 def workspace_cache_dir(session: Session) -> Path | None:
-    """The cache folder of a SQLite file workspace (beside relabel.db); None for another database."""
+    """The workspace's cache folder (`relabel.common.kept_arrays.cache_dir_of`); None for an in-memory database."""
     return cache_dir_of(session.get_bind().engine.url)
 
 

@@ -24,6 +24,7 @@ from sqlmodel import Session, col
 
 from db.models import Annotation, Dataset, Image, Label, LabelSource, ModelRun, Prediction, Snapshot, User, VoteSource
 from relabel import __version__
+from relabel.common.kept_arrays import cache_dir_of
 
 if TYPE_CHECKING:
     from relabel.votes.report import Reliability
@@ -50,12 +51,8 @@ class DatasetStats:
 def workspace_stats(engine: Engine, cache_dir: Path | None = None) -> list[DatasetStats]:
     """Each dataset's counts; the reliability fit is read from (and kept in) `cache_dir` when given, else from the
     SQLite workspace's own cache folder (see the module docstring)."""
-    if (
-        cache_dir is None
-        and engine.url.get_backend_name() == "sqlite"
-        and engine.url.database not in (None, "", ":memory:")
-    ):
-        cache_dir = Path(str(engine.url.database)).parent / "cache"
+    if cache_dir is None:
+        cache_dir = cache_dir_of(engine.url)
     out = []
     with Session(engine) as conn:
         users: dict[str, int] = dict(conn.execute(select(col(User.role), func.count()).group_by(col(User.role))).all())

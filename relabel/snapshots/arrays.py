@@ -1,5 +1,5 @@
 """A snapshot as arrays: its image ids, packed label sets, categories and stored posteriors, as a snapshot reference
-scores against them (`relabel.evaluation.references`), kept in the SQLite workspace's cache folder.
+scores against them (`relabel.evaluation.references`), kept in the workspace's cache folder.
 
 Snapshots are immutable, so the arrays are kept under the snapshot's id, content hash and creation time and the
 vocabulary's size (`relabel.common.kept_arrays`). `create_snapshot` keeps them as it freezes the snapshot, from the

@@ -272,7 +272,7 @@ def _store(s: Session, snap: Snapshot, rows: list[FrozenRow], voted: dict[int, V
 def _keep_arrays(
     engine: Engine, snapshot_id: int, n_classes: int, rows: list[FrozenRow], voted: dict[int, VotedImage]
 ) -> None:
-    """Keep the new snapshot's arrays in a SQLite workspace's cache folder (`relabel.snapshots.arrays`), made from
+    """Keep the new snapshot's arrays in the workspace's cache folder (`relabel.snapshots.arrays`), made from
     the rows just written as `_store` wrote them, under the snapshot as its readers will read it back."""
     folder = cache_dir_of(engine.url)
     if folder is None:

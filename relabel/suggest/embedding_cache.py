@@ -7,10 +7,10 @@ share the texts they have in common. Nothing is shipped with the package: the fi
 it lacks (the built-in vocabulary's ~32,000 class texts with MiniLM: minutes of CPU, 407 CPU s once measured on two
 busy cores, with a progress bar on a terminal) and keeps it; later runs read it back in under a second of CPU.
 
-Where: `CACHE/text-embeddings/ENCODER/`, CACHE being the user's cache folder (`user_cache_dir`: `$RELABEL_CACHE`, else
-`$XDG_CACHE_HOME/relabel`, else `~/.cache/relabel`), which the commands use: a row depends only on the encoder and the
-text, so every workspace of a user shares it and a second workspace embeds nothing again; a caller may name another
-folder (`cache_dir`). An encoder's
+Where: `CACHE/text-embeddings/ENCODER/`, CACHE being the user's cache folder
+(`relabel.common.kept_arrays.user_cache_dir`: `$RELABEL_CACHE`, else `$XDG_CACHE_HOME/relabel`, else
+`~/.cache/relabel`), which the commands use: a row depends only on the encoder and the text, so every workspace of a
+user shares it and a second workspace embeds nothing again; a caller may name another folder (`cache_dir`). An encoder's
 folder holds shard files `DIGEST.npz` (`keys`: (n,) the texts' hashes; `vectors`: (n, D) float16), each written whole
 (`relabel.common.atomic`) and named by its keys: two runs embedding at once never mix bytes, and a run that is
 interrupted keeps the parts it finished. A folder of more than `MAX_SHARDS` shards is merged into one.
@@ -22,7 +22,6 @@ were embedded a moment ago or read back, so a first run and a later one score al
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import sys
 import zipfile
@@ -33,9 +32,9 @@ import numpy as np
 
 from relabel.common.atomic import atomic_writer, output_error
 from relabel.common.errors import RelabelError
+from relabel.common.kept_arrays import user_cache_dir
 from relabel.common.progress import progress_bar
 
-CACHE_ENV = "RELABEL_CACHE"  # the user cache folder, where no workspace is at hand
 FOLDER = "text-embeddings"
 MAX_SHARDS = 8  # more shards than this in an encoder's folder are merged into one
 ENCODE_PART = 2048  # texts embedded at once, and kept as one shard: a progress bar counts the parts
@@ -47,15 +46,6 @@ class TextEncoder(Protocol):
     id: str  # stable name: the cache keeps each encoder's rows apart by it
 
     def encode(self, texts: list[str]) -> np.ndarray: ...  # (N, D) float32, L2-normalised rows
-
-
-def user_cache_dir() -> Path:
-    """The cache folder used where there is no workspace: `$RELABEL_CACHE`, else `$XDG_CACHE_HOME/relabel`, else
-    `~/.cache/relabel`."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV]).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "relabel"
 
 
 def encoder_folder(cache_dir: Path | None, encoder_id: str) -> Path:

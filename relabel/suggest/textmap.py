@@ -158,7 +158,7 @@ class Mapping:
 
 class ClassNameIndex:
     """Nearest-class look-up for free answers; class-side embeddings cached in `cache_dir` (a workspace's cache
-    folder; None: the user's, `relabel.suggest.embedding_cache.user_cache_dir`)."""
+    folder; None: the user's, `relabel.common.kept_arrays.user_cache_dir`)."""
 
     def __init__(
         self,

@@ -9,17 +9,10 @@ import numpy as np
 import pytest
 
 from relabel.common.errors import OutputError, RelabelError
+from relabel.common.kept_arrays import CACHE_ENV, user_cache_dir
 from relabel.common.progress import NullProgress
 from relabel.suggest import embedding_cache
-from relabel.suggest.embedding_cache import (
-    CACHE_ENV,
-    encode_cached,
-    encoder_folder,
-    read_store,
-    text_keys,
-    unit_rows,
-    user_cache_dir,
-)
+from relabel.suggest.embedding_cache import encode_cached, encoder_folder, read_store, text_keys, unit_rows
 from tests.fakes import TrigramEncoder
 
 TEXTS = [f"class text number {i}" for i in range(20)]
