@@ -87,7 +87,7 @@ def keep_arrays(path: Path, arrays: dict[str, np.ndarray]) -> None:
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)  # type: ignore[arg-type]  # names, not the allow_pickle flag
     try:
-        path.parent.mkdir(exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
         for old in path.parent.glob(f"{path.name.rsplit('-', 1)[0]}-*.npz"):
             old.unlink(missing_ok=True)
         write_atomic(path, buffer.getvalue())

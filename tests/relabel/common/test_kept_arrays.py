@@ -4,6 +4,7 @@ left out), nowhere for an in-memory database; and an evaluation on either keeps 
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import asdict
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from sqlalchemy import make_url
 
 from relabel.common.kept_arrays import CACHE_ENV, DATABASES, cache_dir_of
 from relabel.evaluation import evaluate
+from relabel.snapshots.freeze import create_snapshot
 from tests import evaluation_workspace as ws
 
 
@@ -46,3 +48,17 @@ def test_an_evaluation_keeps_its_resamples_in_the_workspaces_cache(engine, tmp_p
     assert [p.name for p in folder.glob("resamples-*")]
     again = evaluate(engine, references=["imgt", "team"], n_boot=200, store=False)
     assert [asdict(s) for s in again.scores] == [asdict(s) for s in first.scores]
+
+
+def test_a_snapshot_keeps_its_arrays_in_a_cache_folder_not_made_yet(
+    engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first file a workspace keeps makes its folder, parents and all (a database server's folder lies three
+    levels under the user's cache folder)."""
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "fresh-user-cache"))
+    ws.build(engine, tmp_path)
+    folder = cache_dir_of(engine.url)
+    assert folder is not None
+    shutil.rmtree(folder, ignore_errors=True)
+    create_snapshot(engine, "first", dataset="five")
+    assert len(list(folder.glob("snapshot-arrays-*.npz"))) == 1
