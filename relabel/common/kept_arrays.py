@@ -1,6 +1,6 @@
 """Arrays a command derives from the database, kept in the workspace's cache folder (`cache/` beside a SQLite
 file's relabel.db) under a digest of what they were derived from, so that the next command reads one file instead
-of the rows: a snapshot's labels and posteriors (`relabel.evaluation.references`), the other aggregation methods'
+of the rows: a snapshot's labels and posteriors (`relabel.snapshots.arrays`), the other aggregation methods'
 fits (`relabel.evaluation.label_sensitivity`), a vote source's answers (`relabel.votes.scan`). A file is replaced
 whole (`relabel.common.atomic`); a damaged one is read as missing and derived again; a folder that cannot be
 written keeps nothing. A workspace on a database server (PostgreSQL) keeps them in the user's cache folder, one

@@ -50,7 +50,7 @@ class DatasetStats:
 
 def workspace_stats(engine: Engine, cache_dir: Path | None = None) -> list[DatasetStats]:
     """Each dataset's counts; the reliability fit is read from (and kept in) `cache_dir` when given, else from the
-    SQLite workspace's own cache folder (see the module docstring)."""
+    workspace's own cache folder (`relabel.common.kept_arrays.cache_dir_of`; see the module docstring)."""
     if cache_dir is None:
         cache_dir = cache_dir_of(engine.url)
     out = []

@@ -22,14 +22,13 @@ from sqlalchemy.engine import Connection
 from sqlmodel import Session, col
 
 from db.bulk import all_plain_rows
-from db.enums import Category
 from db.models import Snapshot, SnapshotLabel, SnapshotPosterior, stored_id
 from evaluator import EvaluationError
 from relabel.common.kept_arrays import keep_arrays, kept_or_derived, kept_path
 from relabel.common.stored_columns import pack_label_sets
+from relabel.snapshots.reader import CATEGORY_VALUES
 
 CACHE_PREFIX = "snapshot-arrays"
-CATEGORY_VALUES = {c.name: c.value for c in Category}  # the column stores a category's name
 
 # label rows: (image id, class list as its stored JSON text, category name); posterior rows: (image id, class, P)
 LabelRow = tuple[int, str, str]

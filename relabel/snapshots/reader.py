@@ -26,7 +26,7 @@ from relabel.common.storable import storable_text
 from relabel.decisions.log import ParsedLists
 from relabel.decisions.rules import reads_votes
 
-_CATEGORY_VALUES = {c.name: c.value for c in Category}  # the column stores a category's name
+CATEGORY_VALUES = {c.name: c.value for c in Category}  # the column stores a category's name
 
 
 @dataclass
@@ -75,7 +75,7 @@ def _snapshot_rows(conn: Connection, snapshot_id: int) -> list[SnapshotRow]:
         .where(col(SnapshotLabel.snapshot_id) == snapshot_id)
         .order_by(col(Image.stem), col(Image.path))
     )
-    lists, category = ParsedLists(), _CATEGORY_VALUES
+    lists, category = ParsedLists(), CATEGORY_VALUES
     if posteriors is None:
         return [SnapshotRow(p, st, list(lists[c]), category[cat], o) for _, p, st, c, cat, o in conn.execute(query)]
     return [
