@@ -8,14 +8,17 @@ the command's time on 50,000 images.
     made so that the ranking question is not settled from the start. The simulator replays the active order
     (`simulate(pool, "active", step=250)`) from one answer per item to every image reviewed; at every step the
     criteria are computed on the step's state with `relabel.planning.plan` (each run's half-width within ±0.25
-    points; the ranking holds with 95 %). From the state at 0 reviews, and at every 1,000 reviews, the planner
-    (`relabel.planning.plan.forecast`, the same functions `relabel plan` calls) forecasts the reviews still needed;
-    the simulator's answer is the first step from there at which the criterion holds (so a multiple of 250).
-    Ratio = forecast / needed; goal within ±25 %.
+    points; the ranking holds with 95 %). From the states at 0, 250, 500 and 750 reviews and at every 1,000, the
+    planner (`relabel.planning.plan.forecast`, the same functions `relabel plan` calls) forecasts the reviews still
+    needed; the simulator's answer is the first step from there at which the criterion holds (so a multiple of
+    250). Ratio = forecast / needed; goal within ±25 %. At each state the answers the fit read are counted as
+    `relabel plan` counts a snapshot's (`relabel.votes.aggregation.shared_answers`): where the median rater shares
+    fewer than `MIN_SHARED_ANSWERS` answers with another, the command prints a caution instead of trusting its
+    forecast, and those states are reported apart.
     The planner's one free choice, the share of an image's variance a review leaves (`residual`, 0: a review
-    settles the image), is chosen on seed 0 alone (the residual whose forecasts from 1,000 reviews on have the
-    median |log ratio| nearest 0); the figures reported are those of seeds 1 and 2, which never took part in the
-    choice, with the plain assumption (0) beside it.
+    settles the image), is chosen on seed 0 alone (the residual whose forecasts at the states without a caution
+    have the median |log ratio| nearest 0); the figures reported are those of seeds 1 and 2, which never took part
+    in the choice, with the plain assumption (0) beside it.
 (b) Time: a workspace of the 50,000 val images (no pixels) with the raters' votes, a Dawid-Skene snapshot and the
     three runs over all 50,000 images (`cv-near` with its 0.2 % taken over the 50,000); `relabel plan` through the
     command line in-process, median of --repeats; `forecast` alone on the same arrays. Goal <= 5 s.
@@ -51,11 +54,11 @@ from relabel.common.vocabulary import load_builtin  # noqa: E402
 from relabel.planning.plan import REVIEW_RESIDUAL, forecast, halfwidths, ranking_stability  # noqa: E402
 from relabel.planning.simulation import Pool, State, Step, make_pool, simulate  # noqa: E402
 from relabel.review.active import correct_probability  # noqa: E402
-from relabel.votes.aggregation import make_votes  # noqa: E402
+from relabel.votes.aggregation import MIN_SHARED_ANSWERS, Votes, make_votes, shared_answers  # noqa: E402
 from relabel.votes.formats import parse_real_raters  # noqa: E402
 
 TITLE = "## Review: the budget planner against the simulator"
-STEP, EVERY = 250, 1000  # the simulator refits every STEP reviews; the planner forecasts every EVERY
+STEP, EVERY = 250, 1000  # the simulator refits every STEP reviews; the planner forecasts every EVERY (and below it)
 TARGET, STABILITY = 0.25, 0.95
 NEAR_SHARE, NEAR_SEED = 0.002, 20261202  # cv-near: ImGT's label on this share of the images
 RESIDUALS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5)
@@ -108,6 +111,7 @@ class Replay:
     halfwidth: list[np.ndarray] = field(default_factory=list)
     stability: list[float] = field(default_factory=list)
     forecasts: dict[int, dict[float, dict[str, int | None]]] = field(default_factory=dict)
+    shared: dict[int, int] = field(default_factory=dict)  # reviews at a forecast state -> median shared answers
     forecast_seconds: list[float] = field(default_factory=list)
     step_seconds: list[float] = field(default_factory=list)
 
@@ -138,7 +142,11 @@ def replay(pool: Pool, seed: int) -> Replay:
         ok_hw, ok_rank = bool((hw <= TARGET).all()), stab >= STABILITY
         for c, ok in zip(CRITERIA, (ok_hw, ok_rank, ok_hw and ok_rank)):
             out.held[c].append(ok)
-        if step.reviews % EVERY == 0 and step.reviews < pool.n_images:
+        if (step.reviews % EVERY == 0 or step.reviews < EVERY) and step.reviews < pool.n_images:
+            v, seen = pool.votes, state.revealed
+            out.shared[step.reviews] = shared_answers(
+                Votes(v.item[seen], v.worker[seen], v.answer[seen], v.item_image, v.n_workers)
+            )
             out.forecasts[step.reviews] = {}
             for rho in RESIDUALS:
                 started = time.perf_counter()
@@ -157,22 +165,27 @@ def replay(pool: Pool, seed: int) -> Replay:
     return out
 
 
-def ratios(r: Replay, rho: float, criterion: str, first: int = 0) -> list[float]:
-    """forecast / needed over the forecast states from `first` reviews on where the simulator needs > 0 (a
-    forecast of "not within the pool" counts as infinite)."""
+def cautioned(r: Replay, start: int) -> bool:
+    """`relabel plan` would print a caution at this state: the median rater shares too few answers."""
+    return r.shared[start] < MIN_SHARED_ANSWERS
+
+
+def ratios(r: Replay, rho: float, criterion: str, trusted: bool = True) -> list[float]:
+    """forecast / needed over the forecast states where the simulator needs > 0, those with a caution left out
+    when `trusted` (a forecast of "not within the pool" counts as infinite)."""
     out = []
     for start, by_rho in sorted(r.forecasts.items()):
         need, guess = r.needed(start, criterion), by_rho[rho][criterion]
-        if start >= first and need:
+        if not (trusted and cautioned(r, start)) and need:
             out.append(math.inf if guess is None else guess / need)
     return out
 
 
 def choose_residual(r: Replay) -> float:
-    """The residual whose forecasts from EVERY reviews on have the median |log ratio| nearest 0 (criterion both)."""
+    """The residual whose forecasts without a caution have the median |log ratio| nearest 0 (criterion both)."""
 
     def loss(rho: float) -> float:
-        values = ratios(r, rho, "both", first=EVERY)
+        values = ratios(r, rho, "both")
         return abs(float(np.median(np.log(values)))) if values else float("inf")
 
     return min(RESIDUALS, key=loss)
@@ -198,6 +211,20 @@ def summary(values: list[float]) -> str:
     return f"median {shown[0]} (min {shown[1]}, max {shown[2]}); {within} of {len(values)} within ±25 %"
 
 
+def cautioned_ratios(r: Replay, rho: float, criterion: str) -> list[float]:
+    """forecast / needed at the states where `relabel plan` cautions (as `ratios`)."""
+    return [
+        math.inf if (guess := r.forecasts[k][rho][criterion]) is None else guess / need
+        for k in sorted(r.forecasts)
+        if cautioned(r, k) and (need := r.needed(k, criterion))
+    ]
+
+
+def shares_text(r: Replay) -> str:
+    """The median rater's shared answers at the states before EVERY reviews: "0 at 0, 41 at 250, ..."."""
+    return ", ".join(f"{r.shared[k]:,} at {k:,}" for k in sorted(r.shared) if k < EVERY)
+
+
 def seed_lines(r: Replay, rho: float) -> list[str]:
     lines = [f"Seed {r.seed}:", ""]
     lines.append("| criterion | simulator needs from 0 | forecast at 0, residual 0 | ratio | "
@@ -209,11 +236,22 @@ def seed_lines(r: Replay, rho: float) -> list[str]:
             f"| {c} | {fmt(need)} | {fmt(plain)} | {ratio_text(plain, need)} | {fmt(tuned)} | "
             f"{ratio_text(tuned, need)} | {MET[r.stays(c)]} |"
         )
-    lines += ["", f"Forecasts of the remaining reviews from every {EVERY:,} reviews on (forecast / needed, where the "
-              "simulator still needs some; never: the planner said not within the pool):", ""]  # fmt: skip
+    flagged = [k for k in sorted(r.forecasts) if cautioned(r, k)]
+    lines += [
+        "",
+        f"Median rater's answers shared with another rater: {shares_text(r)} reviews. `relabel plan` cautions at "
+        f"{', '.join(f'{k:,}' for k in flagged) or 'no state'} reviews (below {MIN_SHARED_ANSWERS}).",
+        "",
+        f"Forecasts of the remaining reviews from the states without a caution ({len(r.forecasts) - len(flagged)} "
+        "states; forecast / needed, where the simulator still needs some; never: the planner said not within the "
+        "pool), then from the states with one:",
+        "",
+    ]
     for c in CRITERIA:
         for value in (0.0, rho):
-            lines.append(f"- {c}, residual {value:g}: {summary(ratios(r, value, c, first=EVERY))}")
+            lines.append(f"- {c}, residual {value:g}: {summary(ratios(r, value, c))}")
+    for c in CRITERIA:
+        lines.append(f"- with a caution, {c}, residual {rho:g}: {summary(cautioned_ratios(r, rho, c))}")
     hw0, hw_end = r.halfwidth[0], r.halfwidth[-1]
     after = r.halfwidth[1] if len(r.halfwidth) > 1 else hw0
     lines += [
@@ -298,12 +336,9 @@ def main() -> None:
     rho = choose_residual(calibration)
     with tempfile.TemporaryDirectory() as tmp:
         plan_s, cpu_s, forecast_s, text = time_plan(Path(tmp), args.repeats)
-    calibration_fit = summary(ratios(calibration, rho, "both", first=EVERY))
-    pooled = {
-        (c, value): [x for r in reports for x in ratios(r, value, c, first=EVERY)]
-        for c in CRITERIA
-        for value in (0.0, rho)
-    }
+    calibration_fit = summary(ratios(calibration, rho, "both"))
+    below = cautioned_ratios(calibration, rho, "halfwidth")
+    pooled = {(c, value): [x for r in reports for x in ratios(r, value, c)] for c in CRITERIA for value in (0.0, rho)}
     median_plan = statistics.median(plan_s)
     step_s = [s for r in (calibration, *reports) for s in r.step_seconds[1:]]
     lines = [
@@ -320,9 +355,12 @@ def main() -> None:
         f'≥ {100 * STABILITY:g} %). "Needs" is the first step at which a criterion holds (a multiple of {STEP}).',
         "",
         f"Residual chosen on seed {CALIBRATION_SEED} alone: {rho:g} (share of an image's variance a review leaves; "
-        f"its forecasts from {EVERY:,} reviews on: {calibration_fit}); `relabel plan`'s default "
+        f"its forecasts at the states without a caution: {calibration_fit}); `relabel plan`'s default "
         f"(`relabel.planning.plan.REVIEW_RESIDUAL`) is {REVIEW_RESIDUAL:g}: the same: {MET[rho == REVIEW_RESIDUAL]}. "
-        f"Seeds {', '.join(map(str, REPORT_SEEDS))} below never took part in the choice.",
+        f"The caution's bound (`relabel.votes.aggregation.MIN_SHARED_ANSWERS`, {MIN_SHARED_ANSWERS}) was set on seed "
+        f"{CALIBRATION_SEED} too: the median rater's shared answers there were {shares_text(calibration)} reviews, "
+        f"and its half-width forecasts at the states below the bound: {summary(below)}. Seeds "
+        f"{', '.join(map(str, REPORT_SEEDS))} below never took part in either choice.",
         "",
     ]
     for r in reports:
@@ -334,7 +372,7 @@ def main() -> None:
             "above), which the forecast, holding each run's expected top-1 where it is, cannot foresee.",
             "",
         ]
-    lines += [f"Pooled over seeds {', '.join(map(str, REPORT_SEEDS))}, forecasts from {EVERY:,} reviews on:", ""]
+    lines += [f"Pooled over seeds {', '.join(map(str, REPORT_SEEDS))}, forecasts at the states without a caution:", ""]
     lines += [f"- {c}, residual {value:g}: {summary(values)}" for (c, value), values in pooled.items()]
     lines += [
         "",

@@ -94,6 +94,8 @@ def plan_lines(d: dict) -> list[str]:
         lines.append(f"{r['run']:<{width}}  {top1:>9}  {half:>6}  {_reviews(r['reviews_until_target'])}")
     lines.append(f"every run within ±{target:g}: {_reviews(d['reviews_until_halfwidth'])}")
     lines.append(_ranking_line(d))
+    if d.get("caution"):
+        lines.append(f"caution: {d['caution']}")
     return lines
 
 

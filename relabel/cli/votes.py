@@ -257,10 +257,12 @@ def aggregation_report(r: AggregationReport) -> None:
         f"  labels: {r.accepted:,} pairs accepted; {r.uncertain:,} pairs uncertain on {r.uncertain_images:,} images "
         "(neither accepted nor confidently absent: the images a snapshot makes U, origin uncertain)"
     )
-    if r.calibration:
-        from relabel.votes.fit import calibration_line
+    from relabel.votes.fit import calibration_line, shared_caution
 
+    if r.calibration:
         click.echo(f"  {calibration_line(r.calibration)}")
+    if (caution := shared_caution({"rule": r.method, "shared_answers": r.shared_answers})) is not None:
+        click.echo(f"  caution: {caution}")
     for k, a in enumerate(r.agreement):
         caveat = " (in-sample: the posteriors were calibrated on it)" if k == 0 and r.in_sample else ""
         click.echo(

@@ -33,12 +33,14 @@ from relabel.review.active import NO_RUN
 from relabel.review.benefit import newest_vote_snapshot
 from relabel.snapshots.reader import get_snapshot
 from relabel.suggest.failures import RETRYABLE_MARK
+from relabel.votes.fit import shared_caution
 
 
 @dataclass(frozen=True)
 class BudgetReport:
     """A forecast (`plan`) for the runs `run_names` (the plan's run indices) on the images of `snapshot`
-    (`n_images`, `n_unrated` of them left out: nobody rated them)."""
+    (`n_images`, `n_unrated` of them left out: nobody rated them). `caution`: why the forecast cannot be trusted
+    yet (`relabel.votes.fit.shared_caution`), or None."""
 
     dataset: str
     snapshot: str
@@ -48,6 +50,7 @@ class BudgetReport:
     run_names: list[str]
     n_scored: list[int]
     plan: Plan
+    caution: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The report as plain JSON values (`relabel plan --json`)."""
@@ -77,6 +80,7 @@ class BudgetReport:
             "reviews_until_halfwidth": p.reviews_halfwidth,
             "reviews_until_stable_ranking": p.reviews_ranking,
             "reviews": p.reviews,
+            "caution": self.caution,
         }
 
 
@@ -115,7 +119,10 @@ def plan_reviews(
     )  # fmt: skip
     rule = str((snap.consensus or {}).get("rule", ""))
     n_scored = [int(k) for k in scored.sum(axis=1)]
-    return BudgetReport(ds.name, snap.name, rule, n, int(images.unrated.sum()), names, n_scored, plan)
+    caution = shared_caution({"rule": rule, **(snap.consensus or {})})
+    if caution is not None:
+        caution += "; until then this forecast is optimistic"
+    return BudgetReport(ds.name, snap.name, rule, n, int(images.unrated.sum()), names, n_scored, plan, caution)
 
 
 def _vote_snapshot(session: Session, dataset: Dataset, name: str | None) -> Snapshot:

@@ -30,8 +30,10 @@ criterion are the first k where it holds: (a) every run's half-width
 is within `target_halfwidth`; (b) the ranking's stability reaches `stability`. None when the pool cannot get
 there: a tie, or images left out of the pool (excluded) keeping too much variance. What the assumptions leave out:
 a real review may leave an image uncertain (a few answers more, not the truth), refitting the consensus moves the
-posteriors of images nobody reviewed, and the active order changes as they move. `bench/bench_plan.py` measures
-the forecast against the review simulator on ReaL's raters.
+posteriors of images nobody reviewed, and the active order changes as they move; and posteriors fitted on too few
+shared answers are over-confident, so the forecast is optimistic (`relabel plan` prints a caution then,
+`relabel.votes.fit.shared_caution`). `bench/bench_plan.py` measures the forecast against the review simulator on
+ReaL's raters.
 
 Example:
     >>> import numpy as np

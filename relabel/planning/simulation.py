@@ -154,7 +154,8 @@ def make_pool(
 class State:
     """The simulated workspace after `reviews` reviews: `reviewed` (n_images,) bool; the posteriors of all items
     as `rows` (image index), `classes`, `probs`; `accepted` (I,) bool: the item is in the exported label set (an
-    accepted class, or the best estimate of an uncertain image, as a snapshot exports)."""
+    accepted class, or the best estimate of an uncertain image, as a snapshot exports); `revealed` (N,) bool: the
+    pool's answers the fit read."""
 
     reviews: int
     reviewed: np.ndarray
@@ -162,6 +163,7 @@ class State:
     classes: np.ndarray
     probs: np.ndarray
     accepted: np.ndarray
+    revealed: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -221,7 +223,9 @@ def simulate(
         result = _fit(pool, revealed, method, warm_start, FitOptions.max_iter if warm_start is None else refit_iter)
         previous = result.posterior if METHODS[method].probabilistic else None
         accepted, open_images = _exported(pool, result, threshold, keep_original)
-        state = State(done, reviewed.copy(), pool.pairs[:, 0], pool.pairs[:, 1], result.posterior, accepted)
+        state = State(
+            done, reviewed.copy(), pool.pairs[:, 0], pool.pairs[:, 1], result.posterior, accepted, revealed.copy()
+        )
         measured = _measure(pool, state, truth, time.perf_counter() - started)
         steps.append(measured)
         if on_step is not None:

@@ -317,8 +317,10 @@ def _frozen_row(
 
 def vote_snapshot_lines(engine: Engine, dataset: str | None = None) -> list[str]:
     """The dataset's newest snapshot whose consensus read votes, as the dashboard shows it: how many of its images
-    are uncertain (U, review first) and, when it recorded one, its risk and coverage against a reference
-    (`relabel.votes.risk_coverage`). Empty without such a snapshot."""
+    are uncertain (U, review first), when it recorded one, its risk and coverage against a reference
+    (`relabel.votes.risk_coverage`), and a caution when its workers shared too few answers
+    (`relabel.votes.fit.shared_caution`). Empty without such a snapshot."""
+    from relabel.votes.fit import shared_caution
     from relabel.votes.risk_coverage import coverage_lines
 
     ordered = sorted(list_snapshots(engine, dataset), key=lambda x: (x.created_at, x.id or 0))
@@ -334,6 +336,8 @@ def vote_snapshot_lines(engine: Engine, dataset: str | None = None) -> list[str]
     lines = [f"snapshot {newest.name!r} ({settings.get('rule')}): {uncertain:,} uncertain images, reviewed first"]
     if settings.get("risk_coverage"):
         lines += coverage_lines(settings["risk_coverage"], settings.get("threshold", 0.9))
+    if (caution := shared_caution(settings)) is not None:
+        lines.append(f"caution: {caution}")
     return lines
 
 

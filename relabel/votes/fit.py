@@ -18,7 +18,7 @@ from relabel.common.errors import InputError, unknown_name
 from relabel.common.progress import Progress, finish, progress_bar
 from relabel.decisions.log import ParsedLists, current_decisions
 from relabel.decisions.rules import adjudication
-from relabel.votes.aggregation import METHODS, Aggregate, FitOptions, aggregate
+from relabel.votes.aggregation import METHODS, MIN_SHARED_ANSWERS, Aggregate, FitOptions, aggregate, shared_answers
 from relabel.votes.calibration import MIN_PAIRS, cross_fit, describe, fit_calibration, group_names, image_folds
 from relabel.votes.posteriors import VotedImage, items_held, original_items, voted_images
 from relabel.votes.risk_coverage import CURVE, risk_coverage
@@ -80,6 +80,7 @@ def fit_votes(
         "n_pairs": len(table.pairs),
         "n_votes": len(table.votes.item),
         "n_workers": table.votes.n_workers,
+        "shared_answers": shared_answers(table.votes),
         "calibration": calibration,
     }
     if reference is not None:
@@ -222,6 +223,20 @@ def calibration_line(recorded: Mapping[str, Any]) -> str:
     return (
         f"calibrated against {recorded.get('against')} ({recorded.get('method')}) on "
         f"{group_names(recorded.get('pairs', [0, 0]))} of {recorded.get('images', 0):,} images"
+    )
+
+
+def shared_caution(recorded: Mapping[str, Any]) -> str | None:
+    """The warning a snapshot's consensus settings (`Snapshot.consensus`) call for when a probabilistic method
+    learned its workers' reliabilities from too few shared answers (`relabel.votes.aggregation.shared_answers`);
+    None otherwise, and for snapshots made before the count was recorded."""
+    shared, rule = recorded.get("shared_answers"), recorded.get("rule")
+    if shared is None or rule not in METHODS or not METHODS[rule].probabilistic or shared >= MIN_SHARED_ANSWERS:
+        return None
+    return (
+        f"the workers share few pairs (the median worker answered {shared:,} pair(s) that another also answered; "
+        f"{MIN_SHARED_ANSWERS} or more are needed): their reliabilities, and so the posteriors, are barely "
+        "estimated and will move when reviews add answers; review a first round, make a new snapshot and look again"
     )
 
 

@@ -27,7 +27,7 @@ from db.models import Label, LabelSource, stored_id
 from relabel.common.errors import InputError
 from relabel.common.workspace import get_dataset, get_source
 from relabel.decisions.log import ParsedLists
-from relabel.votes.aggregation import METHODS, Aggregate, aggregate, decide, uncertain
+from relabel.votes.aggregation import METHODS, Aggregate, aggregate, decide, shared_answers, uncertain
 from relabel.votes.fit import calibrate_items, calibrate_out_of_fold, reference_sets
 from relabel.votes.posteriors import check_rule
 from relabel.votes.table import VoteTable, collect_votes, vote_sources
@@ -88,6 +88,7 @@ class AggregationReport:
     agreement: list[Agreement] = field(default_factory=list)
     uncertain_images: int = 0  # images with an uncertain item: those a snapshot makes U, origin "uncertain"
     calibration: dict[str, Any] | None = None  # as `Snapshot.consensus["calibration"]`: against, method, pairs, images
+    shared_answers: int | None = None  # the median worker's answers on shared pairs (`aggregation.shared_answers`)
 
     @property
     def in_sample(self) -> bool:
@@ -135,6 +136,7 @@ def aggregate_dataset(
         table.votes.n_items, table.votes.n_images, table.votes.n_workers, int(accepted.sum()),
         int(undecided.sum()), seconds, result.iterations, result.converged, compare,
         uncertain_images=len(np.unique(table.votes.item_image[undecided])), calibration=calibration,
+        shared_answers=shared_answers(table.votes),
     )  # fmt: skip
     if reference is not None:
         report.agreement.append(agreement(method, accepted, reference, table))

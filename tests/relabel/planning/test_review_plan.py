@@ -193,8 +193,12 @@ def test_plan_prints_each_run_and_the_ranking(workspace: Path) -> None:
     lines = result.output.splitlines()
     assert lines[0].startswith("snapshot 'raters-ds' (ds): 5 images, 2 nobody rated left out")
     assert [line.split()[0] for line in lines[2:4]] == ["m1", "m5"]
-    assert lines[-1].startswith("ranking m5 > m1: holds with")
+    assert lines[-2].startswith("ranking m5 > m1: holds with")
+    # three raters on six pairs: their reliabilities are a guess, and the forecast says so
+    assert lines[-1].startswith("caution: the workers share few pairs (the median worker answered 6 pair(s) ")
+    assert lines[-1].endswith("; until then this forecast is optimistic")
     data = json.loads(invoke(workspace, "--json", "--residual", "0").output)
+    assert data["caution"] == lines[-1].removeprefix("caution: ")
     # a, b, d are rated; c and e are not: left out (m1 failed on d: scored, wrong; m5 never answered c)
     assert [r["n_scored"] for r in data["runs"]] == [3, 3] and data["n_unrated"] == 2
     assert data["reviews"] == max(data["reviews_until_halfwidth"], data["reviews_until_stable_ranking"])

@@ -215,6 +215,12 @@ class TestSteps:
             assert st.rows.shape == st.classes.shape == st.probs.shape == st.accepted.shape == (pool.votes.n_items,)
             assert ((st.probs >= 0) & (st.probs <= 1)).all() and s.seconds >= 0
             assert s.run_top1.shape == s.halfwidth.shape == (1,)
+            # the answers the fit read: one per item at the start, then every answer of each reviewed image
+            v = pool.votes
+            per_item = np.bincount(v.item[st.revealed], minlength=v.n_items)
+            reviewed_items = st.reviewed[v.item_image]
+            assert (per_item[~reviewed_items] == 1).all()
+            assert (per_item[reviewed_items] == np.bincount(v.item, minlength=v.n_items)[reviewed_items]).all()
 
     def test_without_a_reference_agreement_is_nan_and_the_budget_stops_at_the_images(self) -> None:
         pool = ambiguous_pool(n_images=20, ambiguous=2)

@@ -29,10 +29,11 @@ from relabel.review.evidence import load_evidence, uncertain_images
 from relabel.review.queue import Evidence, QueueFilter, ReviewQueue, priority
 from relabel.review.ranking import UNCERTAIN_WEIGHT, WEIGHTS
 from relabel.snapshots.diff import diff_snapshots
-from relabel.snapshots.freeze import create_snapshot, list_snapshots
+from relabel.snapshots.freeze import create_snapshot, list_snapshots, vote_snapshot_lines
 from relabel.sources.bulk import store_run
 from relabel.sources.labels import import_source
 from relabel.votes.aggregation import METHODS, YES, Aggregate, FitOptions, Method, Votes
+from relabel.votes.fit import shared_caution
 from relabel.votes.importing import import_votes as import_votes_file
 from relabel.votes.posteriors import VotedImage, consensus_choices, voted_images
 from tests import images
@@ -207,6 +208,20 @@ class TestDawidSkeneSnapshot:
         assert (c["rule"], c["threshold"], c["min_votes"], c["vote_sources"]) == ("ds", 0.8, 1, ["raters"])
         assert (c["studio"], c["with_model"], c["converged"]) == (False, None, True) and c["iterations"] > 1
         assert c["keep_original"] == 0.5 and (c["n_pairs"], c["n_votes"], c["n_workers"]) == (18, 89, 5)
+        # every voted pair has several answers, so each rater's 17 or 18 answers are all shared
+        assert c["shared_answers"] == 18
+
+    def test_a_fit_on_few_shared_answers_carries_a_caution_and_one_on_enough_does_not(self, ws) -> None:
+        engine, ids = ws
+        sparse = create_snapshot(engine, "ds", consensus="ds", studio_votes=False)
+        assert (caution := shared_caution(sparse.consensus)) is not None and "answered 18 pair(s)" in caution
+        assert f"caution: {caution}" in vote_snapshot_lines(engine)  # the dashboard shows it
+        # 7 images x 20 classes, every rater answers every pair: 140 shared answers each
+        dense = {(i, c): [Y if c == 0 else N] * len(RATERS) for i in ids.values() for c in range(20)}
+        import_votes(engine, "dense", dense)
+        enough = create_snapshot(engine, "dense-ds", consensus="ds", vote_sources=["dense"], studio_votes=False)
+        assert enough.consensus["shared_answers"] == 140 and shared_caution(enough.consensus) is None
+        assert not any(line.startswith("caution") for line in vote_snapshot_lines(engine))  # the newest is dense
 
     def test_a_lower_threshold_settles_the_split_image(self, ws) -> None:
         engine, _ = ws
@@ -402,6 +417,7 @@ class TestCommandLine:
         assert done.exit_code == 0, done.output
         assert "consensus: ds, threshold 0.9, original kept at 0.5, votes raters, " in done.output
         assert "uncertain images (U, review first): 1; posteriors stored: 15" in done.output
+        assert "\n  caution: the workers share few pairs (the median worker answered 18 pair(s) " in done.output
         listed = runner.invoke(cli, [*workspace, "snapshot", "list"])
         assert "unanimous, min votes 1" in listed.output and "ds, threshold 0.9" in listed.output
         diff = runner.invoke(cli, [*workspace, "snapshot", "diff", "plain", "ds"])
@@ -466,7 +482,10 @@ class TestRegisteredConsensus:
         assert "method any-yes (its own rule) on sources raters" in aggregated
         # 11 pairs got a yes: the 5 present ones, the 5 absent ones that one rater took, the split one
         assert "labels: 11 pairs accepted" in aggregated
-        assert "labels: 5 pairs accepted" in run("votes", "aggregate", "--method", "majority", "--no-studio").output
+        majority = run("votes", "aggregate", "--method", "majority", "--no-studio").output
+        assert "labels: 5 pairs accepted" in majority and "caution" not in majority  # a count learns no reliability
+        ds = run("votes", "aggregate", "--no-studio").output  # Dawid-Skene on 18 shared answers per rater
+        assert "\n  caution: the workers share few pairs (the median worker answered 18 pair(s) " in ds
 
         created = run("snapshot", "create", "any", "--consensus", "any-yes", "--no-studio-votes", "--quiet").output
         assert "consensus: any-yes, votes raters" in created and "posteriors stored: 15" in created  # f_dog adjudicated

@@ -13,6 +13,7 @@ from relabel.votes import aggregation
 from relabel.votes.aggregation import (
     MAYBE,
     METHODS,
+    MIN_SHARED_ANSWERS,
     NO,
     RENAMED,
     YES,
@@ -24,8 +25,10 @@ from relabel.votes.aggregation import (
     decide,
     make_votes,
     method_summaries,
+    shared_answers,
     uncertain,
 )
+from relabel.votes.fit import shared_caution
 from tests.conftest import shared
 
 
@@ -421,3 +424,28 @@ def test_ballots_and_kinds_are_numpy_uniques_numbers(n_workers: int) -> None:
     assert np.array_equal(got[0], kinds[:, 0]) and np.array_equal(got[1], kind_of.ravel())
     assert np.array_equal(got[2], count)
     assert [len(a) for a in aggregation._kinds(np.zeros(0, np.intp), np.zeros(0, np.uint64))] == [0, 0, 0]
+
+
+# ---------------------------------------------------------------- what the reliabilities are learned from
+
+
+def test_shared_answers_counts_what_dawid_skene_learns_a_worker_from() -> None:
+    # one answer per item: nothing to learn a worker's reliability from
+    assert shared_answers(_votes([(0, 0, YES), (1, 1, NO), (2, 2, YES)], [0, 0, 1])) == 0
+    # workers 0 and 1 share items 0 and 1; worker 2 answers item 2 alone: the median of 2, 2, 0
+    rows = [(0, 0, YES), (0, 1, YES), (1, 0, NO), (1, 1, MAYBE), (2, 2, YES)]
+    assert shared_answers(_votes(rows, [0, 0, 1])) == 2
+    # a worker's repeated answers to one item count once and do not make the item shared
+    assert shared_answers(_votes([(0, 0, YES), (0, 0, NO), (1, 1, YES)], [0, 1])) == 0
+    # a worker who answered nothing is not counted (workers 2..4 here)
+    v = make_votes(np.array([0, 0]), np.array([0, 1]), np.array([YES, NO]), np.array([0]), n_workers=5)
+    assert shared_answers(v) == 1
+
+
+def test_a_fit_on_few_shared_answers_is_flagged() -> None:
+    caution = shared_caution({"rule": "ds", "shared_answers": 3})
+    assert caution is not None and "the median worker answered 3 pair(s) that another also answered" in caution
+    assert shared_caution({"rule": "one-coin", "shared_answers": MIN_SHARED_ANSWERS - 1}) is not None
+    assert shared_caution({"rule": "ds", "shared_answers": MIN_SHARED_ANSWERS}) is None
+    assert shared_caution({"rule": "majority", "shared_answers": 0}) is None  # counts answers, learns no reliability
+    assert shared_caution({"rule": "ds"}) is None  # a snapshot made before the count was recorded

@@ -381,6 +381,7 @@ def test_the_votes_commands(sqlite_engine, vocab, tmp_path: Path) -> None:
     assert out.exit_code == 0, out.output
     assert "method ds (threshold 0.9, original classes kept at >= 0.5) on sources round, studio" in out.output
     assert "vs truth [ds]:" in out.output and "vs truth [majority]:" in out.output
+    assert "caution" not in out.output  # every rater answered 900 pairs that the others answered too
     ds_pairs = float(out.output.split("vs truth [ds]: ")[1].split("%")[0])
     assert ds_pairs >= 99.0
     out = invoke(sqlite_engine, "votes", "workers", "--sort", "evidence", "--limit", "2")
