@@ -108,6 +108,15 @@ def _ranking_line(d: dict) -> str:
     tied = [f"{p['above']} and {p['below']}" for p in pairs if p["tied"]]
     if tied:
         return f"{now}; {', '.join(tied)} have the same top-1: no number of reviews orders them"
+    if d["reviews_until_stable_ranking"] is None:
+        top1 = {r["run"]: r["top1"] for r in d["runs"]}
+        weakest = min(pairs, key=lambda p: p["after_pool"])
+        gap = top1[weakest["above"]] - top1[weakest["below"]]
+        return (
+            f"{now}; reaches {100 * d['stability']:g} % not within the pool: {weakest['above']} and "
+            f"{weakest['below']} are {gap:.2f} points apart and would keep their order with "
+            f"{100 * weakest['after_pool']:.1f} % after every review: on these images the two are level"
+        )
     return f"{now}; reaches {100 * d['stability']:g} % {_reviews(d['reviews_until_stable_ranking'])}"
 
 

@@ -73,8 +73,8 @@ class BudgetReport:
             "runs": runs,
             "ranking": order,
             "ranking_pairs": [
-                {"above": a, "below": b, "probability": float(x), "tied": bool(t)}
-                for a, b, x, t in zip(order, order[1:], p.ranking.probability, p.ranking.tied)
+                {"above": a, "below": b, "probability": float(x), "tied": bool(t), "after_pool": float(e)}
+                for a, b, x, t, e in zip(order, order[1:], p.ranking.probability, p.ranking.tied, p.after_pool)
             ],
             "ranking_stability": p.ranking.stability,
             "reviews_until_halfwidth": p.reviews_halfwidth,

@@ -45,7 +45,7 @@ Example:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -80,7 +80,8 @@ class Plan:
     (a) every run is within the target (`reviews_halfwidth`) and (b) the ranking holds with `stability`
     (`reviews_ranking`); None where the pool cannot get there. `ranking` now; `pool` the images the active order
     can still serve; `order` that order (image indices); `residual` the share of an image's variance a review was
-    assumed to leave."""
+    assumed to leave; `after_pool[p]` the probability that the adjacent pair p of `ranking` keeps its order once
+    the whole pool is reviewed (the difference held where it is): the pairs that keep (b) out of reach."""
 
     top1_now: np.ndarray
     halfwidth_now: np.ndarray
@@ -93,6 +94,7 @@ class Plan:
     target_halfwidth: float
     stability: float
     residual: float = 0.0
+    after_pool: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     @property
     def reviews(self) -> int | None:
@@ -187,6 +189,7 @@ def forecast(
         float(target_halfwidth),
         float(stability),
         float(residual),
+        np.array([_keeps(d, v) for d, v in zip(delta, pair_left[:, -1])]),
     )
 
 

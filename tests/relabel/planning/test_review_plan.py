@@ -144,6 +144,9 @@ def test_forecast_says_when_the_pool_cannot_get_there():
     assert plan.pool == N - 5
     # Φ(2 / sqrt(0.5 · 5)) < 0.95 even with every other image settled
     assert plan.reviews_ranking is None
+    assert plan.after_pool == pytest.approx([phi(2 / math.sqrt(0.5 * 5))])
+    # with nothing excluded every pair settles: the difference is exact once the pool is reviewed
+    assert forecast(rows, classes, probs, N, top1).after_pool.tolist() == [1.0]
     tied = top1.copy()
     tied[1, 20:22] = 0  # B now right where A is: the same expected top-1
     assert forecast(rows, classes, probs, N, tied).reviews_ranking is None
@@ -199,6 +202,7 @@ def test_plan_prints_each_run_and_the_ranking(workspace: Path) -> None:
     assert lines[-1].endswith("; until then this forecast is optimistic")
     data = json.loads(invoke(workspace, "--json", "--residual", "0").output)
     assert data["caution"] == lines[-1].removeprefix("caution: ")
+    assert [set(p) for p in data["ranking_pairs"]] == [{"above", "below", "probability", "tied", "after_pool"}]
     # a, b, d are rated; c and e are not: left out (m1 failed on d: scored, wrong; m5 never answered c)
     assert [r["n_scored"] for r in data["runs"]] == [3, 3] and data["n_unrated"] == 2
     assert data["reviews"] == max(data["reviews_until_halfwidth"], data["reviews_until_stable_ranking"])
@@ -207,6 +211,29 @@ def test_plan_prints_each_run_and_the_ranking(workspace: Path) -> None:
     assert default["residual"] == REVIEW_RESIDUAL and default["reviews_until_halfwidth"] is None
     one = json.loads(invoke(workspace, "--json", "--run", "m5", "--target", "50", "--residual", "0").output)
     assert one["runs"][0]["run"] == "m5" and one["reviews_until_halfwidth"] == 0 and one["ranking_pairs"] == []
+
+
+def test_a_ranking_out_of_reach_names_the_pair_that_stays_level() -> None:
+    from relabel.cli.plan import plan_lines
+
+    runs = [
+        {"run": name, "n_scored": 100, "top1": t, "halfwidth": 0.2, "reviews_until_target": 0}
+        for name, t in (("a", 71.0), ("b", 70.0), ("c", 69.98))
+    ]
+    pairs = [
+        {"above": "a", "below": "b", "probability": 0.999, "tied": False, "after_pool": 1.0},
+        {"above": "b", "below": "c", "probability": 0.6, "tied": False, "after_pool": 0.81},
+    ]
+    d = {
+        "snapshot": "s", "rule": "ds", "n_images": 100, "n_unrated": 0, "pool": 100, "residual": 0.35,
+        "target_halfwidth": 0.25, "stability": 0.95, "runs": runs, "ranking": ["a", "b", "c"],
+        "ranking_pairs": pairs, "ranking_stability": 0.5994, "reviews_until_halfwidth": 0,
+        "reviews_until_stable_ranking": None, "caution": None,
+    }  # fmt: skip
+    assert plan_lines(d)[-1] == (
+        "ranking a > b > c: holds with 59.9 % now; reaches 95 % not within the pool: b and c are 0.02 points apart "
+        "and would keep their order with 81.0 % after every review: on these images the two are level"
+    )
 
 
 @pytest.mark.parametrize(
