@@ -121,7 +121,7 @@ def plan_reviews(
     n_scored = [int(k) for k in scored.sum(axis=1)]
     caution = shared_caution({"rule": rule, **(snap.consensus or {})})
     if caution is not None:
-        caution += "; until then this forecast is optimistic"
+        caution += "; until then this forecast can be far off either way"
     return BudgetReport(ds.name, snap.name, rule, n, int(images.unrated.sum()), names, n_scored, plan, caution)
 
 

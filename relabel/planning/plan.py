@@ -31,9 +31,9 @@ is within `target_halfwidth`; (b) the ranking's stability reaches `stability`. N
 there: a tie, or images left out of the pool (excluded) keeping too much variance. What the assumptions leave out:
 a real review may leave an image uncertain (a few answers more, not the truth), refitting the consensus moves the
 posteriors of images nobody reviewed, and the active order changes as they move; and posteriors fitted on too few
-shared answers are over-confident, so the forecast is optimistic (`relabel plan` prints a caution then,
-`relabel.votes.fit.shared_caution`). `bench/bench_plan.py` measures the forecast against the review simulator on
-ReaL's raters.
+shared answers move a lot as answers come, so the forecast can be far off either way (`relabel plan` prints a
+caution then, `relabel.votes.fit.shared_caution`). `bench/bench_plan.py` measures the forecast against the review
+simulator on ReaL's raters.
 
 Example:
     >>> import numpy as np

@@ -199,7 +199,7 @@ def test_plan_prints_each_run_and_the_ranking(workspace: Path) -> None:
     assert lines[-2].startswith("ranking m5 > m1: holds with")
     # three raters on six pairs: their reliabilities are a guess, and the forecast says so
     assert lines[-1].startswith("caution: the workers share few pairs (the median worker answered 6 pair(s) ")
-    assert lines[-1].endswith("; until then this forecast is optimistic")
+    assert lines[-1].endswith("; until then this forecast can be far off either way")
     data = json.loads(invoke(workspace, "--json", "--residual", "0").output)
     assert data["caution"] == lines[-1].removeprefix("caution: ")
     assert [set(p) for p in data["ranking_pairs"]] == [{"above", "below", "probability", "tied", "after_pool"}]
