@@ -170,13 +170,13 @@ def cautioned(r: Replay, start: int) -> bool:
     return r.shared[start] < MIN_SHARED_ANSWERS
 
 
-def ratios(r: Replay, rho: float, criterion: str, trusted: bool = True) -> list[float]:
-    """forecast / needed over the forecast states where the simulator needs > 0, those with a caution left out
-    when `trusted` (a forecast of "not within the pool" counts as infinite)."""
+def ratios(r: Replay, rho: float, criterion: str, with_caution: bool = False) -> list[float]:
+    """forecast / needed over the forecast states where the simulator needs > 0 and `relabel plan` prints a caution
+    (`with_caution`) or none (a forecast of "not within the pool" counts as infinite)."""
     out = []
     for start, by_rho in sorted(r.forecasts.items()):
         need, guess = r.needed(start, criterion), by_rho[rho][criterion]
-        if not (trusted and cautioned(r, start)) and need:
+        if cautioned(r, start) == with_caution and need:
             out.append(math.inf if guess is None else guess / need)
     return out
 
@@ -211,15 +211,6 @@ def summary(values: list[float]) -> str:
     return f"median {shown[0]} (min {shown[1]}, max {shown[2]}); {within} of {len(values)} within ±25 %"
 
 
-def cautioned_ratios(r: Replay, rho: float, criterion: str) -> list[float]:
-    """forecast / needed at the states where `relabel plan` cautions (as `ratios`)."""
-    return [
-        math.inf if (guess := r.forecasts[k][rho][criterion]) is None else guess / need
-        for k in sorted(r.forecasts)
-        if cautioned(r, k) and (need := r.needed(k, criterion))
-    ]
-
-
 def shares_text(r: Replay) -> str:
     """The median rater's shared answers at the states before EVERY reviews: "0 at 0, 41 at 250, ..."."""
     return ", ".join(f"{r.shared[k]:,} at {k:,}" for k in sorted(r.shared) if k < EVERY)
@@ -251,7 +242,7 @@ def seed_lines(r: Replay, rho: float) -> list[str]:
         for value in (0.0, rho):
             lines.append(f"- {c}, residual {value:g}: {summary(ratios(r, value, c))}")
     for c in CRITERIA:
-        lines.append(f"- with a caution, {c}, residual {rho:g}: {summary(cautioned_ratios(r, rho, c))}")
+        lines.append(f"- with a caution, {c}, residual {rho:g}: {summary(ratios(r, rho, c, with_caution=True))}")
     hw0, hw_end = r.halfwidth[0], r.halfwidth[-1]
     after = r.halfwidth[1] if len(r.halfwidth) > 1 else hw0
     lines += [
@@ -337,7 +328,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         plan_s, cpu_s, forecast_s, text = time_plan(Path(tmp), args.repeats)
     calibration_fit = summary(ratios(calibration, rho, "both"))
-    below = cautioned_ratios(calibration, rho, "halfwidth")
+    below = ratios(calibration, rho, "halfwidth", with_caution=True)
     pooled = {(c, value): [x for r in reports for x in ratios(r, value, c)] for c in CRITERIA for value in (0.0, rho)}
     median_plan = statistics.median(plan_s)
     step_s = [s for r in (calibration, *reports) for s in r.step_seconds[1:]]

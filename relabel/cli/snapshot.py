@@ -139,13 +139,11 @@ def snapshot_create(
     )
     click.echo(f"snapshot {s.name!r}: {s.n_images} image(s), sha256 {s.content_hash[:16]}…")
     click.echo(f"  consensus: {consensus_line(s.consensus)}")
-    from relabel.votes.fit import shared_caution
+    from relabel.votes.fit import calibration_line, shared_caution
 
     if (caution := shared_caution(s.consensus)) is not None:
         click.echo(f"  caution: {caution}")
     if s.consensus.get("calibration"):
-        from relabel.votes.fit import calibration_line
-
         click.echo(f"  {calibration_line(s.consensus['calibration'])}")
     click.echo(f"  categories: {counts(s.counts)}")
     click.echo(f"  labels from: {counts(s.origins)}")

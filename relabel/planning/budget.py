@@ -119,7 +119,7 @@ def plan_reviews(
     )  # fmt: skip
     rule = str((snap.consensus or {}).get("rule", ""))
     n_scored = [int(k) for k in scored.sum(axis=1)]
-    caution = shared_caution({"rule": rule, **(snap.consensus or {})})
+    caution = shared_caution(snap.consensus or {})
     if caution is not None:
         caution += "; until then this forecast can be far off either way"
     return BudgetReport(ds.name, snap.name, rule, n, int(images.unrated.sum()), names, n_scored, plan, caution)
